@@ -1,0 +1,120 @@
+"""split_sentences: pysbd segmentation that never loses text."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from worker.script import split_sentences
+from worker.script.sentences import _cut, _language_code, _segmenter
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "Dr. Smith met Mr. Jones at 5 p.m. today. They talked.",
+            ["Dr. Smith met Mr. Jones at 5 p.m. today.", "They talked."],
+        ),
+        (
+            "Some fruit, e.g. apples, is sweet. Others, i.e. lemons, are not.",
+            ["Some fruit, e.g. apples, is sweet.", "Others, i.e. lemons, are not."],
+        ),
+        ("Pi is roughly 3.14159. It never ends.", ["Pi is roughly 3.14159.", "It never ends."]),
+        ("It cost $4.50 in 2023. Cheap.", ["It cost $4.50 in 2023.", "Cheap."]),
+        ('She said, "Stop!" Then she left.', ['She said, "Stop!"', "Then she left."]),
+        ("“Are you sure?” he asked. “Yes.”", ["“Are you sure?” he asked.", "“Yes.”"]),
+        ("Really?! I had no idea. Wow!", ["Really?!", "I had no idea.", "Wow!"]),
+        ("Wait... What happened? Nothing.", ["Wait...", "What happened?", "Nothing."]),
+        ("I wonder... maybe not. Fine.", ["I wonder... maybe not.", "Fine."]),
+        (
+            "J. R. R. Tolkien wrote books. He died in 1973.",
+            ["J. R. R. Tolkien wrote books.", "He died in 1973."],
+        ),
+        ("no final punctuation at all", ["no final punctuation at all"]),
+    ],
+)
+def test_english_rules(text: str, expected: list[str]) -> None:
+    assert split_sentences(text) == expected
+
+
+def test_whitespace_is_normalised_and_sentences_stripped() -> None:
+    assert split_sentences("  One   two.\n\tThree\n four.  ") == ["One two.", "Three four."]
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n\t \u3000"])
+def test_empty_text_has_no_sentences(text: str) -> None:
+    assert split_sentences(text) == []
+
+
+def test_other_language_rules() -> None:
+    assert split_sentences("Er kam am 3. Oktober. Dann ging er.", "de") == [
+        "Er kam am 3. Oktober.",
+        "Dann ging er.",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("language", "code"),
+    [("en", "en"), ("de-AT", "de"), ("pt_BR", "en"), ("FR", "fr"), ("xx", "en"), ("", "en")],
+)
+def test_language_fallback(language: str, code: str) -> None:
+    assert _language_code(language) == code
+
+
+def test_unsupported_language_uses_english_rules() -> None:
+    assert split_sentences("Dr. Who is here. Hello.", "tlh") == ["Dr. Who is here.", "Hello."]
+
+
+def test_segmenter_is_cached_per_language() -> None:
+    assert _segmenter("en") is _segmenter("en")
+    split_sentences("One. Two.", "en-GB")
+    before = _segmenter.cache_info().misses
+    split_sentences("Three. Four.", "en")
+    split_sentences("Five. Six.", "en-US")
+    assert _segmenter.cache_info().misses == before
+
+
+def test_cut_keeps_text_pysbd_dropped_and_never_cuts_mid_word() -> None:
+    text = "Alpha beta. Gamma?delta epsilon. Zeta."
+    # pysbd lost "Gamma?delta epsilon." and split inside a word: both are absorbed, nothing is lost.
+    assert _cut(text, ["Alpha beta. ", "Gamma?", "Zeta."]) == ["Alpha beta.", "Gamma?delta epsilon. Zeta."]
+    assert _cut(text, []) == [text]
+    assert _cut(text, ["not in the text"]) == [text]
+
+
+@settings(deadline=None, max_examples=300)
+@given(st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=300))
+def test_no_text_lost_on_arbitrary_input(text: str) -> None:
+    sentences = split_sentences(text)
+    assert " ".join(sentences) == " ".join(text.split())
+    assert all(sentence and sentence == sentence.strip() for sentence in sentences)
+
+
+_ABBREVIATIONS = ("Dr.", "Mr.", "e.g.", "i.e.", "3.14", "U.S.A.", "(ok.)", "'yes'")
+_OTHER_WORDS = ("word", "Hello", "he", "said", '"Hi!"', "why?!", "so...", "end.")
+_WORDS = st.sampled_from(_ABBREVIATIONS + _OTHER_WORDS)
+
+
+@settings(deadline=None)
+@given(st.lists(_WORDS, min_size=1, max_size=40))
+def test_no_text_lost_on_tricky_words(words: list[str]) -> None:
+    text = " ".join(words)
+    assert " ".join(split_sentences(text)) == text
+
+
+def test_long_text_goes_through_a_sliding_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    sentences = [f"Dr. Smith paid ${index}.50 for item {index}, e.g. a book." for index in range(300)]
+    sentences[150] = "This sentence is longer than the window, " + "and it goes on " * 20 + "until here."
+    monkeypatch.setattr("worker.script.sentences._WINDOW", 120)
+    assert split_sentences(" ".join(sentences)) == sentences
+
+
+@settings(deadline=None)
+@given(st.lists(_WORDS, min_size=1, max_size=60), st.integers(min_value=1, max_value=40))
+def test_no_text_lost_with_any_window(words: list[str], window: int) -> None:
+    text = " ".join(words)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("worker.script.sentences._WINDOW", window)
+        assert " ".join(split_sentences(text)) == text
