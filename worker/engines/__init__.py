@@ -1,0 +1,6 @@
+"""TTS engines: the protocol (:mod:`.base`) and the per-process registry (:mod:`.registry`)."""
+
+from worker.engines.base import Engine, EngineError, SynthesisRequest
+from worker.engines.registry import available_engines, get_engine
+
+__all__ = ["Engine", "EngineError", "SynthesisRequest", "available_engines", "get_engine"]

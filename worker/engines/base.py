@@ -1,0 +1,53 @@
+"""The engine protocol every TTS engine implements (pure: no Flask, no Celery).
+
+An engine turns a reference recording into a *speaker prompt* (a flat mapping of names to numpy arrays,
+saved as safetensors by the voice cache) and renders batches of text with such prompts. Waveforms are
+mono float32 in [-1, 1] at ``sample_rate``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+
+Waveform = npt.NDArray[np.float32]
+SpeakerPrompt = Mapping[str, npt.NDArray[np.generic]]
+
+
+class EngineError(Exception):
+    """The engine failed on input it was given (not a transient fault)."""
+
+
+@dataclass(frozen=True)
+class SynthesisRequest:
+    """One chunk to render: its text, the voice's speaker prompt, its language, extra parameters."""
+
+    text: str
+    prompt: SpeakerPrompt
+    language: str = "en"
+    params: Mapping[str, float] = field(default_factory=dict)
+    seed: int = 0
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """What the worker needs from a TTS engine."""
+
+    name: str
+    version: str
+    sample_rate: int
+    max_chunk_chars: int
+
+    def encode_speaker(
+        self, audio: Waveform, sample_rate: int, ref_text: str
+    ) -> dict[str, npt.NDArray[np.generic]]:
+        """Compute the speaker prompt of a reference recording (mono float32) and its transcript."""
+        ...
+
+    def synthesize(self, batch: Sequence[SynthesisRequest]) -> list[Waveform]:
+        """Render every request of the batch, in order; one waveform per request."""
+        ...

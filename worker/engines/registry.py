@@ -1,0 +1,80 @@
+"""Engine registry: one engine instance per process per name, created on first use (pure module).
+
+Factories are registered by name; :func:`get_engine` builds the engine the first time a process asks for
+it and caches it. A forked child (Celery prefork) inherits the parent's cache, so the cache remembers the
+pid that filled it and is discarded when :func:`os.getpid` differs. Importing this module loads no engine
+and no native library: the built-in ``espeak`` engine is registered as a factory that imports its module
+when called.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+
+from worker.engines.base import Engine
+
+__all__ = ["EngineFactory", "available_engines", "get_engine", "register"]
+
+EngineFactory = Callable[[], Engine]
+
+_factories: dict[str, EngineFactory] = {}
+_instances: dict[str, Engine] = {}
+_instances_pid = os.getpid()
+_lock = threading.RLock()
+
+
+def _reset_lock_in_child() -> None:
+    global _lock  # noqa: PLW0603
+    _lock = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_reset_lock_in_child)
+
+
+def register(name: str, factory: EngineFactory) -> None:
+    """Register (or replace) the factory of engine ``name``; a cached instance of that name is dropped."""
+    if not name or not name.strip():
+        raise ValueError("engine name must be a non-empty string")
+    with _lock:
+        _factories[name] = factory
+        _instances.pop(name, None)
+
+
+def available_engines() -> list[str]:
+    """Names of the registered engines, sorted."""
+    with _lock:
+        return sorted(_factories)
+
+
+def get_engine(name: str) -> Engine:
+    """The engine registered as ``name``: one instance per process, created on first use.
+
+    Raises KeyError for an unknown name.
+    """
+    global _instances_pid  # noqa: PLW0603
+    with _lock:
+        pid = os.getpid()
+        if pid != _instances_pid:
+            _instances.clear()
+            _instances_pid = pid
+        engine = _instances.get(name)
+        if engine is not None:
+            return engine
+        factory = _factories.get(name)
+        if factory is None:
+            known = ", ".join(sorted(_factories)) or "none"
+            raise KeyError(f"unknown TTS engine {name!r} (available: {known})")
+        engine = factory()
+        _instances[name] = engine
+        return engine
+
+
+def _espeak_factory() -> Engine:
+    from worker.engines.espeak import EspeakEngine
+
+    return EspeakEngine()
+
+
+register("espeak", _espeak_factory)
