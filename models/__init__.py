@@ -1,0 +1,27 @@
+"""Tome's data model: SQLAlchemy 2.0 typed ORM and session helpers (no Flask or Celery imports)."""
+
+from models.apikey import ApiKey, Role, generate_key, hash_key
+from models.base import Base, utcnow
+from models.db import make_engine, make_session_factory, unit_of_work
+from models.job import ACTIVE, TERMINAL, Chunk, ChunkStatus, Job, JobStatus
+from models.voice import CacheStatus, Voice
+
+__all__ = [
+    "ACTIVE",
+    "TERMINAL",
+    "ApiKey",
+    "Base",
+    "CacheStatus",
+    "Chunk",
+    "ChunkStatus",
+    "Job",
+    "JobStatus",
+    "Role",
+    "Voice",
+    "generate_key",
+    "hash_key",
+    "make_engine",
+    "make_session_factory",
+    "unit_of_work",
+    "utcnow",
+]

@@ -1,0 +1,100 @@
+"""Jobs and their chunks. The database, not the broker, is the truth about their state."""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    Uuid,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from models.base import Base, UTCDateTime, new_id, utcnow
+
+
+class JobStatus(enum.StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    STITCHING = "stitching"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+TERMINAL = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
+ACTIVE = frozenset({JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.STITCHING})
+
+
+class ChunkStatus(enum.StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+
+
+class Job(Base):
+    __tablename__ = "jobs"
+    __table_args__ = (UniqueConstraint("owner", "idempotency_key", name="uq_jobs_owner_idempotency_key"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=new_id)
+    owner: Mapped[str] = mapped_column(String(100), index=True)
+    status: Mapped[str] = mapped_column(String(12), default=JobStatus.QUEUED.value, index=True)
+    title: Mapped[str] = mapped_column(String(200))
+    script_format: Mapped[str] = mapped_column(String(12))
+    voice_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("voices.id"))
+    engine: Mapped[str] = mapped_column(String(50))
+    options: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    chapters: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    chunks_total: Mapped[int] = mapped_column(Integer)
+    chunks_done: Mapped[int] = mapped_column(Integer, default=0)
+    error: Mapped[str | None] = mapped_column(Text, default=None)
+    idempotency_key: Mapped[str | None] = mapped_column(String(200), default=None)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
+    # Stitching is claimed like a chunk: a lease and a token; the sweeper re-issues an expired lease.
+    lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
+    stitch_token: Mapped[str | None] = mapped_column(String(32), default=None)
+    output_path: Mapped[str | None] = mapped_column(String(500), default=None)
+    output_format: Mapped[str] = mapped_column(String(8))
+    output_bytes: Mapped[int | None] = mapped_column(BigInteger, default=None)
+    output_duration: Mapped[float | None] = mapped_column(Float, default=None)
+    expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
+
+
+class Chunk(Base):
+    __tablename__ = "chunks"
+    __table_args__ = (
+        UniqueConstraint("job_id", "seq", name="uq_chunks_job_id_seq"),
+        Index("ix_chunks_status_lease", "status", "lease_until"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    seq: Mapped[int] = mapped_column(Integer)
+    chapter: Mapped[int] = mapped_column(Integer)
+    text: Mapped[str] = mapped_column(Text)
+    pause_after: Mapped[str] = mapped_column(String(10))
+    voice_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("voices.id"))
+    status: Mapped[str] = mapped_column(String(10), default=ChunkStatus.PENDING.value)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    attempt_token: Mapped[str | None] = mapped_column(String(32), default=None)
+    lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
+    enqueued_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
+    content_key: Mapped[str | None] = mapped_column(String(64), default=None)
+    audio_path: Mapped[str | None] = mapped_column(String(500), default=None)
+    duration: Mapped[float | None] = mapped_column(Float, default=None)
+    error: Mapped[str | None] = mapped_column(Text, default=None)

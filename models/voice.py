@@ -1,0 +1,56 @@
+"""Voices: a reference recording, its transcript, and the state of its speaker-prompt cache."""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from datetime import datetime
+
+from sqlalchemy import Float, Index, String, Text, Uuid, text
+from sqlalchemy.orm import Mapped, mapped_column
+
+from models.base import Base, UTCDateTime, new_id, utcnow
+
+
+class CacheStatus(enum.StrEnum):
+    PENDING = "pending"
+    PROCESSING = "processing"
+    READY = "ready"
+    FAILED = "failed"
+    STALE = "stale"
+
+
+class Voice(Base):
+    __tablename__ = "voices"
+    __table_args__ = (
+        # Names are unique per owner among live voices; a deleted voice frees its name.
+        Index(
+            "uq_voices_owner_name_live",
+            "owner",
+            "name",
+            unique=True,
+            sqlite_where=text("deleted_at IS NULL"),
+            postgresql_where=text("deleted_at IS NULL"),
+        ),
+    )
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=new_id)
+    owner: Mapped[str] = mapped_column(String(100), index=True)
+    name: Mapped[str] = mapped_column(String(64))
+    language: Mapped[str] = mapped_column(String(16), default="en")
+    ref_text: Mapped[str] = mapped_column(Text)
+    audio_path: Mapped[str] = mapped_column(String(500))
+    audio_sha256: Mapped[str] = mapped_column(String(64))
+    audio_duration: Mapped[float] = mapped_column(Float)
+    audio_sample_rate: Mapped[int]
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
+    deleted_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
+
+    cache_status: Mapped[str] = mapped_column(String(12), default=CacheStatus.PENDING.value)
+    cache_key: Mapped[str | None] = mapped_column(String(200), default=None)
+    cache_engine: Mapped[str | None] = mapped_column(String(200), default=None)
+    cache_path: Mapped[str | None] = mapped_column(String(500), default=None)
+    cache_error: Mapped[str | None] = mapped_column(Text, default=None)
+    cache_lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
+    cache_built_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
