@@ -1,0 +1,65 @@
+"""The one Celery app, built from Settings by a small function (no connection is made here)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import Celery
+
+from worker.config import Settings
+
+TASK_MODULES = ["worker.tasks"]
+
+
+def celery_config(settings: Settings) -> dict[str, Any]:
+    settings.validate()  # refuses a hard time limit at or above the visibility timeout
+    conf: dict[str, Any] = {
+        "broker_url": settings.broker_url,
+        "broker_connection_retry_on_startup": True,
+        "task_default_queue": settings.queue,
+        "task_serializer": "json",
+        "result_serializer": "json",
+        "accept_content": ["json"],
+        "task_ignore_result": True,
+        "result_backend": None,
+        "worker_prefetch_multiplier": 1,
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "task_soft_time_limit": settings.task_soft_time_limit,
+        "task_time_limit": settings.task_time_limit,
+        "worker_hijack_root_logger": False,
+        "worker_log_format": "%(asctime)s %(levelname)s %(processName)s %(name)s: %(message)s",
+        "worker_task_log_format": (
+            "%(asctime)s %(levelname)s %(processName)s %(task_name)s[%(task_id)s] %(name)s: %(message)s"
+        ),
+        "beat_schedule": {
+            "tome-sweep": {"task": "tome.sweep", "schedule": settings.sweep_interval_seconds},
+        },
+        "beat_schedule_filename": str(settings.data_dir.resolve() / "celerybeat-schedule"),
+        "imports": TASK_MODULES,
+    }
+    transport: dict[str, Any] = {"visibility_timeout": settings.visibility_timeout}
+    if settings.broker_url.startswith("filesystem://"):
+        folder = settings.broker_folder
+        transport.update(
+            {
+                "data_folder_in": str(folder / "queue"),
+                "data_folder_out": str(folder / "queue"),
+                "control_folder": str(folder / "control"),
+                "store_processed": False,
+            }
+        )
+    conf["broker_transport_options"] = transport
+    return conf
+
+
+def ensure_broker_folders(settings: Settings) -> None:
+    if settings.broker_url.startswith("filesystem://"):
+        for sub in ("queue", "control"):
+            (settings.broker_folder / sub).mkdir(parents=True, exist_ok=True)
+
+
+def make_celery(settings: Settings) -> Celery:
+    app = Celery("tome")
+    app.config_from_object(celery_config(settings))
+    return app

@@ -1,0 +1,95 @@
+"""All of Tome's settings, read from ``TOME_*`` environment variables in this one place.
+
+With nothing set, Tome runs embedded: SQLite under ``./var``, Celery's filesystem broker (no server),
+the espeak engine. Production sets ``TOME_DATABASE_URL`` (PostgreSQL) and ``TOME_BROKER_URL`` (Redis).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+from typing import Any
+
+
+class ConfigError(ValueError):
+    """A setting is missing, malformed or inconsistent with another one."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    data_dir: Path = Path("var")
+    database_url: str = ""  # empty: sqlite:///<data_dir>/tome.db
+    broker_url: str = "filesystem://"
+    queue: str = "tome"
+    engine: str = "espeak"
+    # Limits on what callers may send.
+    max_script_chars: int = 2_000_000
+    max_upload_bytes: int = 50 * 1024 * 1024
+    max_reference_seconds: float = 120.0
+    min_reference_seconds: float = 1.0
+    max_chunks_per_job: int = 20_000
+    # Worker behaviour.
+    chunks_per_task: int = 8
+    chunk_lease_seconds: int = 300
+    stitch_lease_seconds: int = 1800
+    max_chunk_attempts: int = 3
+    sweep_interval_seconds: float = 30.0
+    queued_grace_seconds: int = 60
+    pending_requeue_seconds: int = 600
+    task_soft_time_limit: int = 600
+    task_time_limit: int = 900
+    visibility_timeout: int = 3600
+    mp3_bitrate_kbps: int = 128
+
+    @property
+    def sqlalchemy_url(self) -> str:
+        return self.database_url or f"sqlite:///{(self.data_dir / 'tome.db').resolve()}"
+
+    @property
+    def broker_folder(self) -> Path:
+        return (self.data_dir / "broker").resolve()
+
+    def validate(self) -> Settings:
+        """Refuse settings that would lose or duplicate work (see README, "Reliability")."""
+        if not self.task_soft_time_limit < self.task_time_limit:
+            raise ConfigError("TOME_TASK_SOFT_TIME_LIMIT must be below TOME_TASK_TIME_LIMIT")
+        if not self.task_time_limit < self.visibility_timeout:
+            raise ConfigError(
+                "TOME_TASK_TIME_LIMIT must be below TOME_VISIBILITY_TIMEOUT, or the broker redelivers "
+                "tasks that are still running"
+            )
+        if self.chunks_per_task < 1 or self.max_chunk_attempts < 1:
+            raise ConfigError("TOME_CHUNKS_PER_TASK and TOME_MAX_CHUNK_ATTEMPTS must be at least 1")
+        return self
+
+
+def _convert(raw: str, default: Any, name: str) -> Any:
+    try:
+        if isinstance(default, bool):
+            if raw.lower() in ("1", "true", "yes", "on"):
+                return True
+            if raw.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(raw)
+        if isinstance(default, Path):
+            return Path(raw)
+        return type(default)(raw)
+    except ValueError as exc:
+        raise ConfigError(f"{name}={raw!r} is not a valid {type(default).__name__}") from exc
+
+
+def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+    """Settings from ``TOME_<FIELD>`` variables (``environ`` defaults to ``os.environ``), then overrides."""
+    env = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    defaults = Settings()
+    for f in fields(Settings):
+        name = f"TOME_{f.name.upper()}"
+        if name in env:
+            values[f.name] = _convert(env[name], getattr(defaults, f.name), name)
+    settings = replace(defaults, **values)
+    if overrides:
+        settings = replace(settings, **overrides)
+    return settings.validate()

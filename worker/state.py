@@ -1,0 +1,196 @@
+"""Job and chunk state transitions, each one a conditional UPDATE (compare-and-set) on the database.
+
+Broker messages are hints that may arrive twice, late, or never; these functions decide what actually
+happens. A chunk is claimed with a fresh attempt token and a lease; only the holder of the current token
+can mark it done, so a duplicate delivery can never write a second copy. The worker whose completion makes
+``chunks_done == chunks_total`` wins ``running -> stitching`` and is the only one to stitch.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import and_, or_, select, update
+from sqlalchemy.engine import CursorResult
+from sqlalchemy.orm import Session
+
+from models import ACTIVE, Chunk, ChunkStatus, Job, JobStatus, utcnow
+
+
+def new_token() -> str:
+    return uuid.uuid4().hex
+
+
+def _rows(result: object) -> int:
+    assert isinstance(result, CursorResult)
+    return int(result.rowcount)
+
+
+@dataclass(frozen=True)
+class Claimed:
+    id: int
+    seq: int
+    text: str
+    voice_id: uuid.UUID
+    attempts: int
+
+
+def start_job(session: Session, job_id: uuid.UUID, now: datetime) -> bool:
+    """queued -> running; True if this call moved it (a redelivered start finds it already running)."""
+    result = session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.status == JobStatus.QUEUED.value)
+        .values(status=JobStatus.RUNNING.value, started_at=now, updated_at=now)
+    )
+    return _rows(result) == 1
+
+
+def claim_chunks(
+    session: Session, job_id: uuid.UUID, seqs: list[int], lease: timedelta, max_attempts: int, now: datetime
+) -> tuple[str, list[Claimed]]:
+    """Take the chunks of ``seqs`` that are pending, or running on an expired lease, under one new token."""
+    token = new_token()
+    runnable = or_(
+        Chunk.status == ChunkStatus.PENDING.value,
+        and_(Chunk.status == ChunkStatus.RUNNING.value, Chunk.lease_until < now),
+    )
+    job_running = select(Job.id).where(Job.id == job_id, Job.status == JobStatus.RUNNING.value)
+    session.execute(
+        update(Chunk)
+        .where(
+            Chunk.job_id == job_id,
+            Chunk.seq.in_(seqs),
+            runnable,
+            Chunk.attempts < max_attempts,
+            Chunk.job_id.in_(job_running),
+        )
+        .values(
+            status=ChunkStatus.RUNNING.value,
+            attempt_token=token,
+            attempts=Chunk.attempts + 1,
+            lease_until=now + lease,
+        )
+    )
+    rows = session.execute(
+        select(Chunk.id, Chunk.seq, Chunk.text, Chunk.voice_id, Chunk.attempts)
+        .where(Chunk.job_id == job_id, Chunk.attempt_token == token)
+        .order_by(Chunk.seq)
+    ).all()
+    return token, [Claimed(r.id, r.seq, r.text, r.voice_id, r.attempts) for r in rows]
+
+
+def complete_chunk(
+    session: Session, chunk_id: int, job_id: uuid.UUID, token: str, audio_path: str, duration: float
+) -> bool:
+    """running -> done if ``token`` still holds the chunk; counts it once towards the job's progress."""
+    result = session.execute(
+        update(Chunk)
+        .where(Chunk.id == chunk_id, Chunk.attempt_token == token, Chunk.status == ChunkStatus.RUNNING.value)
+        .values(status=ChunkStatus.DONE.value, audio_path=audio_path, duration=duration, lease_until=None)
+    )
+    if _rows(result) != 1:
+        return False
+    session.execute(update(Job).where(Job.id == job_id).values(chunks_done=Job.chunks_done + 1))
+    return True
+
+
+def release_chunk(session: Session, chunk_id: int, token: str) -> bool:
+    """Give a claimed chunk back (transient failure, cancellation) so another attempt can take it."""
+    result = session.execute(
+        update(Chunk)
+        .where(Chunk.id == chunk_id, Chunk.attempt_token == token, Chunk.status == ChunkStatus.RUNNING.value)
+        .values(status=ChunkStatus.PENDING.value, lease_until=None)
+    )
+    return _rows(result) == 1
+
+
+def fail_chunk(session: Session, chunk_id: int, token: str | None, error: str) -> bool:
+    conditions = [
+        Chunk.id == chunk_id,
+        Chunk.status.in_([ChunkStatus.PENDING.value, ChunkStatus.RUNNING.value]),
+    ]
+    if token is not None:
+        conditions.append(Chunk.attempt_token == token)
+    result = session.execute(
+        update(Chunk)
+        .where(*conditions)
+        .values(status=ChunkStatus.FAILED.value, error=error, lease_until=None)
+    )
+    return _rows(result) == 1
+
+
+def fail_job(session: Session, job_id: uuid.UUID, error: str, now: datetime) -> bool:
+    """Any active state -> failed, with the error the caller will read."""
+    result = session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.status.in_([s.value for s in ACTIVE]))
+        .values(status=JobStatus.FAILED.value, error=error, finished_at=now, updated_at=now, lease_until=None)
+    )
+    return _rows(result) == 1
+
+
+def cancel_job(session: Session, job_id: uuid.UUID, now: datetime) -> bool:
+    result = session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.status.in_([s.value for s in ACTIVE]))
+        .values(status=JobStatus.CANCELLED.value, finished_at=now, updated_at=now, lease_until=None)
+    )
+    return _rows(result) == 1
+
+
+def begin_stitch(session: Session, job_id: uuid.UUID, lease: timedelta, now: datetime) -> str | None:
+    """running -> stitching once every chunk is done; returns the stitch token of the single winner."""
+    token = new_token()
+    result = session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.status == JobStatus.RUNNING.value, Job.chunks_done == Job.chunks_total)
+        .values(status=JobStatus.STITCHING.value, stitch_token=token, lease_until=now + lease, updated_at=now)
+    )
+    return token if _rows(result) == 1 else None
+
+
+def reissue_stitch(session: Session, job_id: uuid.UUID, lease: timedelta, now: datetime) -> str | None:
+    """An expired stitch lease (its worker died) gets a new token; the old holder can no longer finish."""
+    token = new_token()
+    result = session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.status == JobStatus.STITCHING.value, Job.lease_until < now)
+        .values(stitch_token=token, lease_until=now + lease, updated_at=now)
+    )
+    return token if _rows(result) == 1 else None
+
+
+def finish_stitch(
+    session: Session,
+    job_id: uuid.UUID,
+    token: str,
+    *,
+    output_path: str,
+    output_bytes: int,
+    duration: float,
+    chapters: list[dict[str, object]],
+    now: datetime,
+) -> bool:
+    result = session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.status == JobStatus.STITCHING.value, Job.stitch_token == token)
+        .values(
+            status=JobStatus.SUCCEEDED.value,
+            output_path=output_path,
+            output_bytes=output_bytes,
+            output_duration=duration,
+            chapters=chapters,
+            finished_at=now,
+            updated_at=now,
+            lease_until=None,
+        )
+    )
+    return _rows(result) == 1
+
+
+def mark_enqueued(session: Session, job_id: uuid.UUID, seqs: list[int], now: datetime | None = None) -> None:
+    session.execute(
+        update(Chunk).where(Chunk.job_id == job_id, Chunk.seq.in_(seqs)).values(enqueued_at=now or utcnow())
+    )

@@ -1,0 +1,111 @@
+"""The periodic sweep: the database is the truth, so whatever a lost message or a dead worker left
+behind is found here and sent again. Re-sending is always safe: every task re-checks state by CAS."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from sqlalchemy import and_, or_, select, update
+
+from models import Chunk, ChunkStatus, Job, JobStatus, unit_of_work, utcnow
+from worker import state
+from worker.pipeline import START_JOB, STITCH_JOB, Enqueue, enqueue_chunks, maybe_begin_stitch
+from worker.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SweepReport:
+    jobs_restarted: int = 0
+    chunks_resent: int = 0
+    chunks_failed: int = 0
+    stitches_reissued: int = 0
+    stitches_started: int = 0
+    failed_jobs: list[str] = field(default_factory=list)
+
+
+def sweep(rt: Runtime, enqueue: Enqueue, now: datetime | None = None) -> SweepReport:
+    now = now or utcnow()
+    settings = rt.settings
+    report = SweepReport()
+
+    # Queued jobs nobody started (lost message, or still waiting for a voice): start them again.
+    grace = now - timedelta(seconds=settings.queued_grace_seconds)
+    with unit_of_work(rt.sessions) as session:
+        queued = list(
+            session.scalars(
+                select(Job.id).where(Job.status == JobStatus.QUEUED.value, Job.updated_at < grace)
+            )
+        )
+        if queued:
+            session.execute(update(Job).where(Job.id.in_(queued)).values(updated_at=now))
+    for job_id in queued:
+        enqueue(START_JOB, [str(job_id)])
+    report.jobs_restarted = len(queued)
+
+    # Chunks of running jobs whose lease expired (worker died) or whose message may be lost.
+    requeue_before = now - timedelta(seconds=settings.pending_requeue_seconds)
+    with rt.sessions() as session:
+        rows = session.execute(
+            select(Chunk.id, Chunk.job_id, Chunk.seq, Chunk.attempts, Chunk.status)
+            .join(Job, Job.id == Chunk.job_id)
+            .where(
+                Job.status == JobStatus.RUNNING.value,
+                or_(
+                    and_(Chunk.status == ChunkStatus.RUNNING.value, Chunk.lease_until < now),
+                    and_(
+                        Chunk.status == ChunkStatus.PENDING.value,
+                        or_(Chunk.enqueued_at.is_(None), Chunk.enqueued_at < requeue_before),
+                    ),
+                ),
+            )
+        ).all()
+    resend: dict[uuid.UUID, list[int]] = defaultdict(list)
+    for row in rows:
+        if row.status == ChunkStatus.RUNNING and row.attempts >= settings.max_chunk_attempts:
+            error = (
+                f"chunk {row.seq} failed after {row.attempts} attempts "
+                "(its worker was lost or timed out each time)"
+            )
+            with unit_of_work(rt.sessions) as session:
+                if state.fail_chunk(session, row.id, None, error):
+                    state.fail_job(session, row.job_id, error, now)
+                    report.chunks_failed += 1
+                    report.failed_jobs.append(str(row.job_id))
+            continue
+        resend[row.job_id].append(row.seq)
+    for job_id, seqs in resend.items():
+        enqueue_chunks(rt, job_id, seqs, enqueue)
+        report.chunks_resent += len(seqs)
+
+    # Running jobs whose last chunk finished but whose stitch was never started (worker died in between).
+    with rt.sessions() as session:
+        complete = list(
+            session.scalars(
+                select(Job.id).where(
+                    Job.status == JobStatus.RUNNING.value, Job.chunks_done == Job.chunks_total
+                )
+            )
+        )
+        expired = list(
+            session.scalars(
+                select(Job.id).where(Job.status == JobStatus.STITCHING.value, Job.lease_until < now)
+            )
+        )
+    for job_id in complete:
+        report.stitches_started += maybe_begin_stitch(rt, job_id, enqueue)
+    lease = timedelta(seconds=settings.stitch_lease_seconds)
+    for job_id in expired:
+        with unit_of_work(rt.sessions) as session:
+            token = state.reissue_stitch(session, job_id, lease, now)
+        if token is not None:
+            enqueue(STITCH_JOB, [str(job_id), token])
+            report.stitches_reissued += 1
+    if any((report.jobs_restarted, report.chunks_resent, report.chunks_failed, report.stitches_reissued)):
+        log.info("sweep: %s", report)
+    return report
