@@ -1,0 +1,98 @@
+"""`make run`: Tome on one machine with no servers to install.
+
+Applies migrations, mints an admin key on first start (stored in <data dir>/admin.key, mode 0600), then runs
+the API under gunicorn on 127.0.0.1:8000 and one Celery worker with the embedded beat (the sweeper), until
+Ctrl-C. SQLite, Celery's filesystem broker and the espeak engine are the defaults (see worker/config.py).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from models.migrate import upgrade_head
+from webapi import create_app
+from webapi.cli import mint_key
+from worker.celery_app import ensure_broker_folders
+from worker.config import load_settings
+
+HOST = os.environ.get("TOME_HOST", "127.0.0.1")
+PORT = os.environ.get("TOME_PORT", "8000")
+
+
+def ensure_admin_key(data_dir: Path) -> Path:
+    path = data_dir / "admin.key"
+    if not path.exists():
+        key = mint_key(create_app(), owner="admin", name="first-start", admin=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(key + "\n")
+        print(f"tome: created an admin API key in {path} (mode 0600)", flush=True)
+    else:
+        print(f"tome: admin API key in {path}", flush=True)
+    return path
+
+
+def main() -> int:
+    settings = load_settings()
+    data_dir = settings.data_dir.resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    ensure_broker_folders(settings)
+    upgrade_head(settings.sqlalchemy_url)
+    ensure_admin_key(data_dir)
+    bin_dir = Path(sys.executable).parent
+    commands = [
+        [
+            str(bin_dir / "gunicorn"),
+            "--bind",
+            f"{HOST}:{PORT}",
+            "--workers",
+            "2",
+            "--access-logfile",
+            "-",
+            "webapi:create_app()",
+        ],
+        [
+            str(bin_dir / "celery"),
+            "-A",
+            "worker.main",
+            "worker",
+            "--beat",
+            "--loglevel",
+            "INFO",
+            "--concurrency",
+            "2",
+            "--queues",
+            settings.queue,
+        ],
+    ]
+    children = [subprocess.Popen(cmd) for cmd in commands]
+    print(f"tome: API on http://{HOST}:{PORT}, worker and sweeper running; Ctrl-C stops all", flush=True)
+
+    def stop(*_: object) -> None:
+        for child in children:
+            if child.poll() is None:
+                child.terminate()
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        while all(child.poll() is None for child in children):
+            time.sleep(0.5)
+    finally:
+        stop()
+        deadline = time.monotonic() + 20
+        for child in children:
+            try:
+                child.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                child.kill()
+    return max(child.returncode or 0 for child in children)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

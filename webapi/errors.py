@@ -1,0 +1,100 @@
+"""The API's error hierarchy and the one JSON error shape: ``{"error": {"code", "message", ...}}``."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from flask import Flask, Response, jsonify
+from pydantic import ValidationError
+from werkzeug.exceptions import HTTPException
+
+log = logging.getLogger(__name__)
+
+
+class ApiError(Exception):
+    status = 400
+    code = "bad_request"
+
+    def __init__(self, message: str, *, code: str | None = None, field: str | None = None, **extra: Any):
+        super().__init__(message)
+        self.message = message
+        if code:
+            self.code = code
+        self.field = field
+        self.extra = extra
+
+    def body(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.field:
+            error["field"] = self.field
+        error.update({k: v for k, v in self.extra.items() if v is not None})
+        return {"error": error}
+
+
+class Unauthorized(ApiError):
+    status, code = 401, "unauthorized"
+
+
+class Forbidden(ApiError):
+    status, code = 403, "forbidden"
+
+
+class NotFound(ApiError):
+    status, code = 404, "not_found"
+
+
+class Conflict(ApiError):
+    status, code = 409, "conflict"
+
+
+class TooLarge(ApiError):
+    status, code = 413, "too_large"
+
+
+class UnsupportedMediaType(ApiError):
+    status, code = 415, "unsupported_media_type"
+
+
+class Invalid(ApiError):
+    status, code = 422, "invalid"
+
+
+def from_validation_error(exc: ValidationError, prefix: str = "") -> Invalid:
+    details = []
+    for err in exc.errors(include_url=False, include_context=False, include_input=False):
+        field = ".".join(str(p) for p in err["loc"])
+        details.append({"field": prefix + field, "message": err["msg"]})
+    first = details[0] if details else {"field": prefix.rstrip(".") or None, "message": "invalid request"}
+    message = f"{first['field']}: {first['message']}" if first["field"] else str(first["message"])
+    return Invalid(message, code="validation_error", field=first["field"], details=details)
+
+
+def _respond(error: ApiError) -> tuple[Response, int]:
+    response = jsonify(error.body())
+    if isinstance(error, Unauthorized):
+        response.headers["WWW-Authenticate"] = 'Bearer realm="tome"'
+    return response, error.status
+
+
+def register_error_handlers(app: Flask) -> None:
+    @app.errorhandler(ApiError)
+    def _api_error(error: ApiError) -> tuple[Response, int]:
+        return _respond(error)
+
+    @app.errorhandler(HTTPException)
+    def _http_error(error: HTTPException) -> tuple[Response, int]:
+        status = error.code or 500
+        code = (error.name or "error").lower().replace(" ", "_")
+        if status == 413:
+            code = "too_large"
+        response = jsonify({"error": {"code": code, "message": error.description or error.name}})
+        return response, status
+
+    @app.errorhandler(Exception)
+    def _unexpected(error: Exception) -> tuple[Response, int]:
+        from webapi.extensions import tome
+
+        tome().sessions.remove()
+        log.exception("unhandled error: %s", error)
+        return jsonify({"error": {"code": "internal", "message": "internal server error"}}), 500

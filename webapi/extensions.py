@@ -1,0 +1,58 @@
+"""What the app holds for the duration of its life: settings, the database session registry, Celery."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from celery import Celery
+from flask import Flask, current_app
+from sqlalchemy import Engine as DbEngine
+from sqlalchemy.orm import Session, scoped_session
+
+from models import make_engine, make_session_factory
+from worker.celery_app import ensure_broker_folders, make_celery
+from worker.config import Settings
+from worker.engines import Engine, get_engine
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Tome:
+    settings: Settings
+    db: DbEngine
+    sessions: scoped_session[Session]
+    celery: Celery
+
+    def engine(self) -> Engine:
+        return get_engine(self.settings.engine)
+
+    def enqueue(self, name: str, args: list[Any]) -> None:
+        """Send a task after its rows are committed. A broker outage loses nothing: the sweeper re-sends
+        whatever the database says is still waiting."""
+        try:
+            self.celery.send_task(name, args=args, retry=True, retry_policy={"max_retries": 2})
+        except Exception:
+            log.exception("could not send %s%s now; the sweeper will send it again", name, args)
+
+
+def init_tome(app: Flask, settings: Settings) -> Tome:
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    ensure_broker_folders(settings)
+    db = make_engine(settings.sqlalchemy_url)
+    state = Tome(settings, db, scoped_session(make_session_factory(db)), make_celery(settings))
+    app.extensions["tome"] = state
+
+    @app.teardown_appcontext
+    def _remove_session(_exc: BaseException | None) -> None:
+        state.sessions.remove()
+
+    return state
+
+
+def tome() -> Tome:
+    state = current_app.extensions["tome"]
+    assert isinstance(state, Tome)
+    return state

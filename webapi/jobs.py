@@ -1,0 +1,208 @@
+"""/v1/jobs: submit a script, poll it, download the audio, cancel it."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import uuid
+from pathlib import Path
+
+from flask import Blueprint, Response, jsonify, send_file, url_for
+from sqlalchemy import or_, select
+
+from models import Chunk, Job, JobStatus, Voice, utcnow
+from webapi.auth import current_principal, require_key
+from webapi.errors import Conflict, Invalid, NotFound
+from webapi.extensions import tome
+from webapi.openapi import Operation, operation
+from webapi.schemas import ChapterOut, JobCreate, JobList, JobListQuery, JobOut, OutputOut, Progress
+from webapi.validation import json_body, parse_id, query
+from worker import state as job_state
+from worker.pipeline import START_JOB
+from worker.script import ScriptError, make_chunks, parse_script
+
+log = logging.getLogger(__name__)
+bp = Blueprint("jobs", __name__, url_prefix="/v1/jobs")
+bp.before_request(require_key)
+
+MIME = {"mp3": "audio/mpeg", "wav": "audio/wav", "flac": "audio/flac"}
+
+
+def _eta(job: Job) -> float | None:
+    if job.status != JobStatus.RUNNING or not job.started_at or job.chunks_done == 0:
+        return None
+    elapsed = (utcnow() - job.started_at).total_seconds()
+    return round(elapsed / job.chunks_done * (job.chunks_total - job.chunks_done), 1)
+
+
+def job_out(job: Job) -> JobOut:
+    done = job.status == JobStatus.SUCCEEDED and job.output_path is not None
+    return JobOut(
+        id=job.id,
+        title=job.title,
+        status=JobStatus(job.status).value,
+        voice_id=job.voice_id,
+        script_format=job.script_format,
+        engine=job.engine,
+        progress=Progress(
+            chunks_done=job.chunks_done,
+            chunks_total=job.chunks_total,
+            percent=round(100.0 * job.chunks_done / job.chunks_total, 1) if job.chunks_total else 0.0,
+            eta_seconds=_eta(job),
+        ),
+        error=job.error,
+        output=OutputOut(
+            format=job.output_format,
+            duration=job.output_duration,
+            bytes=job.output_bytes,
+            url=url_for("jobs.job_audio", job_id=str(job.id)) if done else None,
+        ),
+        chapters=[ChapterOut.model_validate(c) for c in job.chapters],
+        created_at=job.created_at,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
+    )
+
+
+def owned_job(job_id: str) -> Job:
+    jid = parse_id(job_id, "job")
+    job = (
+        tome()
+        .sessions.scalars(select(Job).where(Job.id == jid, Job.owner == current_principal().owner))
+        .first()
+    )
+    if job is None:
+        raise NotFound(f"job {job_id} not found")
+    return job
+
+
+def _resolve_voice(owner: str, ref: str) -> Voice:
+    condition = Voice.name == ref
+    with contextlib.suppress(ValueError):
+        condition = or_(condition, Voice.id == uuid.UUID(ref))
+    voice = (
+        tome()
+        .sessions.scalars(select(Voice).where(Voice.owner == owner, Voice.deleted_at.is_(None), condition))
+        .first()
+    )
+    if voice is None:
+        raise Invalid(f"you have no voice with id or name {ref!r}", code="unknown_voice", field="voice")
+    return voice
+
+
+@bp.post("")
+@operation(Operation("Submit a script to render", {202: JobOut, 413: None}, body=JobCreate, tags=("jobs",)))
+def create_job() -> tuple[Response, int]:
+    state = tome()
+    body = json_body(JobCreate)
+    owner = current_principal().owner
+    limit = state.settings.max_script_chars
+    if len(body.script) > limit:
+        raise Invalid(
+            f"script has {len(body.script)} characters; the limit is {limit}",
+            code="script_too_long",
+            field="script",
+        )
+    voice = _resolve_voice(owner, body.voice)
+    try:
+        chapters = parse_script(body.script, body.script_format)
+    except ScriptError as exc:
+        raise Invalid(
+            exc.message, code="script_invalid", field="script", line=exc.line, column=exc.column
+        ) from exc
+    engine = state.engine()
+    specs = make_chunks(chapters, engine.max_chunk_chars)
+    if len(specs) > state.settings.max_chunks_per_job:
+        raise Invalid(
+            f"script makes {len(specs)} chunks; the limit is {state.settings.max_chunks_per_job}",
+            code="script_too_long",
+            field="script",
+        )
+    job = Job(
+        owner=owner,
+        title=body.title,
+        script_format=body.script_format,
+        voice_id=voice.id,
+        engine=engine.name,
+        options={"bitrate_kbps": body.output.bitrate_kbps, "pauses": body.pauses.model_dump()},
+        chapters=[{"index": i, "title": c.title} for i, c in enumerate(chapters)],
+        chunks_total=len(specs),
+        output_format=body.output.format,
+    )
+    state.sessions.add(job)
+    state.sessions.flush()
+    state.sessions.add_all(
+        Chunk(
+            job_id=job.id,
+            seq=s.seq,
+            chapter=s.chapter,
+            text=s.text,
+            pause_after=s.pause_after,
+            voice_id=voice.id,
+        )
+        for s in specs
+    )
+    state.sessions.commit()
+    state.enqueue(START_JOB, [str(job.id)])
+    log.info("job %s: accepted, %d chunks in %d chapters", job.id, len(specs), len(chapters))
+    return jsonify(job_out(job).model_dump(mode="json")), 202
+
+
+@bp.get("")
+@operation(Operation("List your jobs, newest first", {200: JobList}, query=JobListQuery, tags=("jobs",)))
+def list_jobs() -> Response:
+    q = query(JobListQuery)
+    stmt = select(Job).where(Job.owner == current_principal().owner)
+    if q.status:
+        stmt = stmt.where(Job.status == q.status)
+    jobs = tome().sessions.scalars(
+        stmt.order_by(Job.created_at.desc(), Job.id).limit(q.limit).offset(q.offset)
+    )
+    return jsonify(JobList(jobs=[job_out(j) for j in jobs]).model_dump(mode="json"))
+
+
+@bp.get("/<job_id>")
+@operation(Operation("Status, progress, chapters and output of a job", {200: JobOut}, tags=("jobs",)))
+def get_job(job_id: str) -> Response:
+    return jsonify(job_out(owned_job(job_id)).model_dump(mode="json"))
+
+
+@bp.get("/<job_id>/audio")
+@operation(
+    Operation(
+        "Download the finished audio (Range requests supported)",
+        {200: None, 206: None, 409: None},
+        tags=("jobs",),
+        binary="application/octet-stream",
+    )
+)
+def job_audio(job_id: str) -> Response:
+    job = owned_job(job_id)
+    if job.status != JobStatus.SUCCEEDED or not job.output_path:
+        raise Conflict(f"job is {job.status}; audio is available once it has succeeded", code="not_ready")
+    path = Path(job.output_path)
+    if not path.is_file():
+        raise NotFound("the audio of this job has expired or was removed", code="expired")
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", job.title).strip("-") or "tome"
+    return send_file(
+        path,
+        mimetype=MIME.get(job.output_format, "application/octet-stream"),
+        as_attachment=True,
+        download_name=f"{slug}.{job.output_format}",
+        conditional=True,
+    )
+
+
+@bp.post("/<job_id>/cancel")
+@operation(Operation("Cancel a job that has not finished", {200: JobOut, 409: None}, tags=("jobs",)))
+def cancel_job(job_id: str) -> Response:
+    state = tome()
+    job = owned_job(job_id)
+    if not job_state.cancel_job(state.sessions(), job.id, utcnow()):
+        state.sessions.rollback()
+        raise Conflict(f"job is already {job.status}", code="not_cancellable")
+    state.sessions.commit()
+    state.sessions.refresh(job)
+    log.info("job %s: cancelled by its owner", job.id)
+    return jsonify(job_out(job).model_dump(mode="json"))

@@ -1,0 +1,130 @@
+"""Request and response schemas. The same models validate requests and generate /openapi.json."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9 _.\-]{0,63}$"
+LANGUAGE_PATTERN = r"^[a-z]{2,3}(-[a-z0-9]{2,8})?$"
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Pauses(Strict):
+    """Seconds of silence after a sentence-, paragraph- and chapter-ending chunk."""
+
+    sentence: float = Field(0.35, ge=0, le=5)
+    paragraph: float = Field(0.8, ge=0, le=10)
+    chapter: float = Field(2.0, ge=0, le=30)
+
+
+class OutputSpec(Strict):
+    format: Literal["wav", "mp3", "flac"] = "mp3"
+    bitrate_kbps: int = Field(128, ge=32, le=320, description="MP3 only")
+
+
+class JobCreate(Strict):
+    title: str = Field(min_length=1, max_length=200)
+    script: str = Field(min_length=1, description="The text to read; size limited by the server")
+    script_format: Literal["plain", "markdown"] = "plain"
+    voice: str = Field(min_length=1, max_length=64, description="A voice id or name of yours")
+    output: OutputSpec = Field(default_factory=lambda: OutputSpec())  # noqa: PLW0108
+    pauses: Pauses = Field(default_factory=lambda: Pauses())  # noqa: PLW0108
+
+
+class VoiceForm(Strict):
+    """The text fields of the multipart voice upload (the reference recording is the file field ``audio``)."""
+
+    name: str = Field(pattern=NAME_PATTERN, description="1-64 letters, digits, space, '_', '.', '-'")
+    ref_text: str = Field(min_length=1, max_length=5000, description="What the reference recording says")
+    language: str = Field("en", pattern=LANGUAGE_PATTERN)
+
+
+class ListQuery(Strict):
+    limit: int = Field(50, ge=1, le=500)
+    offset: int = Field(0, ge=0)
+
+
+class JobListQuery(ListQuery):
+    status: Literal["queued", "running", "stitching", "succeeded", "failed", "cancelled"] | None = None
+
+
+class VoiceOut(BaseModel):
+    id: uuid.UUID
+    name: str
+    language: str
+    ref_text: str
+    audio_duration: float
+    audio_sha256: str
+    created_at: datetime
+    cache_status: Literal["pending", "processing", "ready", "failed", "stale"]
+    cache_error: str | None
+    cache_built_at: datetime | None
+    cache_engine: str | None
+
+
+class VoiceList(BaseModel):
+    voices: list[VoiceOut]
+
+
+class Progress(BaseModel):
+    chunks_done: int
+    chunks_total: int
+    percent: float
+    eta_seconds: float | None
+
+
+class OutputOut(BaseModel):
+    format: str
+    duration: float | None
+    bytes: int | None
+    url: str | None
+
+
+class ChapterOut(BaseModel):
+    index: int
+    title: str | None
+    start: float | None = None
+
+
+class JobOut(BaseModel):
+    id: uuid.UUID
+    title: str
+    status: Literal["queued", "running", "stitching", "succeeded", "failed", "cancelled"]
+    voice_id: uuid.UUID
+    script_format: str
+    engine: str
+    progress: Progress
+    error: str | None
+    output: OutputOut
+    chapters: list[ChapterOut]
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class JobList(BaseModel):
+    jobs: list[JobOut]
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    field: str | None = None
+    line: int | None = None
+    column: int | None = None
+
+
+class ErrorOut(BaseModel):
+    error: ErrorDetail
+
+
+class Health(BaseModel):
+    status: Literal["ok", "degraded"]
+    database: str

@@ -1,0 +1,182 @@
+"""/v1/voices: upload a reference recording with its transcript, list, show, delete."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import tempfile
+import uuid
+from pathlib import Path
+
+from flask import Blueprint, Response, jsonify, request
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError
+from werkzeug.datastructures import FileStorage
+
+from models import ACTIVE, Job, Voice, utcnow
+from webapi.auth import current_principal, require_key
+from webapi.errors import Conflict, Invalid, NotFound, TooLarge, UnsupportedMediaType
+from webapi.extensions import tome
+from webapi.openapi import Operation, operation
+from webapi.schemas import ListQuery, VoiceForm, VoiceList, VoiceOut
+from webapi.validation import parse_id, query, validate
+from worker.audio import AudioError, AudioLimits, decode_reference, write_wav_atomic
+from worker.pipeline import BUILD_VOICE
+
+log = logging.getLogger(__name__)
+bp = Blueprint("voices", __name__, url_prefix="/v1/voices")
+bp.before_request(require_key)
+
+COPY_BLOCK = 64 * 1024
+
+
+def voice_out(voice: Voice) -> VoiceOut:
+    return VoiceOut.model_validate(voice, from_attributes=True)
+
+
+def voice_dir(voice_id: uuid.UUID) -> Path:
+    return tome().settings.data_dir.resolve() / "voices" / str(voice_id)
+
+
+def owned_voice(voice_id: str) -> Voice:
+    """The caller's live voice, or 404 (another owner's voice is indistinguishable from a missing one)."""
+    vid = parse_id(voice_id, "voice")
+    voice = (
+        tome()
+        .sessions.scalars(
+            select(Voice).where(
+                Voice.id == vid, Voice.owner == current_principal().owner, Voice.deleted_at.is_(None)
+            )
+        )
+        .first()
+    )
+    if voice is None:
+        raise NotFound(f"voice {voice_id} not found")
+    return voice
+
+
+def _save_upload(upload: FileStorage, limit: int, folder: Path) -> Path:
+    """Copy the upload to a temp file, counting bytes as they arrive: over the limit is a 413 at once."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix="upload-", dir=folder)
+    size = 0
+    try:
+        with os.fdopen(fd, "wb") as out:
+            while block := upload.stream.read(COPY_BLOCK):
+                size += len(block)
+                if size > limit:
+                    raise TooLarge(f"audio is larger than the limit of {limit} bytes", field="audio")
+                out.write(block)
+    except BaseException:
+        Path(name).unlink(missing_ok=True)
+        raise
+    return Path(name)
+
+
+@bp.post("")
+@operation(
+    Operation(
+        "Upload a voice: reference recording plus its transcript; its speaker prompt is built asynchronously",
+        {202: VoiceOut, 409: None, 413: None},
+        form=VoiceForm,
+        files=("audio",),
+        tags=("voices",),
+    )
+)
+def create_voice() -> tuple[Response, int]:
+    state = tome()
+    if not request.mimetype.startswith("multipart/form-data"):
+        raise UnsupportedMediaType("send the voice as multipart/form-data with fields name, ref_text, audio")
+    form = validate(VoiceForm, {k: v for k, v in request.form.items() if k in VoiceForm.model_fields})
+    upload = request.files.get("audio")
+    if upload is None:
+        raise Invalid("the file field 'audio' is required", code="validation_error", field="audio")
+    owner = current_principal().owner
+    if state.sessions.scalar(
+        select(func.count()).where(Voice.owner == owner, Voice.name == form.name, Voice.deleted_at.is_(None))
+    ):
+        raise Conflict(f"you already have a voice named {form.name!r}", field="name")
+
+    settings = state.settings
+    limits = AudioLimits(
+        max_bytes=settings.max_upload_bytes,
+        max_seconds=settings.max_reference_seconds,
+        min_seconds=settings.min_reference_seconds,
+    )
+    tmp = _save_upload(upload, settings.max_upload_bytes, settings.data_dir.resolve() / "uploads")
+    voice_id = uuid.uuid4()
+    folder = voice_dir(voice_id)
+    try:
+        try:
+            decoded = decode_reference(tmp, limits)
+        except AudioError as exc:
+            raise Invalid(exc.message, code=exc.code, field="audio") from exc
+        folder.mkdir(parents=True, exist_ok=True)
+        reference = folder / "reference.wav"
+        write_wav_atomic(reference, decoded.samples, decoded.sample_rate)
+        sha = hashlib.sha256(reference.read_bytes()).hexdigest()
+        voice = Voice(
+            id=voice_id,
+            owner=owner,
+            name=form.name,
+            language=form.language,
+            ref_text=form.ref_text,
+            audio_path=str(reference),
+            audio_sha256=sha,
+            audio_duration=round(decoded.duration, 3),
+            audio_sample_rate=decoded.sample_rate,
+        )
+        state.sessions.add(voice)
+        try:
+            state.sessions.commit()
+        except IntegrityError as exc:
+            state.sessions.rollback()
+            raise Conflict(f"you already have a voice named {form.name!r}", field="name") from exc
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    finally:
+        tmp.unlink(missing_ok=True)
+    state.enqueue(BUILD_VOICE, [str(voice_id)])
+    log.info("voice %s uploaded by %s (%.1f s)", voice_id, owner, decoded.duration)
+    return jsonify(voice_out(voice).model_dump(mode="json")), 202
+
+
+@bp.get("")
+@operation(Operation("List your voices", {200: VoiceList}, query=ListQuery, tags=("voices",)))
+def list_voices() -> Response:
+    q = query(ListQuery)
+    voices = tome().sessions.scalars(
+        select(Voice)
+        .where(Voice.owner == current_principal().owner, Voice.deleted_at.is_(None))
+        .order_by(Voice.created_at.desc(), Voice.id)
+        .limit(q.limit)
+        .offset(q.offset)
+    )
+    return jsonify(VoiceList(voices=[voice_out(v) for v in voices]).model_dump(mode="json"))
+
+
+@bp.get("/<voice_id>")
+@operation(
+    Operation("Show a voice and the state of its speaker-prompt cache", {200: VoiceOut}, tags=("voices",))
+)
+def get_voice(voice_id: str) -> Response:
+    return jsonify(voice_out(owned_voice(voice_id)).model_dump(mode="json"))
+
+
+@bp.delete("/<voice_id>")
+@operation(Operation("Delete a voice and its files", {204: None, 409: None}, tags=("voices",)))
+def delete_voice(voice_id: str) -> tuple[str, int]:
+    state = tome()
+    voice = owned_voice(voice_id)
+    in_use = state.sessions.scalar(
+        select(func.count()).where(Job.voice_id == voice.id, Job.status.in_([s.value for s in ACTIVE]))
+    )
+    if in_use:
+        raise Conflict(f"voice is used by {in_use} unfinished job(s); cancel them or wait", field="voice_id")
+    voice.deleted_at = utcnow()
+    state.sessions.commit()
+    shutil.rmtree(voice_dir(voice.id), ignore_errors=True)
+    return "", 204
