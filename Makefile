@@ -1,0 +1,38 @@
+# Tome: `make run` starts everything embedded; `make test` runs lint and the whole test suite.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+.PHONY: run test lint format bench chaos migrate clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	rm -f $(VENV)/.installed-*
+	touch $@
+
+run: $(STAMP)
+	$(PY) scripts/run_embedded.py
+
+migrate: $(STAMP)
+	$(PY) -m models.migrate
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+format: $(STAMP)
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+test: lint
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(PY) -m bench
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

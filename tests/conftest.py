@@ -1,0 +1,111 @@
+"""Fixtures: settings on a temp data dir, the app and its client, API keys, reference audio, workers.
+
+PostgreSQL and Redis tests use 127.0.0.1:5432 and 127.0.0.1:6379 (or TOME_TEST_PG_URL / TOME_TEST_REDIS_URL).
+Where they are unreachable those tests are skipped with the reason, unless TOME_TEST_REQUIRE_SERVICES=1
+(set by .ci/run), in which case they fail.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+
+from models.migrate import upgrade_head
+from tests.support.audio import reference_wav
+from tests.support.services import Services, postgres_database, require_services
+from tests.support.workers import WorkerProcess
+from webapi import create_app
+from webapi.cli import mint_key
+from worker.config import Settings, load_settings
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return load_settings({}, data_dir=tmp_path / "var")
+
+
+@pytest.fixture
+def app(settings: Settings) -> Flask:
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    upgrade_head(settings.sqlalchemy_url)
+    return create_app({"settings": settings})
+
+
+@pytest.fixture
+def make_app(tmp_path: Path) -> Callable[..., Flask]:
+    """An app with its own data dir and database, and the given Settings overrides."""
+
+    def make(**overrides: Any) -> Flask:
+        custom = load_settings({}, **{"data_dir": tmp_path / f"app-{os.urandom(3).hex()}", **overrides})
+        custom.data_dir.mkdir(parents=True)
+        upgrade_head(custom.sqlalchemy_url)
+        return create_app({"settings": custom})
+
+    return make
+
+
+@pytest.fixture
+def client(app: Flask) -> FlaskClient:
+    return app.test_client()
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+@pytest.fixture
+def user(app: Flask) -> dict[str, str]:
+    return bearer(mint_key(app, owner="alice", name="test", admin=False))
+
+
+@pytest.fixture
+def other_user(app: Flask) -> dict[str, str]:
+    return bearer(mint_key(app, owner="bob", name="test", admin=False))
+
+
+@pytest.fixture
+def admin(app: Flask) -> dict[str, str]:
+    return bearer(mint_key(app, owner="root", name="test", admin=True))
+
+
+@pytest.fixture(scope="session")
+def reference_audio(tmp_path_factory: pytest.TempPathFactory) -> tuple[bytes, str]:
+    """A spoken reference recording (espeak at a low pitch) and its transcript."""
+    return reference_wav(tmp_path_factory.mktemp("ref"))
+
+
+@pytest.fixture(scope="session")
+def services() -> Services:
+    return require_services()
+
+
+@pytest.fixture
+def pg_settings(services: Services, tmp_path: Path) -> Iterator[Settings]:
+    """Settings on a fresh PostgreSQL database and a private Redis queue; both removed afterwards."""
+    with postgres_database(services.pg_url) as url:
+        queue = f"tome-test-{os.urandom(4).hex()}"
+        yield load_settings(
+            {}, data_dir=tmp_path / "var", database_url=url, broker_url=services.redis_url, queue=queue
+        )
+
+
+@pytest.fixture
+def start_worker(tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
+    """Start real Celery worker processes (stopped, by their own PIDs, when the test ends)."""
+    started: list[WorkerProcess] = []
+
+    def start(settings: Settings, **kwargs: Any) -> WorkerProcess:
+        worker = WorkerProcess(settings, log_dir=tmp_path, **kwargs)
+        started.append(worker)
+        worker.wait_ready()
+        return worker
+
+    yield start
+    for worker in started:
+        worker.stop()

@@ -1,0 +1,114 @@
+"""The user's path, shared by the end-to-end tests: upload a voice, submit a script, poll, download, check."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from flask import Flask
+from flask.testing import FlaskClient
+from sqlalchemy import select
+
+from models import Chunk
+from tests.api.helpers import submit_job, upload_voice
+from worker.audio import Pauses, decode_to_pcm, read_wav
+
+BOOK = """# The Harbour
+
+The fog came in before dawn. Dr. Hale counted 3.5 metres of rope on the quay.
+
+Nobody spoke of the *lighthouse* any more.
+
+# The Storm
+
+By noon the wind had turned. The boats strained at their moorings, and the gulls went quiet.
+
+"Bring them in," said the harbour master. "All of them."
+
+# The Morning After
+
+Everything was calm again.
+"""
+
+TERMINAL = {"succeeded", "failed", "cancelled"}
+
+
+def wait_terminal(
+    client: FlaskClient, headers: dict[str, str], job_id: str, timeout: float = 180
+) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    job: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        job = client.get(f"/v1/jobs/{job_id}", headers=headers).json or {}
+        if job["status"] in TERMINAL:
+            return job
+        time.sleep(0.3)
+    raise TimeoutError(f"job {job_id} not finished after {timeout} s: {job}")
+
+
+def submit_book(
+    client: FlaskClient, headers: dict[str, str], reference: tuple[bytes, str], fmt: str = "mp3"
+) -> dict[str, Any]:
+    voice = upload_voice(client, headers, reference[0], name="narrator", ref_text=reference[1])
+    assert voice.status_code == 202, voice.json
+    response = submit_job(
+        client, headers, "narrator", title="The Harbour", script=BOOK, script_format="markdown",
+        output={"format": fmt},
+    )  # fmt: skip
+    assert response.status_code == 202, response.json
+    job: dict[str, Any] = response.json
+    return job
+
+
+def check_output(app: Flask, client: FlaskClient, headers: dict[str, str], job: dict[str, Any]) -> np.ndarray:
+    """The audio decodes; its length is the chunks plus their pauses; every chunk is where it belongs."""
+    assert job["status"] == "succeeded", job
+    download = client.get(job["output"]["url"], headers=headers)
+    assert download.status_code == 200
+    assert len(download.data) == job["output"]["bytes"]
+    partial = client.get(job["output"]["url"], headers={**headers, "Range": "bytes=10-109"})
+    assert partial.status_code == 206
+    assert partial.data == download.data[10:110]
+
+    state = app.extensions["tome"]
+    chunks = state.sessions.scalars(
+        select(Chunk).where(Chunk.job_id == uuid.UUID(job["id"])).order_by(Chunk.seq)
+    ).all()
+    assert [c.seq for c in chunks] == list(range(job["progress"]["chunks_total"]))
+    assert all(c.status == "done" and c.audio_path for c in chunks)
+    pauses = Pauses()
+    pieces = [read_wav(Path(str(c.audio_path))) for c in chunks]
+    rate = pieces[0][1]
+    expected = sum(len(p[0]) for p in pieces) / rate + sum(pauses.seconds(c.pause_after) for c in chunks)
+
+    tmp = Path(state.settings.data_dir) / f"download.{job['output']['format']}"
+    tmp.write_bytes(download.data)
+    decoded = decode_to_pcm(tmp, rate)
+    duration = len(decoded) / rate
+    assert abs(duration - expected) < 0.1, (duration, expected)
+    assert abs(job["output"]["duration"] - expected) < 0.01
+
+    # Order, checked by content: each chunk's audio is found at its own offset in the output.
+    lag = _best_lag(decoded, pieces[0][0])
+    offset = 0
+    for chunk, (samples, _) in zip(chunks, pieces, strict=True):
+        segment = decoded[offset + lag : offset + lag + len(samples)]
+        assert _similarity(segment, samples) > 0.9, f"chunk {chunk.seq} is not at its place"
+        offset += len(samples) + round(pauses.seconds(chunk.pause_after) * rate)
+    return decoded
+
+
+def _similarity(a: np.ndarray, b: np.ndarray) -> float:
+    n = min(len(a), len(b))
+    a, b = a[:n].astype(np.float64), b[:n].astype(np.float64)
+    denominator = float(np.linalg.norm(a) * np.linalg.norm(b))
+    return float(a @ b) / denominator if denominator else 0.0
+
+
+def _best_lag(decoded: np.ndarray, first: np.ndarray, search: int = 3000) -> int:
+    """Codec delay: the shift (in samples) at which the first chunk lines up best."""
+    scores = [_similarity(decoded[lag : lag + len(first)], first) for lag in range(0, search, 10)]
+    return int(np.argmax(scores)) * 10

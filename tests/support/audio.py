@@ -1,0 +1,28 @@
+"""Audio that tests need: a spoken reference recording, made with the embedded engine itself."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from worker.audio import write_wav_atomic
+from worker.engines import SynthesisRequest, get_engine
+
+TRANSCRIPT = (
+    "The old lighthouse keeper climbed the stairs every evening, counting each step, "
+    "and watched the ships pass slowly beyond the harbour wall."
+)
+
+
+def speak(text: str, prompt: dict[str, np.ndarray] | None = None) -> tuple[np.ndarray, int]:
+    engine = get_engine("espeak")
+    [wave] = engine.synthesize([SynthesisRequest(text, prompt or {})])
+    return wave, engine.sample_rate
+
+
+def reference_wav(folder: Path, text: str = TRANSCRIPT) -> tuple[bytes, str]:
+    wave, rate = speak(text)
+    path = folder / "reference.wav"
+    write_wav_atomic(path, wave, rate)
+    return path.read_bytes(), text

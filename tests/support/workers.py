@@ -1,0 +1,78 @@
+"""Real Celery worker processes for end-to-end tests, configured only through TOME_* variables."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from worker.config import Settings
+
+READY_TIMEOUT = 60.0
+
+
+def settings_env(settings: Settings) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOME_")}
+    for field in dataclasses.fields(Settings):
+        env[f"TOME_{field.name.upper()}"] = str(getattr(settings, field.name))
+    return env
+
+
+class WorkerProcess:
+    """``celery -A worker.main worker`` as a child process; ``beat=True`` adds the sweeper schedule."""
+
+    def __init__(self, settings: Settings, log_dir: Path, *, concurrency: int = 1, beat: bool = False):
+        self.name = f"w{uuid.uuid4().hex[:6]}"
+        self.log_path = log_dir / f"{self.name}.log"
+        cmd = [
+            sys.executable, "-m", "celery", "-A", "worker.main", "worker",
+            "--loglevel", "INFO", "--concurrency", str(concurrency), "--queues", settings.queue,
+            "--hostname", f"{self.name}@%h", "--without-gossip", "--without-mingle",
+        ]  # fmt: skip
+        if beat:
+            cmd += ["--beat", "--schedule", str(log_dir / f"{self.name}-beat")]
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            cmd, env=settings_env(settings), stdout=self._log, stderr=subprocess.STDOUT, cwd=Path.cwd()
+        )
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_ready(self, timeout: float = READY_TIMEOUT) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"worker exited with {self.proc.returncode}:\n{self.log()[-3000:]}")
+            if " ready." in self.log():
+                return
+            time.sleep(0.2)
+        raise TimeoutError(f"worker not ready after {timeout} s:\n{self.log()[-3000:]}")
+
+    def child_pids(self) -> list[int]:
+        """The pool's child processes (where tasks run)."""
+        pids: list[int] = []
+        for task in Path(f"/proc/{self.proc.pid}/task").iterdir():
+            children = (task / "children").read_text().split()
+            pids.extend(int(p) for p in children)
+        return pids
+
+    def stop(self, timeout: float = 20.0) -> None:
+        if self.proc.poll() is None:
+            children = self.child_pids()
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+            for pid in children:  # a pool child orphaned by a killed parent
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        self._log.close()
