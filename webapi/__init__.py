@@ -13,7 +13,7 @@ from worker.config import Settings, load_settings
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     """Build the app. ``config`` may hold a ``Settings`` under ``"settings"`` or Settings field overrides;
     anything not given comes from ``TOME_*`` environment variables."""
-    from webapi import health, jobs, voices
+    from webapi import admin, health, jobs, metrics, voices
     from webapi.cli import register_cli
     from webapi.errors import register_error_handlers
     from webapi.extensions import init_tome
@@ -28,7 +28,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.json.sort_keys = False  # type: ignore[attr-defined]
     init_tome(app, settings)
     register_error_handlers(app)
-    for blueprint in (health.bp, voices.bp, jobs.bp):
+    for blueprint in (health.bp, metrics.bp, voices.bp, jobs.bp, admin.bp):
         app.register_blueprint(blueprint)
     register_cli(app)
     return app

@@ -34,7 +34,9 @@ def register_cli(app: Flask) -> None:
         """Manage API keys."""
 
     @keys.command("create")
-    @click.option("--owner", required=True, help="Account the key acts for; its voices and jobs.")
+    @click.option(
+        "--owner", default="default", show_default=True, help="Account the key acts for; its voices and jobs."
+    )
     @click.option("--name", default="default", show_default=True, help="A label for this key.")
     @click.option("--admin", is_flag=True, help="Allow the admin endpoints.")
     def create(owner: str, name: str, admin: bool) -> None:

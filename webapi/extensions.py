@@ -15,6 +15,7 @@ from models import make_engine, make_session_factory
 from worker.celery_app import ensure_broker_folders, make_celery
 from worker.config import Settings
 from worker.engines import Engine, get_engine
+from worker.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +26,11 @@ class Tome:
     db: DbEngine
     sessions: scoped_session[Session]
     celery: Celery
+
+    @property
+    def runtime(self) -> Runtime:
+        """The worker-side services (voice builds) on this app's database pool."""
+        return Runtime.sharing(self.settings, self.db)
 
     def engine(self) -> Engine:
         return get_engine(self.settings.engine)

@@ -24,6 +24,7 @@ class Operation:
     body: type[BaseModel] | None = None
     form: type[BaseModel] | None = None  # multipart: text fields from the model plus file fields
     files: tuple[str, ...] = ()
+    optional_files: tuple[str, ...] = ()
     query: type[BaseModel] | None = None
     auth: bool = True
     tags: tuple[str, ...] = field(default_factory=tuple)
@@ -97,7 +98,7 @@ def _operation(
     if op.form is not None:
         form = dict(schemas[op.form.__name__])
         properties = dict(form.get("properties", {}))
-        for name in op.files:
+        for name in (*op.files, *op.optional_files):
             properties[name] = {"type": "string", "contentMediaType": "application/octet-stream"}
         form["properties"] = properties
         form["required"] = sorted({*form.get("required", []), *op.files})

@@ -46,6 +46,13 @@ class VoiceForm(Strict):
     language: str = Field("en", pattern=LANGUAGE_PATTERN)
 
 
+class VoiceUpdate(Strict):
+    """Text fields of a voice re-upload; any of them, and/or a new ``audio`` file."""
+
+    ref_text: str | None = Field(None, min_length=1, max_length=5000)
+    language: str | None = Field(None, pattern=LANGUAGE_PATTERN)
+
+
 class ListQuery(Strict):
     limit: int = Field(50, ge=1, le=500)
     offset: int = Field(0, ge=0)

@@ -8,6 +8,7 @@ import os
 import shutil
 import tempfile
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 from flask import Blueprint, Response, jsonify, request
@@ -15,12 +16,12 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from werkzeug.datastructures import FileStorage
 
-from models import ACTIVE, Job, Voice, utcnow
+from models import ACTIVE, CacheStatus, Job, Voice, utcnow
 from webapi.auth import current_principal, require_key
 from webapi.errors import Conflict, Invalid, NotFound, TooLarge, UnsupportedMediaType
 from webapi.extensions import tome
 from webapi.openapi import Operation, operation
-from webapi.schemas import ListQuery, VoiceForm, VoiceList, VoiceOut
+from webapi.schemas import ListQuery, VoiceForm, VoiceList, VoiceOut, VoiceUpdate
 from webapi.validation import parse_id, query, validate
 from worker.audio import AudioError, AudioLimits, decode_reference, write_wav_atomic
 from worker.pipeline import BUILD_VOICE
@@ -75,6 +76,51 @@ def _save_upload(upload: FileStorage, limit: int, folder: Path) -> Path:
     return Path(name)
 
 
+@dataclass(frozen=True)
+class StoredReference:
+    path: Path
+    sha256: str
+    duration: float
+    sample_rate: int
+
+
+def _store_reference(upload: FileStorage, folder: Path) -> StoredReference:
+    """Receive, decode under the configured caps, and keep the reference as mono 16-bit WAV under a new
+    server-generated name (a re-upload never overwrites a file a running build may be reading)."""
+    settings = tome().settings
+    limits = AudioLimits(
+        max_bytes=settings.max_upload_bytes,
+        max_seconds=settings.max_reference_seconds,
+        min_seconds=settings.min_reference_seconds,
+    )
+    tmp = _save_upload(upload, settings.max_upload_bytes, settings.data_dir.resolve() / "uploads")
+    try:
+        try:
+            decoded = decode_reference(tmp, limits)
+        except AudioError as exc:
+            raise Invalid(exc.message, code=exc.code, field="audio") from exc
+        folder.mkdir(parents=True, exist_ok=True)
+        reference = folder / f"reference-{uuid.uuid4().hex[:12]}.wav"
+        write_wav_atomic(reference, decoded.samples, decoded.sample_rate)
+    finally:
+        tmp.unlink(missing_ok=True)
+    sha = hashlib.sha256(reference.read_bytes()).hexdigest()
+    return StoredReference(reference, sha, round(decoded.duration, 3), decoded.sample_rate)
+
+
+def _require_multipart() -> None:
+    if not request.mimetype.startswith("multipart/form-data"):
+        raise UnsupportedMediaType("send the voice as multipart/form-data with fields name, ref_text, audio")
+
+
+def _in_use(voice: Voice) -> int:
+    active = [s.value for s in ACTIVE]
+    return int(
+        tome().sessions.scalar(select(func.count()).where(Job.voice_id == voice.id, Job.status.in_(active)))
+        or 0
+    )
+
+
 @bp.post("")
 @operation(
     Operation(
@@ -87,8 +133,7 @@ def _save_upload(upload: FileStorage, limit: int, folder: Path) -> Path:
 )
 def create_voice() -> tuple[Response, int]:
     state = tome()
-    if not request.mimetype.startswith("multipart/form-data"):
-        raise UnsupportedMediaType("send the voice as multipart/form-data with fields name, ref_text, audio")
+    _require_multipart()
     form = validate(VoiceForm, {k: v for k, v in request.form.items() if k in VoiceForm.model_fields})
     upload = request.files.get("audio")
     if upload is None:
@@ -98,35 +143,20 @@ def create_voice() -> tuple[Response, int]:
         select(func.count()).where(Voice.owner == owner, Voice.name == form.name, Voice.deleted_at.is_(None))
     ):
         raise Conflict(f"you already have a voice named {form.name!r}", field="name")
-
-    settings = state.settings
-    limits = AudioLimits(
-        max_bytes=settings.max_upload_bytes,
-        max_seconds=settings.max_reference_seconds,
-        min_seconds=settings.min_reference_seconds,
-    )
-    tmp = _save_upload(upload, settings.max_upload_bytes, settings.data_dir.resolve() / "uploads")
     voice_id = uuid.uuid4()
     folder = voice_dir(voice_id)
     try:
-        try:
-            decoded = decode_reference(tmp, limits)
-        except AudioError as exc:
-            raise Invalid(exc.message, code=exc.code, field="audio") from exc
-        folder.mkdir(parents=True, exist_ok=True)
-        reference = folder / "reference.wav"
-        write_wav_atomic(reference, decoded.samples, decoded.sample_rate)
-        sha = hashlib.sha256(reference.read_bytes()).hexdigest()
+        ref = _store_reference(upload, folder)
         voice = Voice(
             id=voice_id,
             owner=owner,
             name=form.name,
             language=form.language,
             ref_text=form.ref_text,
-            audio_path=str(reference),
-            audio_sha256=sha,
-            audio_duration=round(decoded.duration, 3),
-            audio_sample_rate=decoded.sample_rate,
+            audio_path=str(ref.path),
+            audio_sha256=ref.sha256,
+            audio_duration=ref.duration,
+            audio_sample_rate=ref.sample_rate,
         )
         state.sessions.add(voice)
         try:
@@ -137,10 +167,50 @@ def create_voice() -> tuple[Response, int]:
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
-    finally:
-        tmp.unlink(missing_ok=True)
     state.enqueue(BUILD_VOICE, [str(voice_id)])
-    log.info("voice %s uploaded by %s (%.1f s)", voice_id, owner, decoded.duration)
+    log.info("voice %s uploaded by %s (%.1f s)", voice_id, owner, ref.duration)
+    return jsonify(voice_out(voice).model_dump(mode="json")), 202
+
+
+@bp.put("/<voice_id>")
+@operation(
+    Operation(
+        "Replace a voice's reference recording and/or transcript; its prompt is rebuilt",
+        {202: VoiceOut, 409: None, 413: None},
+        form=VoiceUpdate,
+        optional_files=("audio",),
+        tags=("voices",),
+    )
+)
+def replace_voice(voice_id: str) -> tuple[Response, int]:
+    state = tome()
+    voice = owned_voice(voice_id)
+    _require_multipart()
+    form = validate(VoiceUpdate, {k: v for k, v in request.form.items() if k in VoiceUpdate.model_fields})
+    upload = request.files.get("audio")
+    if upload is None and form.ref_text is None and form.language is None:
+        raise Invalid(
+            "send a new 'audio' file, 'ref_text' or 'language'", code="validation_error", field="audio"
+        )
+    if in_use := _in_use(voice):
+        raise Conflict(f"voice is used by {in_use} unfinished job(s); cancel them or wait", field="voice_id")
+    old_audio = voice.audio_path
+    ref = _store_reference(upload, voice_dir(voice.id)) if upload is not None else None
+    if ref is not None:
+        voice.audio_path, voice.audio_sha256 = str(ref.path), ref.sha256
+        voice.audio_duration, voice.audio_sample_rate = ref.duration, ref.sample_rate
+    if form.ref_text is not None:
+        voice.ref_text = form.ref_text
+    if form.language is not None:
+        voice.language = form.language
+    # Whatever build is running now was for the old recording: it will find the voice changed and
+    # discard its result. The new build starts from pending.
+    voice.cache_status, voice.cache_error, voice.cache_lease_until = CacheStatus.PENDING.value, None, None
+    state.sessions.commit()
+    if ref is not None:
+        Path(old_audio).unlink(missing_ok=True)
+    state.enqueue(BUILD_VOICE, [str(voice.id)])
+    log.info("voice %s replaced by its owner", voice.id)
     return jsonify(voice_out(voice).model_dump(mode="json")), 202
 
 
@@ -171,10 +241,7 @@ def get_voice(voice_id: str) -> Response:
 def delete_voice(voice_id: str) -> tuple[str, int]:
     state = tome()
     voice = owned_voice(voice_id)
-    in_use = state.sessions.scalar(
-        select(func.count()).where(Job.voice_id == voice.id, Job.status.in_([s.value for s in ACTIVE]))
-    )
-    if in_use:
+    if in_use := _in_use(voice):
         raise Conflict(f"voice is used by {in_use} unfinished job(s); cancel them or wait", field="voice_id")
     voice.deleted_at = utcnow()
     state.sessions.commit()

@@ -42,6 +42,7 @@ class Settings:
     task_time_limit: int = 900
     visibility_timeout: int = 3600
     mp3_bitrate_kbps: int = 128
+    voice_cache_max_bytes: int = 256 * 1024 * 1024  # per worker process
 
     @property
     def sqlalchemy_url(self) -> str:

@@ -132,6 +132,8 @@ def render_chunks(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqu
         return 0
     except VoiceNotReady:
         _release(rt, claimed, token)
+        for voice_id in {c.voice_id for c in claimed}:
+            enqueue(BUILD_VOICE, [str(voice_id)])  # a no-op if a build is running or the prompt is ready
         raise
     requests = [
         SynthesisRequest(c.text, prompts[c.voice_id][0], prompts[c.voice_id][1], seed=c.seq) for c in claimed

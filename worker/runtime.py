@@ -18,6 +18,13 @@ from worker.engines import Engine, get_engine
 class Runtime:
     settings: Settings
 
+    @classmethod
+    def sharing(cls, settings: Settings, db: DbEngine) -> Runtime:
+        """A runtime on an existing database engine (the API process shares its pool)."""
+        rt = cls(settings)
+        rt.__dict__["db"] = db
+        return rt
+
     @cached_property
     def db(self) -> DbEngine:
         return make_engine(self.settings.sqlalchemy_url)

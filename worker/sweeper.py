@@ -3,24 +3,33 @@ behind is found here and sent again. Re-sending is always safe: every task re-ch
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from sqlalchemy import and_, or_, select, update
+from sqlalchemy.engine import CursorResult
 
-from models import Chunk, ChunkStatus, Job, JobStatus, unit_of_work, utcnow
+from models import ACTIVE, CacheStatus, Chunk, ChunkStatus, Job, JobStatus, Voice, unit_of_work, utcnow
 from worker import state
-from worker.pipeline import START_JOB, STITCH_JOB, Enqueue, enqueue_chunks, maybe_begin_stitch
+from worker.pipeline import BUILD_VOICE, START_JOB, STITCH_JOB, Enqueue, enqueue_chunks, maybe_begin_stitch
 from worker.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
 
+TEMP_FILE_AGE = timedelta(hours=1)
+
+
 @dataclass
 class SweepReport:
+    voices_resent: int = 0
+    voices_marked_stale: int = 0
+    temp_files_removed: int = 0
     jobs_restarted: int = 0
     chunks_resent: int = 0
     chunks_failed: int = 0
@@ -33,6 +42,8 @@ def sweep(rt: Runtime, enqueue: Enqueue, now: datetime | None = None) -> SweepRe
     now = now or utcnow()
     settings = rt.settings
     report = SweepReport()
+    _sweep_voices(rt, enqueue, now, report)
+    report.temp_files_removed = remove_stale_temp_files(rt.settings.data_dir.resolve(), now - TEMP_FILE_AGE)
 
     # Queued jobs nobody started (lost message, or still waiting for a voice): start them again.
     grace = now - timedelta(seconds=settings.queued_grace_seconds)
@@ -106,6 +117,79 @@ def sweep(rt: Runtime, enqueue: Enqueue, now: datetime | None = None) -> SweepRe
         if token is not None:
             enqueue(STITCH_JOB, [str(job_id), token])
             report.stitches_reissued += 1
-    if any((report.jobs_restarted, report.chunks_resent, report.chunks_failed, report.stitches_reissued)):
+    if any(
+        (
+            report.voices_resent,
+            report.voices_marked_stale,
+            report.temp_files_removed,
+            report.jobs_restarted,
+            report.chunks_resent,
+            report.chunks_failed,
+            report.stitches_reissued,
+        )
+    ):
         log.info("sweep: %s", report)
     return report
+
+
+def _sweep_voices(rt: Runtime, enqueue: Enqueue, now: datetime, report: SweepReport) -> None:
+    """Prompts of an older engine become stale; builds whose worker died, and builds whose message was
+    lost, are sent again. A stale voice that an unfinished job needs is rebuilt."""
+    engine = rt.engine()
+    prefix = f"{engine.name}/{engine.version}/"
+    grace = now - timedelta(seconds=rt.settings.queued_grace_seconds)
+    live = Voice.deleted_at.is_(None)
+    with unit_of_work(rt.sessions) as session:
+        stale = session.execute(
+            update(Voice)
+            .where(
+                live,
+                Voice.cache_status == CacheStatus.READY,
+                ~Voice.cache_key.startswith(prefix, autoescape=True),
+            )
+            .values(cache_status=CacheStatus.STALE)
+        )
+        assert isinstance(stale, CursorResult)
+        report.voices_marked_stale = int(stale.rowcount)
+        session.execute(
+            update(Voice)
+            .where(live, Voice.cache_status == CacheStatus.PROCESSING, Voice.cache_lease_until < now)
+            .values(cache_status=CacheStatus.PENDING, cache_lease_until=None)
+        )
+        needed = select(Job.voice_id).where(Job.status.in_([s.value for s in ACTIVE]))
+        session.execute(
+            update(Voice)
+            .where(live, Voice.cache_status == CacheStatus.STALE, Voice.id.in_(needed))
+            .values(cache_status=CacheStatus.PENDING)
+        )
+        waiting = list(
+            session.scalars(
+                select(Voice.id).where(
+                    live, Voice.cache_status == CacheStatus.PENDING, Voice.updated_at < grace
+                )
+            )
+        )
+        if waiting:
+            session.execute(update(Voice).where(Voice.id.in_(waiting)).values(updated_at=now))
+    for voice_id in waiting:
+        enqueue(BUILD_VOICE, [str(voice_id)])
+    report.voices_resent = len(waiting)
+
+
+TEMP_PATTERNS = (".prompt-*.tmp", "*.tmp", ".tmp-*", "upload-*")
+
+
+def remove_stale_temp_files(data_dir: Path, older_than: datetime) -> int:
+    """Temp files left by a process killed mid-write (never loadable: they were never renamed)."""
+    removed = 0
+    cutoff = older_than.timestamp()
+    for folder in (data_dir / "voices", data_dir / "jobs", data_dir / "uploads"):
+        if not folder.is_dir():
+            continue
+        for pattern in TEMP_PATTERNS:
+            for path in folder.rglob(pattern):
+                with contextlib.suppress(FileNotFoundError):
+                    if path.is_file() and path.stat().st_mtime < cutoff:
+                        path.unlink()
+                        removed += 1
+    return removed

@@ -2,12 +2,16 @@
 
 Only one build per voice runs at a time across processes (pending|failed|stale, or processing on an expired
 lease, -> processing). A build re-checks the voice before publishing: a voice deleted or re-uploaded
-meanwhile keeps its new state and the stale result is thrown away.
+meanwhile keeps its new state and the stale result is thrown away. Loading goes through a per-process,
+bytes-capped LRU keyed by the full cache key, so a hit reads no file; every hit, miss and build is counted
+in the shared counters that ``GET /metrics`` reports.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import time
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
@@ -18,9 +22,11 @@ from sqlalchemy import and_, literal, or_, select, update
 from sqlalchemy.engine import CursorResult
 
 from models import CacheStatus, Voice, unit_of_work, utcnow
-from worker.audio import read_wav
+from worker import counters
+from worker.audio import AudioError, read_wav
 from worker.engines import Engine, EngineError
 from worker.runtime import Runtime
+from worker.voices.lru import PromptLru
 from worker.voices.store import Prompt, PromptFileError, cache_key, load_prompt, prompt_path, save_prompt
 
 log = logging.getLogger(__name__)
@@ -46,7 +52,11 @@ class VoiceCacheFailed(Exception):
 
 
 @dataclass(frozen=True)
-class _Snapshot:
+class BuildClaim:
+    """What a build saw when it took the lease: the prompt it publishes must still match this."""
+
+    voice_id: uuid.UUID
+    key: str
     audio_path: str
     audio_sha256: str
     ref_text: str
@@ -56,12 +66,26 @@ def key_for(voice: Voice, engine: Engine) -> str:
     return cache_key(engine.name, engine.version, voice.audio_sha256, voice.ref_text)
 
 
-def _claim(rt: Runtime, voice_id: uuid.UUID, key: str, force: bool) -> _Snapshot | BuildOutcome:
+_lru: tuple[int, PromptLru] | None = None
+
+
+def process_lru(max_bytes: int) -> PromptLru:
+    """This process's prompt LRU (a forked child starts with its own, empty one)."""
+    global _lru  # noqa: PLW0603 - one cache per process, by design
+    if _lru is None or _lru[0] != os.getpid():
+        _lru = (os.getpid(), PromptLru(max_bytes))
+    return _lru[1]
+
+
+def claim_build(rt: Runtime, voice_id: uuid.UUID, force: bool = False) -> BuildClaim | BuildOutcome:
+    """Take the voice's build lease by compare-and-set, or say why not."""
+    engine = rt.engine()
     now = utcnow()
     with unit_of_work(rt.sessions) as session:
         voice = session.get(Voice, voice_id)
         if voice is None or voice.deleted_at is not None:
             return BuildOutcome.GONE
+        key = key_for(voice, engine)
         if not force and voice.cache_status == CacheStatus.READY and voice.cache_key == key:
             return BuildOutcome.ALREADY_READY
         claimable = or_(
@@ -71,7 +95,13 @@ def _claim(rt: Runtime, voice_id: uuid.UUID, key: str, force: bool) -> _Snapshot
         )
         result = session.execute(
             update(Voice)
-            .where(Voice.id == voice_id, Voice.deleted_at.is_(None), claimable)
+            .where(
+                Voice.id == voice_id,
+                Voice.deleted_at.is_(None),
+                Voice.audio_sha256 == voice.audio_sha256,
+                Voice.ref_text == voice.ref_text,
+                claimable,
+            )
             .values(
                 cache_status=CacheStatus.PROCESSING, cache_lease_until=now + BUILD_LEASE, cache_error=None
             )
@@ -79,65 +109,124 @@ def _claim(rt: Runtime, voice_id: uuid.UUID, key: str, force: bool) -> _Snapshot
         assert isinstance(result, CursorResult)
         if result.rowcount != 1:
             return BuildOutcome.BUSY
-        return _Snapshot(voice.audio_path, voice.audio_sha256, voice.ref_text)
+        return BuildClaim(voice_id, key, voice.audio_path, voice.audio_sha256, voice.ref_text)
 
 
-def build_voice(rt: Runtime, voice_id: uuid.UUID, force: bool = False) -> BuildOutcome:
-    """Build (or rebuild) one voice's prompt if nobody else is; safe to call any number of times."""
+def compute_prompt(rt: Runtime, claim: BuildClaim) -> Path:
+    """Encode the reference and write the prompt file (atomically); raises on bad input."""
     engine = rt.engine()
+    path = prompt_path(rt.settings.data_dir, claim.voice_id, claim.key)
+    started = time.perf_counter()
+    samples, sample_rate = read_wav(claim.audio_path)
+    tensors = engine.encode_speaker(samples, sample_rate, claim.ref_text)
+    seconds = time.perf_counter() - started
+    save_prompt(path, tensors, {"cache_key": claim.key, "voice_id": str(claim.voice_id)})
+    counters.add(rt.sessions, engine.name, {counters.BUILDS: 1, counters.BUILD_SECONDS: seconds})
+    return path
+
+
+def fail_build(rt: Runtime, claim: BuildClaim, reason: str) -> None:
     with unit_of_work(rt.sessions) as session:
-        voice = session.get(Voice, voice_id)
-        if voice is None:
-            return BuildOutcome.GONE
-        key = key_for(voice, engine)
-    claimed = _claim(rt, voice_id, key, force)
-    if isinstance(claimed, BuildOutcome):
-        return claimed
-    snapshot = claimed
-    path = prompt_path(rt.settings.data_dir, voice_id, key)
-    try:
-        samples, sample_rate = read_wav(snapshot.audio_path)
-        tensors = engine.encode_speaker(samples, sample_rate, snapshot.ref_text)
-        save_prompt(path, tensors, {"cache_key": key, "voice_id": str(voice_id)})
-    except (EngineError, OSError, ValueError) as exc:
-        reason = f"{type(exc).__name__}: {exc}"
-        log.warning("voice %s: prompt build failed: %s", voice_id, reason)
-        with unit_of_work(rt.sessions) as session:
-            session.execute(
-                update(Voice)
-                .where(Voice.id == voice_id, Voice.cache_status == CacheStatus.PROCESSING)
-                .values(cache_status=CacheStatus.FAILED, cache_error=reason, cache_lease_until=None)
+        session.execute(
+            update(Voice)
+            .where(
+                Voice.id == claim.voice_id,
+                Voice.cache_status == CacheStatus.PROCESSING,
+                Voice.audio_sha256 == claim.audio_sha256,
+                Voice.ref_text == claim.ref_text,
             )
-        return BuildOutcome.FAILED
-    now = utcnow()
+            .values(cache_status=CacheStatus.FAILED, cache_error=reason, cache_lease_until=None)
+        )
+
+
+def publish_build(rt: Runtime, claim: BuildClaim, path: Path) -> BuildOutcome:
+    """ready, if the voice is still the one that was encoded; otherwise the file is thrown away."""
+    engine = rt.engine()
     with unit_of_work(rt.sessions) as session:
         result = session.execute(
             update(Voice)
             .where(
-                Voice.id == voice_id,
+                Voice.id == claim.voice_id,
                 Voice.deleted_at.is_(None),
                 Voice.cache_status == CacheStatus.PROCESSING,
-                Voice.audio_sha256 == snapshot.audio_sha256,
-                Voice.ref_text == snapshot.ref_text,
+                Voice.audio_sha256 == claim.audio_sha256,
+                Voice.ref_text == claim.ref_text,
             )
             .values(
                 cache_status=CacheStatus.READY,
-                cache_key=key,
+                cache_key=claim.key,
                 cache_engine=f"{engine.name} {engine.version}",
                 cache_path=str(path),
                 cache_error=None,
                 cache_lease_until=None,
-                cache_built_at=now,
+                cache_built_at=utcnow(),
             )
         )
         assert isinstance(result, CursorResult)
         published = result.rowcount == 1
     if not published:
-        path.unlink(missing_ok=True)
-        log.info("voice %s changed or was deleted during its build; result discarded", voice_id)
+        discard_file(rt, claim.voice_id, path)
+        log.info("voice %s changed or was deleted during its build; result discarded", claim.voice_id)
         return BuildOutcome.DISCARDED
-    log.info("voice %s: prompt built (%s)", voice_id, key)
+    for older in path.parent.glob("prompt-*.safetensors"):
+        if older != path:
+            older.unlink(missing_ok=True)  # the prompt of a replaced recording or an older engine
+    log.info("voice %s: prompt built (%s)", claim.voice_id, claim.key)
     return BuildOutcome.BUILT
+
+
+def discard_file(rt: Runtime, voice_id: uuid.UUID, path: Path) -> None:
+    """Remove a prompt nobody will use; if the voice is gone, its (re-created) folder goes too."""
+    with rt.sessions() as session:
+        current = session.scalar(select(Voice.cache_path).where(Voice.id == voice_id))
+        deleted = session.scalar(select(Voice.deleted_at).where(Voice.id == voice_id)) is not None
+    if current != str(path):
+        path.unlink(missing_ok=True)
+    if deleted:
+        folder = path.parent
+        if folder.is_dir() and not any(p for p in folder.iterdir() if not p.name.startswith(".prompt-")):
+            for leftover in folder.iterdir():
+                leftover.unlink(missing_ok=True)
+            folder.rmdir()
+
+
+def build_voice(rt: Runtime, voice_id: uuid.UUID, force: bool = False) -> BuildOutcome:
+    """Build (or rebuild) one voice's prompt if nobody else is; safe to call any number of times."""
+    claim = claim_build(rt, voice_id, force)
+    if isinstance(claim, BuildOutcome):
+        return claim
+    try:
+        path = compute_prompt(rt, claim)
+    except (EngineError, AudioError, PromptFileError, FileNotFoundError) as exc:
+        reason = f"{type(exc).__name__}: {exc}"
+        log.warning("voice %s: prompt build failed: %s", voice_id, reason)
+        fail_build(rt, claim, reason)
+        return BuildOutcome.FAILED
+    return publish_build(rt, claim, path)
+
+
+def request_build(rt: Runtime, voice_id: uuid.UUID, force: bool) -> bool:
+    """Mark a voice as wanting a build (ready|failed|stale -> pending). True if this call changed it;
+    False if a build is already pending or running, or its ready prompt is current and not forced."""
+    engine = rt.engine()
+    with unit_of_work(rt.sessions) as session:
+        voice = session.get(Voice, voice_id)
+        if voice is None or voice.deleted_at is not None:
+            return False
+        current = voice.cache_status == CacheStatus.READY and voice.cache_key == key_for(voice, engine)
+        if current and not force:
+            return False
+        result = session.execute(
+            update(Voice)
+            .where(
+                Voice.id == voice_id,
+                Voice.deleted_at.is_(None),
+                Voice.cache_status.in_([CacheStatus.READY, CacheStatus.FAILED, CacheStatus.STALE]),
+            )
+            .values(cache_status=CacheStatus.PENDING, cache_error=None)
+        )
+        assert isinstance(result, CursorResult)
+        return result.rowcount == 1
 
 
 def ensure_ready(rt: Runtime, voice_id: uuid.UUID) -> bool:
@@ -167,7 +256,8 @@ def ensure_ready(rt: Runtime, voice_id: uuid.UUID) -> bool:
 
 
 def load_voice_prompt(rt: Runtime, voice_id: uuid.UUID) -> tuple[Prompt, str]:
-    """The current prompt of a ready voice and its language; VoiceNotReady if it is not ready (any more)."""
+    """The current prompt of a ready voice and its language: from this process's LRU when it is there
+    (no file read), else from its file, checked against the engine's shapes. VoiceNotReady otherwise."""
     engine = rt.engine()
     with rt.sessions() as session:
         row = session.execute(
@@ -180,7 +270,22 @@ def load_voice_prompt(rt: Runtime, voice_id: uuid.UUID) -> tuple[Prompt, str]:
     key = cache_key(engine.name, engine.version, row.audio_sha256, row.ref_text)
     if row.cache_status != CacheStatus.READY or row.cache_key != key or not row.cache_path:
         raise VoiceNotReady(str(voice_id))
+    lru = process_lru(rt.settings.voice_cache_max_bytes)
+    prompt = lru.get(key)
+    if prompt is not None:
+        counters.add(rt.sessions, engine.name, {counters.HITS: 1})
+        return prompt, row.language
+    counters.add(rt.sessions, engine.name, {counters.MISSES: 1})
     try:
-        return load_prompt(Path(row.cache_path)), row.language
+        prompt = load_prompt(Path(row.cache_path), engine.prompt_shapes)
     except PromptFileError as exc:
+        # A missing or damaged file: mark the voice for a rebuild rather than render with a bad prompt.
+        with unit_of_work(rt.sessions) as session:
+            session.execute(
+                update(Voice)
+                .where(Voice.id == voice_id, Voice.cache_key == key, Voice.cache_status == CacheStatus.READY)
+                .values(cache_status=CacheStatus.STALE, cache_error=str(exc))
+            )
         raise VoiceNotReady(f"{voice_id}: {exc}") from exc
+    lru.put(key, prompt)
+    return prompt, row.language

@@ -41,6 +41,7 @@ class Engine(Protocol):
     version: str
     sample_rate: int
     max_chunk_chars: int
+    prompt_shapes: Mapping[str, tuple[int, ...]]  # tensor name -> shape (-1: any size), checked on load
 
     def encode_speaker(
         self, audio: Waveform, sample_rate: int, ref_text: str

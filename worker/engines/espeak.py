@@ -273,6 +273,10 @@ class EspeakEngine:
     name = "espeak"
     sample_rate = SAMPLE_RATE
     max_chunk_chars = 600
+    # What a stored prompt must contain, checked when a prompt file is loaded.
+    prompt_shapes: Mapping[str, tuple[int, ...]] = dict.fromkeys(
+        ("f0_median_hz", "f0_range_st", "words_per_minute", "voiced_seconds", "speech_seconds"), (1,)
+    )
 
     def __init__(self) -> None:
         self.version = f"espeak-ng {binding.library_version()}/{ANALYSIS_VERSION}"
