@@ -17,6 +17,7 @@ class FakeEngine:
     version = "1"
     sample_rate = 16000
     max_chunk_chars = 100
+    prompt_shapes: Mapping[str, tuple[int, ...]] = {"n": (1,)}
 
     def encode_speaker(
         self, audio: Waveform, sample_rate: int, ref_text: str
