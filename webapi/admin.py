@@ -76,6 +76,7 @@ def _out(voice: Voice) -> AdminVoiceOut:
 def _queue(voice_id: uuid.UUID, force: bool) -> bool:
     """Ask for a build; send it if the voice now waits for one (a duplicate message is a no-op)."""
     state = tome()
+    state.sessions.rollback()  # hand this request's connection back before the build service takes one
     changed = request_build(state.runtime, voice_id, force)
     status = state.sessions.scalar(select(Voice.cache_status).where(Voice.id == voice_id))
     if changed or status == CacheStatus.PENDING:
@@ -108,7 +109,6 @@ def rebuild_many() -> tuple[Response, int]:
     if body.status:
         stmt = stmt.where(Voice.cache_status.in_(body.status))
     ids = list(tome().sessions.scalars(stmt))
-    tome().sessions.rollback()
     queued = sum(_queue(vid, force=True) for vid in ids)
     return jsonify(CachesQueued(queued=queued, matched=len(ids)).model_dump()), 202
 

@@ -34,6 +34,7 @@ class Settings:
     chunks_per_task: int = 8
     chunk_lease_seconds: int = 300
     stitch_lease_seconds: int = 1800
+    voice_build_lease_seconds: int = 600
     max_chunk_attempts: int = 3
     sweep_interval_seconds: float = 30.0
     queued_grace_seconds: int = 60

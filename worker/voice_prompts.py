@@ -31,8 +31,6 @@ from worker.voices.store import Prompt, PromptFileError, cache_key, load_prompt,
 
 log = logging.getLogger(__name__)
 
-BUILD_LEASE = timedelta(minutes=10)
-
 
 class BuildOutcome(StrEnum):
     BUILT = "built"
@@ -81,6 +79,7 @@ def claim_build(rt: Runtime, voice_id: uuid.UUID, force: bool = False) -> BuildC
     """Take the voice's build lease by compare-and-set, or say why not."""
     engine = rt.engine()
     now = utcnow()
+    lease = timedelta(seconds=rt.settings.voice_build_lease_seconds)
     with unit_of_work(rt.sessions) as session:
         voice = session.get(Voice, voice_id)
         if voice is None or voice.deleted_at is not None:
@@ -102,9 +101,7 @@ def claim_build(rt: Runtime, voice_id: uuid.UUID, force: bool = False) -> BuildC
                 Voice.ref_text == voice.ref_text,
                 claimable,
             )
-            .values(
-                cache_status=CacheStatus.PROCESSING, cache_lease_until=now + BUILD_LEASE, cache_error=None
-            )
+            .values(cache_status=CacheStatus.PROCESSING, cache_lease_until=now + lease, cache_error=None)
         )
         assert isinstance(result, CursorResult)
         if result.rowcount != 1:
