@@ -24,6 +24,7 @@ from tests.e2e.flow import BOOK, wait_terminal
 from tests.support.audio import speak
 from webapi import create_app
 from webapi.cli import mint_key
+from webapi.extensions import Tome
 from worker import counters
 from worker.audio import write_wav_atomic
 from worker.config import Settings
@@ -56,7 +57,7 @@ def _counter(app: Flask, name: str) -> float:
 
 
 def _voice_status(app: Flask, voice_id: str) -> str | None:
-    state = app.extensions["tome"]
+    state: Tome = app.extensions["tome"]
     state.sessions.remove()
     return state.sessions.scalar(select(Voice.cache_status).where(Voice.id == uuid.UUID(voice_id)))
 
