@@ -1,0 +1,1 @@
+"""``make bench``: what the speaker-prompt cache saves on a real 200-chunk job (run ``python -m bench``)."""

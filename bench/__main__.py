@@ -1,0 +1,212 @@
+"""``make bench``: one voice, one 200-chunk job; what the speaker-prompt cache does and saves.
+
+1. In-process: the real pipeline functions (build_voice, start_job, render_chunks, stitch_job) on an
+   embedded SQLite database in a temp dir, messages delivered by a synchronous local queue (one process).
+   Counts the encodes, prompt file reads and cache hits of the job from the shared counters, then times a
+   cache hit against an encode in the same process.
+2. Real workers (skip with ``--workers 0``): the same job on a ``celery worker`` with that many pool
+   processes, on the filesystem broker; counts again from the counters table.
+
+Exits 1 if the voice was encoded other than exactly once, or a prompt file was read more often than there
+are processes rendering (the invariants this benchmark guards), or a job did not succeed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from bench.inprocess import Dispatch, run_messages
+from bench.scene import Scene, create_scene
+from bench.voice_cache import (
+    ENCODE_REPEATS,
+    HIT_REPEATS,
+    LRU_REPEATS,
+    CacheCounts,
+    CacheTimings,
+    measure,
+    read_counts,
+    reset_process_lru,
+)
+from bench.workers import WorkerRun, run_with_workers
+from models import Job
+from worker import pipeline
+
+
+def _job(scene: Scene) -> Job:
+    with scene.rt.sessions() as session:
+        job = session.get(Job, scene.job_id)
+        assert job is not None
+        return job
+
+
+def _check(label: str, counts: CacheCounts, processes: int, status: str, error: str | None) -> list[str]:
+    problems = []
+    if status != "succeeded":
+        problems.append(f"{label}: the job ended {status}: {error}")
+    if counts.builds != 1:
+        problems.append(f"{label}: the voice was encoded {counts.builds} times, expected exactly 1")
+    if counts.misses > processes:
+        problems.append(
+            f"{label}: a prompt file was read {counts.misses} times by {processes} process(es); "
+            f"expected at most {processes}"
+        )
+    return problems
+
+
+def _counts_line(counts: CacheCounts, processes: int) -> str:
+    return (
+        f"  voice cache  encodes={counts.builds} (expected 1)  file reads={counts.misses} "
+        f"(at most {processes}: one per process)  hits={counts.hits}"
+    )
+
+
+def _rtf(audio: float, wall: float) -> float:
+    return audio / wall if wall > 0 else 0.0
+
+
+def report_inprocess(scene: Scene, run: Dispatch, counts: CacheCounts, t: CacheTimings) -> None:
+    job = _job(scene)
+    audio = job.output_duration or 0.0
+    engine = scene.rt.engine()
+
+    def task(name: str, label: str) -> str:
+        n = run.tasks[name]
+        return f"{label} {run.seconds[name]:.2f} s ({n} task{'' if n == 1 else 's'})"
+
+    print(
+        f"[in-process] {scene.chunks} chunks, 1 process: the real task bodies (worker.pipeline, build_voice)"
+    )
+    print("  on SQLite in a temp dir (kept with --keep), messages delivered by a synchronous local queue")
+    print(f"  engine       {engine.name} {engine.version}, {scene.settings.chunks_per_task} chunks per task")
+    print(
+        f"  job          {job.status}, {job.chunks_done}/{job.chunks_total} chunks, "
+        f"mp3 of {job.output_bytes} bytes"
+    )
+    print(
+        f"  wall         {run.wall_seconds:.2f} s = {task(pipeline.BUILD_VOICE, 'build')}, "
+        f"{task(pipeline.START_JOB, 'start')}, {task(pipeline.RENDER_CHUNKS, 'render')}, "
+        f"{task(pipeline.STITCH_JOB, 'stitch')}; {run.retries} retries"
+    )
+    print(f"  audio        {audio:.1f} s, real-time factor {_rtf(audio, run.wall_seconds):.0f}x")
+    print(_counts_line(counts, 1))
+    print("  timings      median of N single calls, in this process, with the prompt in its LRU:")
+    rows = [
+        ("hit", t.hit_ms, HIT_REPEATS, "load_voice_prompt: voice SELECT + LRU get + hit counter upsert"),
+        ("  upsert", t.upsert_ms, HIT_REPEATS, "of which one counter upsert (counters.add) is about"),
+        ("LRU get", t.lru_get_us / 1e3, LRU_REPEATS, f"PromptLru.get alone ({t.lru_get_us:.1f} us)"),
+        ("file read", t.file_read_ms, HIT_REPEATS, "load_prompt of the prompt file (what a miss reads)"),
+        ("encode", t.encode_ms, ENCODE_REPEATS, "engine.encode_speaker on the reference"),
+        ("build", t.build_ms, ENCODE_REPEATS, "read_wav + encode_speaker + save_prompt (fsync, rename)"),
+    ]
+    for label, ms, n, what in rows:
+        print(f"    {label:<10} {ms:9.4f} ms  [N={n}]  {what}")
+    print(
+        f"  ratios       encode / hit = {t.encode_ms / t.hit_ms:.0f}x"
+        f"   build / hit = {t.build_ms / t.hit_ms:.0f}x"
+        f"   encode / LRU get = {t.encode_ms * 1e3 / t.lru_get_us:.0f}x"
+        f"   file read / LRU get = {t.file_read_ms * 1e3 / t.lru_get_us:.0f}x"
+    )
+    print(f"  check        the {t.hits_counted} timed hits all counted as hits; no miss, no build")
+
+
+def report_workers(run: WorkerRun, counts: CacheCounts, chunks: int) -> None:
+    spread = ", ".join(f"{name} {n}" for name, n in sorted(run.chunks_by_process.items())) or "(not in log)"
+    retries = ", ".join(f"{name} x{n}" for name, n in sorted(run.retries.items())) or "none"
+    seen = run.seen
+    phases = []
+    if "running" in seen:
+        phases.append(f"voice build + start {seen['running']:.2f} s")
+        if "stitching" in seen:
+            phases.append(f"render {seen['stitching'] - seen['running']:.2f} s")
+    if "stitching" in seen:
+        phases.append(f"stitch {run.wall_seconds - seen['stitching']:.2f} s")
+    print(
+        f"[celery workers] {chunks} chunks, 1 celery worker with {run.concurrency} pool processes (prefork),"
+    )
+    print(
+        "  filesystem broker, SQLite; clock from sending build_voice + start_job (as the API does) to the end"
+    )
+    print(f"  worker start {run.startup_seconds:.2f} s before the clock (not counted)")
+    print(f"  job          {run.status}; chunks rendered per pool process: {spread}")
+    print(f"  wall         {run.wall_seconds:.2f} s = {', '.join(phases)} (status polled every 50 ms)")
+    print(f"  retries      {retries} (start_job waits for the voice with a 2 s countdown)")
+    print(
+        f"  audio        {run.audio_seconds:.1f} s, "
+        f"real-time factor {_rtf(run.audio_seconds, run.wall_seconds):.0f}x"
+    )
+    print(_counts_line(counts, run.concurrency))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench", description=__doc__.split("\n\n")[0] if __doc__ else None
+    )
+    parser.add_argument("--chunks", type=int, default=200, help="chunks in the job (default 200)")
+    parser.add_argument(
+        "--workers", type=int, default=2, help="pool processes of the real-worker run; 0 skips it (default 2)"
+    )
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the temp dir (databases, audio, worker log)"
+    )
+    args = parser.parse_args(argv)
+
+    base = Path(tempfile.mkdtemp(prefix="tome-bench-"))
+    try:
+        problems, summary = run(base, args.chunks, args.workers)
+    finally:
+        if args.keep:
+            print(f"kept {base}")
+        else:
+            shutil.rmtree(base, ignore_errors=True)
+    for problem in problems:
+        print(f"FAIL {problem}")
+    print(summary)
+    return 1 if problems else 0
+
+
+def run(base: Path, chunks: int, workers: int) -> tuple[list[str], str]:
+    """Both sections; the problems found and the summary line."""
+    reset_process_lru()
+    scene = create_scene(base / "inprocess", chunks)
+    dispatch = run_messages(scene.rt, scene.messages)
+    counts = read_counts(scene.rt)  # the job's figures, before the timings add their hits
+    job = _job(scene)
+    problems = _check("in-process", counts, 1, job.status, job.error)
+    if problems:
+        print(f"[in-process] {scene.chunks} chunks, 1 process: job {job.status}")
+        print(_counts_line(counts, 1))
+        return (
+            problems,
+            f"bench: chunks={scene.chunks} encodes={counts.builds} file_reads={counts.misses} FAILED",
+        )
+    scratch = base / "scratch"
+    scratch.mkdir()
+    timings = measure(scene.rt, scene.voice_id, scratch)
+    report_inprocess(scene, dispatch, counts, timings)
+    summary = (
+        f"bench: chunks={scene.chunks} encodes={counts.builds} file_reads={counts.misses} hits={counts.hits} "
+        f"hit_ms={timings.hit_ms:.2f} lru_get_us={timings.lru_get_us:.1f} encode_ms={timings.encode_ms:.0f} "
+        f"build_ms={timings.build_ms:.0f} encode_over_hit={timings.encode_ms / timings.hit_ms:.0f}x "
+        f"rtf={_rtf(job.output_duration or 0.0, dispatch.wall_seconds):.0f}x"
+    )
+    if workers > 0:
+        print()
+        celery_scene = create_scene(base / "celery", chunks)
+        celery_run = run_with_workers(celery_scene, workers, base / "celery-worker.log")
+        celery_counts = read_counts(celery_scene.rt)
+        report_workers(celery_run, celery_counts, celery_scene.chunks)
+        problems += _check("celery", celery_counts, workers, celery_run.status, celery_run.error)
+        summary += (
+            f" | workers={workers} encodes={celery_counts.builds} file_reads={celery_counts.misses} "
+            f"hits={celery_counts.hits} rtf={_rtf(celery_run.audio_seconds, celery_run.wall_seconds):.0f}x"
+        )
+    print()
+    return problems, summary
+
+
+if __name__ == "__main__":
+    sys.exit(main())
