@@ -4,7 +4,7 @@ from models.apikey import ApiKey, Role, generate_key, hash_key
 from models.base import Base, utcnow
 from models.db import make_engine, make_session_factory, unit_of_work
 from models.job import ACTIVE, TERMINAL, Chunk, ChunkStatus, Job, JobStatus
-from models.metric import Counter
+from models.metric import Counter, RateWindow
 from models.voice import CacheStatus, Voice
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "Counter",
     "Job",
     "JobStatus",
+    "RateWindow",
     "Role",
     "Voice",
     "generate_key",

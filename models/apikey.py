@@ -39,6 +39,9 @@ class ApiKey(Base):
     role: Mapped[str] = mapped_column(String(10), default=Role.USER.value)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     revoked_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
+    # Signs this key's webhooks (HMAC-SHA256). It must be readable to sign, so it is stored as is;
+    # it grants nothing on the API.
+    webhook_secret: Mapped[str] = mapped_column(String(64), default=lambda: secrets.token_hex(32))
 
     @property
     def is_admin(self) -> bool:

@@ -73,6 +73,15 @@ class Job(Base):
     output_bytes: Mapped[int | None] = mapped_column(BigInteger, default=None)
     output_duration: Mapped[float | None] = mapped_column(Float, default=None)
     expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
+    expired_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
+    request_sha256: Mapped[str | None] = mapped_column(String(64), default=None)
+    # Completion webhook: where to POST, and how delivery went (the sweeper retries undelivered ones).
+    webhook_url: Mapped[str | None] = mapped_column(String(2000), default=None)
+    webhook_attempts: Mapped[int] = mapped_column(Integer, default=0)
+    webhook_delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
+    webhook_next_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
+    webhook_error: Mapped[str | None] = mapped_column(Text, default=None)
+    api_key_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, default=None)
 
 
 class Chunk(Base):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from sqlalchemy import Float, String
+from sqlalchemy import BigInteger, Float, Integer, String
 from sqlalchemy.orm import Mapped, mapped_column
 
 from models.base import Base
@@ -14,3 +14,13 @@ class Counter(Base):
     name: Mapped[str] = mapped_column(String(100), primary_key=True)
     engine: Mapped[str] = mapped_column(String(50), primary_key=True)
     value: Mapped[float] = mapped_column(Float, default=0.0)
+
+
+class RateWindow(Base):
+    """Requests per API key per fixed window, shared by every API process (see webapi/ratelimit.py)."""
+
+    __tablename__ = "rate_windows"
+
+    key_id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    window_start: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    count: Mapped[int] = mapped_column(Integer, default=0)

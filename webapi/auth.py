@@ -10,6 +10,7 @@ from sqlalchemy import select
 from models import ApiKey, Role, hash_key
 from webapi.errors import Forbidden, Unauthorized
 from webapi.extensions import tome
+from webapi.ratelimit import check_rate
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ def authenticate() -> Principal:
         raise Unauthorized("unknown or revoked API key")
     principal = Principal(str(row.id), row.owner, row.role)
     g.principal = principal
+    check_rate(principal.key_id)
     return principal
 
 

@@ -40,8 +40,13 @@ def register_cli(app: Flask) -> None:
     @click.option("--name", default="default", show_default=True, help="A label for this key.")
     @click.option("--admin", is_flag=True, help="Allow the admin endpoints.")
     def create(owner: str, name: str, admin: bool) -> None:
-        """Mint a key and print it once."""
-        click.echo(mint_key(app, owner, name, admin))
+        """Mint a key and print it once (its webhook secret goes to stderr)."""
+        key = mint_key(app, owner, name, admin)
+        secret = tome().sessions.scalar(
+            select(ApiKey.webhook_secret).where(ApiKey.key_sha256 == hash_key(key))
+        )
+        click.echo(key)
+        click.echo(f"webhook secret: {secret}", err=True)
 
     @keys.command("list")
     def list_keys() -> None:

@@ -60,6 +60,10 @@ class Invalid(ApiError):
     status, code = 422, "invalid"
 
 
+class Gone(ApiError):
+    status, code = 410, "gone"
+
+
 def from_validation_error(exc: ValidationError, prefix: str = "") -> Invalid:
     details = []
     for err in exc.errors(include_url=False, include_context=False, include_input=False):
@@ -74,6 +78,8 @@ def _respond(error: ApiError) -> tuple[Response, int]:
     response = jsonify(error.body())
     if isinstance(error, Unauthorized):
         response.headers["WWW-Authenticate"] = 'Bearer realm="tome"'
+    if "retry_after" in error.extra:
+        response.headers["Retry-After"] = str(error.extra["retry_after"])
     return response, error.status
 
 

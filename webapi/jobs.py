@@ -3,24 +3,36 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import re
 import uuid
 from pathlib import Path
 
-from flask import Blueprint, Response, jsonify, send_file, url_for
+from flask import Blueprint, Response, jsonify, request, send_file, url_for
 from sqlalchemy import or_, select
+from sqlalchemy.exc import IntegrityError
 
 from models import Chunk, Job, JobStatus, Voice, utcnow
 from webapi.auth import current_principal, require_key
-from webapi.errors import Conflict, Invalid, NotFound
+from webapi.errors import Conflict, Gone, Invalid, NotFound
 from webapi.extensions import tome
 from webapi.openapi import Operation, operation
-from webapi.schemas import ChapterOut, JobCreate, JobList, JobListQuery, JobOut, OutputOut, Progress
+from webapi.schemas import (
+    ChapterOut,
+    JobCreate,
+    JobList,
+    JobListQuery,
+    JobOut,
+    OutputOut,
+    Progress,
+    WebhookOut,
+)
 from webapi.validation import json_body, parse_id, query
 from worker import state as job_state
-from worker.pipeline import START_JOB
+from worker.pipeline import DELIVER_WEBHOOK, START_JOB
 from worker.script import ScriptError, make_chunks, parse_script
+from worker.webhooks import WebhookRefused, check_url
 
 log = logging.getLogger(__name__)
 bp = Blueprint("jobs", __name__, url_prefix="/v1/jobs")
@@ -59,9 +71,19 @@ def job_out(job: Job) -> JobOut:
             url=url_for("jobs.job_audio", job_id=str(job.id)) if done else None,
         ),
         chapters=[ChapterOut.model_validate(c) for c in job.chapters],
+        webhook=WebhookOut(
+            url=job.webhook_url,
+            delivered_at=job.webhook_delivered_at,
+            attempts=job.webhook_attempts,
+            error=job.webhook_error,
+        )
+        if job.webhook_url
+        else None,
         created_at=job.created_at,
         started_at=job.started_at,
         finished_at=job.finished_at,
+        expires_at=job.expires_at,
+        expired_at=job.expired_at,
     )
 
 
@@ -91,12 +113,43 @@ def _resolve_voice(owner: str, ref: str) -> Voice:
     return voice
 
 
+def _idempotent_replay(owner: str, key: str, request_sha: str) -> Job | None:
+    """The job an earlier request with this Idempotency-Key made; 409 if that request was different."""
+    job = tome().sessions.scalars(select(Job).where(Job.owner == owner, Job.idempotency_key == key)).first()
+    if job is not None and job.request_sha256 != request_sha:
+        raise Conflict(
+            "this Idempotency-Key was used with a different request body",
+            code="idempotency_conflict",
+            field="Idempotency-Key",
+        )
+    return job
+
+
 @bp.post("")
-@operation(Operation("Submit a script to render", {202: JobOut, 413: None}, body=JobCreate, tags=("jobs",)))
+@operation(
+    Operation(
+        "Submit a script to render. With an Idempotency-Key header, a retried request returns the same job.",
+        {202: JobOut, 409: None, 413: None},
+        body=JobCreate,
+        tags=("jobs",),
+    )
+)
 def create_job() -> tuple[Response, int]:
     state = tome()
     body = json_body(JobCreate)
-    owner = current_principal().owner
+    principal = current_principal()
+    owner = principal.owner
+    idempotency_key = request.headers.get("Idempotency-Key")
+    if idempotency_key is not None and not 1 <= len(idempotency_key) <= 200:
+        raise Invalid("Idempotency-Key must be 1 to 200 characters", field="Idempotency-Key")
+    request_sha = hashlib.sha256(body.model_dump_json().encode()).hexdigest()
+    if idempotency_key and (earlier := _idempotent_replay(owner, idempotency_key, request_sha)):
+        return jsonify(job_out(earlier).model_dump(mode="json")), 202
+    if body.webhook_url is not None:
+        try:
+            check_url(body.webhook_url, state.settings.webhook_allow_private)
+        except WebhookRefused as exc:
+            raise Invalid(str(exc), code="webhook_refused", field="webhook_url") from exc
     limit = state.settings.max_script_chars
     if len(body.script) > limit:
         raise Invalid(
@@ -129,21 +182,32 @@ def create_job() -> tuple[Response, int]:
         chapters=[{"index": i, "title": c.title} for i, c in enumerate(chapters)],
         chunks_total=len(specs),
         output_format=body.output.format,
+        idempotency_key=idempotency_key,
+        request_sha256=request_sha,
+        webhook_url=body.webhook_url,
+        api_key_id=uuid.UUID(principal.key_id),
     )
-    state.sessions.add(job)
-    state.sessions.flush()
-    state.sessions.add_all(
-        Chunk(
-            job_id=job.id,
-            seq=s.seq,
-            chapter=s.chapter,
-            text=s.text,
-            pause_after=s.pause_after,
-            voice_id=voice.id,
+    try:
+        state.sessions.add(job)
+        state.sessions.flush()  # the job row first: chunks reference it
+        state.sessions.add_all(
+            Chunk(
+                job_id=job.id,
+                seq=s.seq,
+                chapter=s.chapter,
+                text=s.text,
+                pause_after=s.pause_after,
+                voice_id=voice.id,
+            )
+            for s in specs
         )
-        for s in specs
-    )
-    state.sessions.commit()
+        state.sessions.commit()
+    except IntegrityError:  # a concurrent request with the same Idempotency-Key won the insert
+        state.sessions.rollback()
+        earlier = _idempotent_replay(owner, str(idempotency_key), request_sha) if idempotency_key else None
+        if earlier is None:
+            raise
+        return jsonify(job_out(earlier).model_dump(mode="json")), 202
     state.enqueue(START_JOB, [str(job.id)])
     log.info("job %s: accepted, %d chunks in %d chapters", job.id, len(specs), len(chapters))
     return jsonify(job_out(job).model_dump(mode="json")), 202
@@ -179,11 +243,13 @@ def get_job(job_id: str) -> Response:
 )
 def job_audio(job_id: str) -> Response:
     job = owned_job(job_id)
+    if job.expired_at is not None:
+        raise Gone(f"the audio of this job expired at {job.expired_at:%Y-%m-%dT%H:%M:%SZ}", code="expired")
     if job.status != JobStatus.SUCCEEDED or not job.output_path:
         raise Conflict(f"job is {job.status}; audio is available once it has succeeded", code="not_ready")
     path = Path(job.output_path)
     if not path.is_file():
-        raise NotFound("the audio of this job has expired or was removed", code="expired")
+        raise Gone("the audio of this job was removed", code="expired")
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", job.title).strip("-") or "tome"
     return send_file(
         path,
@@ -203,6 +269,7 @@ def cancel_job(job_id: str) -> Response:
         state.sessions.rollback()
         raise Conflict(f"job is already {job.status}", code="not_cancellable")
     state.sessions.commit()
+    state.enqueue(DELIVER_WEBHOOK, [str(job.id)])
     state.sessions.refresh(job)
     log.info("job %s: cancelled by its owner", job.id)
     return jsonify(job_out(job).model_dump(mode="json"))

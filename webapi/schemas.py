@@ -36,6 +36,11 @@ class JobCreate(Strict):
     voice: str = Field(min_length=1, max_length=64, description="A voice id or name of yours")
     output: OutputSpec = Field(default_factory=lambda: OutputSpec())  # noqa: PLW0108
     pauses: Pauses = Field(default_factory=lambda: Pauses())  # noqa: PLW0108
+    webhook_url: str | None = Field(
+        None,
+        max_length=2000,
+        description="POSTed once the job ends, signed with your key's webhook secret (X-Tome-Signature)",
+    )
 
 
 class VoiceForm(Strict):
@@ -94,6 +99,13 @@ class OutputOut(BaseModel):
     url: str | None
 
 
+class WebhookOut(BaseModel):
+    url: str
+    delivered_at: datetime | None
+    attempts: int
+    error: str | None
+
+
 class ChapterOut(BaseModel):
     index: int
     title: str | None
@@ -111,9 +123,12 @@ class JobOut(BaseModel):
     error: str | None
     output: OutputOut
     chapters: list[ChapterOut]
+    webhook: WebhookOut | None
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
+    expires_at: datetime | None
+    expired_at: datetime | None
 
 
 class JobList(BaseModel):

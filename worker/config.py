@@ -44,6 +44,10 @@ class Settings:
     visibility_timeout: int = 3600
     mp3_bitrate_kbps: int = 128
     voice_cache_max_bytes: int = 256 * 1024 * 1024  # per worker process
+    output_ttl_seconds: int = 7 * 24 * 3600  # finished audio is removed this long after the job ends
+    webhook_max_attempts: int = 8
+    webhook_allow_private: bool = False  # allow webhooks to loopback/private addresses (tests, LANs)
+    rate_limit_per_minute: int = 600  # requests per API key per minute; 0 disables
 
     @property
     def sqlalchemy_url(self) -> str:

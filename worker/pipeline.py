@@ -31,6 +31,7 @@ START_JOB = "tome.start_job"
 RENDER_CHUNKS = "tome.render_chunks"
 STITCH_JOB = "tome.stitch_job"
 BUILD_VOICE = "tome.build_voice"
+DELIVER_WEBHOOK = "tome.deliver_webhook"
 
 
 class WaitForVoice(Exception):
@@ -65,8 +66,7 @@ def start_job(rt: Runtime, job_id: uuid.UUID, enqueue: Enqueue) -> str:
     try:
         ready = ensure_ready(rt, voice_id)
     except VoiceCacheFailed as exc:
-        with unit_of_work(rt.sessions) as session:
-            state.fail_job(session, job_id, str(exc), utcnow())
+        _fail(rt, job_id, None, None, str(exc), enqueue)
         return "failed"
     if not ready:
         enqueue(BUILD_VOICE, [str(voice_id)])
@@ -88,12 +88,21 @@ def _job_status(rt: Runtime, job_id: uuid.UUID) -> str | None:
         return session.scalar(select(Job.status).where(Job.id == job_id))
 
 
-def _fail(rt: Runtime, job_id: uuid.UUID, chunk_id: int | None, token: str | None, error: str) -> None:
+def _fail(
+    rt: Runtime,
+    job_id: uuid.UUID,
+    chunk_id: int | None,
+    token: str | None,
+    error: str,
+    enqueue: Enqueue | None = None,
+) -> None:
     with unit_of_work(rt.sessions) as session:
         if chunk_id is not None:
             state.fail_chunk(session, chunk_id, token, error)
-        state.fail_job(session, job_id, error, utcnow())
+        failed = state.fail_job(session, job_id, error, utcnow())
     log.warning("job %s: failed: %s", job_id, error)
+    if failed and enqueue is not None:
+        enqueue(DELIVER_WEBHOOK, [str(job_id)])
 
 
 def _release(rt: Runtime, claimed: Sequence[state.Claimed], token: str) -> None:
@@ -128,7 +137,7 @@ def render_chunks(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqu
         for voice_id in {c.voice_id for c in claimed}:
             prompts[voice_id] = load_voice_prompt(rt, voice_id)
     except VoiceCacheFailed as exc:
-        _fail(rt, job_id, claimed[0].id, token, str(exc))
+        _fail(rt, job_id, claimed[0].id, token, str(exc), enqueue)
         return 0
     except VoiceNotReady:
         _release(rt, claimed, token)
@@ -139,7 +148,7 @@ def render_chunks(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqu
         SynthesisRequest(c.text, prompts[c.voice_id][0], prompts[c.voice_id][1], seed=c.seq) for c in claimed
     ]
     try:
-        waves = _synthesize(rt, job_id, engine_name, claimed, requests, token)
+        waves = _synthesize(rt, job_id, engine_name, claimed, requests, token, enqueue)
     except Exception:
         _release(rt, claimed, token)
         raise
@@ -176,6 +185,7 @@ def _synthesize(
     claimed: Sequence[state.Claimed],
     requests: Sequence[SynthesisRequest],
     token: str,
+    enqueue: Enqueue,
 ) -> list[Any] | None:
     """The batch in one engine call; on bad input, chunk by chunk to name the chunk that fails the job."""
     engine = rt.engine(engine_name)
@@ -187,7 +197,7 @@ def _synthesize(
             try:
                 waves.extend(engine.synthesize([request]))
             except EngineError as exc:
-                _fail(rt, job_id, chunk.id, token, f"chunk {chunk.seq} could not be rendered: {exc}")
+                _fail(rt, job_id, chunk.id, token, f"chunk {chunk.seq} could not be rendered: {exc}", enqueue)
                 _release(rt, claimed, token)
                 return None
         return waves
@@ -204,7 +214,7 @@ def maybe_begin_stitch(rt: Runtime, job_id: uuid.UUID, enqueue: Enqueue) -> bool
     return True
 
 
-def stitch_job(rt: Runtime, job_id: uuid.UUID, token: str) -> bool:
+def stitch_job(rt: Runtime, job_id: uuid.UUID, token: str, enqueue: Enqueue) -> bool:
     """Concatenate the chunks in order with their pauses and encode; only the current token may publish."""
     with rt.sessions() as session:
         job = session.get(Job, job_id)
@@ -218,7 +228,7 @@ def stitch_job(rt: Runtime, job_id: uuid.UUID, token: str) -> bool:
         fmt, options, titles = job.output_format, dict(job.options), list(job.chapters)
         engine_name = job.engine
     if any(r.status != ChunkStatus.DONE or not r.audio_path for r in rows):
-        _fail(rt, job_id, None, None, "internal: stitching started before every chunk was done")
+        _fail(rt, job_id, None, None, "internal: stitching started before every chunk was done", enqueue)
         return False
     engine = rt.engine(engine_name)
     pauses = Pauses(**options.get("pauses", {}))
@@ -237,6 +247,7 @@ def stitch_job(rt: Runtime, job_id: uuid.UUID, token: str) -> bool:
         {"index": m.index, "title": by_index.get(m.index, {}).get("title"), "start": round(m.start, 3)}
         for m in result.chapters
     ]
+    now = utcnow()
     with unit_of_work(rt.sessions) as session:
         ok = state.finish_stitch(
             session,
@@ -246,13 +257,15 @@ def stitch_job(rt: Runtime, job_id: uuid.UUID, token: str) -> bool:
             output_bytes=result.bytes,
             duration=result.duration,
             chapters=chapters,
-            now=utcnow(),
+            now=now,
+            expires_at=now + timedelta(seconds=rt.settings.output_ttl_seconds),
         )
     if not ok:
         out.unlink(missing_ok=True)
         return False
     _remove_orphans(job_dir(rt, job_id) / "chunks", {Path(str(r.audio_path)).name for r in rows})
     log.info("job %s: succeeded, %.1f s of %s, %d bytes", job_id, result.duration, fmt, result.bytes)
+    enqueue(DELIVER_WEBHOOK, [str(job_id)])
     return True
 
 

@@ -172,6 +172,7 @@ def finish_stitch(
     duration: float,
     chapters: list[dict[str, object]],
     now: datetime,
+    expires_at: datetime | None = None,
 ) -> bool:
     result = session.execute(
         update(Job)
@@ -182,6 +183,7 @@ def finish_stitch(
             output_bytes=output_bytes,
             output_duration=duration,
             chapters=chapters,
+            expires_at=expires_at,
             finished_at=now,
             updated_at=now,
             lease_until=None,

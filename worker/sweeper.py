@@ -5,19 +5,41 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import shutil
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import and_, delete, or_, select, update
 from sqlalchemy.engine import CursorResult
 
-from models import ACTIVE, CacheStatus, Chunk, ChunkStatus, Job, JobStatus, Voice, unit_of_work, utcnow
+from models import (
+    ACTIVE,
+    CacheStatus,
+    Chunk,
+    ChunkStatus,
+    Job,
+    JobStatus,
+    RateWindow,
+    Voice,
+    unit_of_work,
+    utcnow,
+)
 from worker import state
-from worker.pipeline import BUILD_VOICE, START_JOB, STITCH_JOB, Enqueue, enqueue_chunks, maybe_begin_stitch
+from worker.pipeline import (
+    BUILD_VOICE,
+    DELIVER_WEBHOOK,
+    START_JOB,
+    STITCH_JOB,
+    Enqueue,
+    enqueue_chunks,
+    job_dir,
+    maybe_begin_stitch,
+)
 from worker.runtime import Runtime
+from worker.webhooks import due_filter
 
 log = logging.getLogger(__name__)
 
@@ -30,6 +52,8 @@ class SweepReport:
     voices_resent: int = 0
     voices_marked_stale: int = 0
     temp_files_removed: int = 0
+    outputs_expired: int = 0
+    webhooks_sent: int = 0
     jobs_restarted: int = 0
     chunks_resent: int = 0
     chunks_failed: int = 0
@@ -43,6 +67,8 @@ def sweep(rt: Runtime, enqueue: Enqueue, now: datetime | None = None) -> SweepRe
     settings = rt.settings
     report = SweepReport()
     _sweep_voices(rt, enqueue, now, report)
+    report.outputs_expired = expire_outputs(rt, now)
+    report.webhooks_sent = _resend_webhooks(rt, enqueue, now)
     report.temp_files_removed = remove_stale_temp_files(rt.settings.data_dir.resolve(), now - TEMP_FILE_AGE)
 
     # Queued jobs nobody started (lost message, or still waiting for a voice): start them again.
@@ -117,17 +143,7 @@ def sweep(rt: Runtime, enqueue: Enqueue, now: datetime | None = None) -> SweepRe
         if token is not None:
             enqueue(STITCH_JOB, [str(job_id), token])
             report.stitches_reissued += 1
-    if any(
-        (
-            report.voices_resent,
-            report.voices_marked_stale,
-            report.temp_files_removed,
-            report.jobs_restarted,
-            report.chunks_resent,
-            report.chunks_failed,
-            report.stitches_reissued,
-        )
-    ):
+    if any(value for value in vars(report).values() if isinstance(value, int)):
         log.info("sweep: %s", report)
     return report
 
@@ -174,6 +190,38 @@ def _sweep_voices(rt: Runtime, enqueue: Enqueue, now: datetime, report: SweepRep
     for voice_id in waiting:
         enqueue(BUILD_VOICE, [str(voice_id)])
     report.voices_resent = len(waiting)
+
+
+def expire_outputs(rt: Runtime, now: datetime) -> int:
+    """Remove the audio (output and chunks) of jobs past their expiry; the job row records when."""
+    with rt.sessions() as session:
+        due = list(
+            session.scalars(select(Job.id).where(Job.expires_at < now, Job.expired_at.is_(None)).limit(500))
+        )
+    for job_id in due:
+        with unit_of_work(rt.sessions) as session:
+            session.execute(
+                update(Job)
+                .where(Job.id == job_id, Job.expired_at.is_(None))
+                .values(expired_at=now, output_path=None)
+            )
+            session.execute(update(Chunk).where(Chunk.job_id == job_id).values(audio_path=None))
+        shutil.rmtree(job_dir(rt, job_id), ignore_errors=True)
+    with unit_of_work(rt.sessions) as session:  # rate-limit windows older than an hour
+        session.execute(delete(RateWindow).where(RateWindow.window_start < int(now.timestamp()) - 3600))
+    return len(due)
+
+
+def _resend_webhooks(rt: Runtime, enqueue: Enqueue, now: datetime) -> int:
+    with rt.sessions() as session:
+        due = list(
+            session.scalars(
+                select(Job.id).where(due_filter(now, rt.settings.webhook_max_attempts)).limit(500)
+            )
+        )
+    for job_id in due:
+        enqueue(DELIVER_WEBHOOK, [str(job_id)])
+    return len(due)
 
 
 TEMP_PATTERNS = (".prompt-*.tmp", "*.tmp", ".tmp-*", "upload-*")

@@ -10,7 +10,7 @@ from celery import Task, shared_task
 from celery.signals import worker_process_init
 from sqlalchemy.exc import OperationalError
 
-from worker import pipeline
+from worker import pipeline, webhooks
 from worker.runtime import runtime
 from worker.sweeper import sweep
 from worker.voice_prompts import VoiceNotReady, build_voice
@@ -38,7 +38,7 @@ def start_job(self: Task, job_id: str) -> str:
         return pipeline.start_job(runtime(), uuid.UUID(job_id), _enqueue)
     except pipeline.WaitForVoice as exc:
         # The job stays queued; if retries run out, the sweeper starts it again.
-        raise self.retry(countdown=2, max_retries=300, exc=exc) from exc
+        raise self.retry(countdown=0.5, max_retries=1200, exc=exc) from exc
 
 
 @shared_task(
@@ -53,7 +53,13 @@ def render_chunks(self: Task, job_id: str, seqs: list[int]) -> int:
 
 @shared_task(name=pipeline.STITCH_JOB, autoretry_for=TRANSIENT, retry_backoff=True, max_retries=8)
 def stitch_job(job_id: str, token: str) -> bool:
-    return pipeline.stitch_job(runtime(), uuid.UUID(job_id), token)
+    return pipeline.stitch_job(runtime(), uuid.UUID(job_id), token, _enqueue)
+
+
+@shared_task(name=pipeline.DELIVER_WEBHOOK, autoretry_for=TRANSIENT, retry_backoff=True, max_retries=8)
+def deliver_webhook(job_id: str) -> str:
+    """One delivery attempt; failures are retried by the sweeper on the job's backoff schedule."""
+    return webhooks.deliver(runtime(), uuid.UUID(job_id))
 
 
 @shared_task(name=pipeline.BUILD_VOICE, autoretry_for=TRANSIENT, retry_backoff=True, max_retries=8)

@@ -142,7 +142,7 @@ def test_job_with_a_failed_voice_fails_naming_the_voice(
     assert failed["status"] == "failed"
     assert "narrator" in failed["error"]
     assert "reference too quiet" in failed["error"]
-    assert sent == []
+    assert sent == [("tome.deliver_webhook", [job["id"]])], "only the completion notice is sent"
 
 
 def test_metrics_report_cache_counters_by_engine(

@@ -71,7 +71,8 @@ def test_revoked_key_is_refused(app: Flask) -> None:
 def test_keys_cli_creates_a_working_key(app: Flask) -> None:
     result = app.test_cli_runner().invoke(args=["tome-keys", "create", "--owner", "gina", "--admin"])
     assert result.exit_code == 0, result.output
-    key = result.output.strip()
+    key = result.stdout.strip()
+    assert "webhook secret: " in result.stderr
     assert app.test_client().get("/v1/voices", headers={"Authorization": f"Bearer {key}"}).status_code == 200
     listing = app.test_cli_runner().invoke(args=["tome-keys", "list"]).output
     assert "gina" in listing

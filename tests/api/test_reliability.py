@@ -1,0 +1,226 @@
+"""Idempotency keys, rate limits, signed webhooks, output expiry, configuration refusal."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, HTTPServer
+from typing import Any
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+from sqlalchemy import select, update
+
+from models import ApiKey, Job, utcnow
+from tests.api.helpers import submit_job, upload_voice
+from tests.conftest import bearer
+from tests.support.inline import Inline
+from tests.support.workers import settings_env
+from webapi import create_app
+from webapi.cli import mint_key
+from worker import webhooks
+from worker.config import ConfigError, load_settings
+from worker.pipeline import START_JOB
+from worker.sweeper import expire_outputs
+
+
+@pytest.fixture
+def voice(client: FlaskClient, user: dict[str, str], reference_audio: tuple[bytes, str]) -> dict[str, Any]:
+    data: dict[str, Any] = upload_voice(client, user, reference_audio[0], ref_text=reference_audio[1]).json
+    return data
+
+
+def test_idempotency_key_returns_the_same_job_and_refuses_a_different_body(
+    client: FlaskClient, user: dict[str, str], voice: dict[str, Any]
+) -> None:
+    headers = {**user, "Idempotency-Key": "order-1234"}
+    first = submit_job(client, headers, "narrator", title="Once")
+    again = submit_job(client, headers, "narrator", title="Once")
+    assert first.status_code == again.status_code == 202
+    assert again.json["id"] == first.json["id"]
+    assert len(client.get("/v1/jobs", headers=user).json["jobs"]) == 1
+    different = submit_job(client, headers, "narrator", title="Twice")
+    assert different.status_code == 409
+    assert different.json["error"]["code"] == "idempotency_conflict"
+    other_key = submit_job(client, {**user, "Idempotency-Key": "order-5678"}, "narrator", title="Once")
+    assert other_key.json["id"] != first.json["id"]
+    too_long = submit_job(client, {**user, "Idempotency-Key": "k" * 201}, "narrator")
+    assert too_long.status_code == 422
+
+
+def test_concurrent_requests_with_one_idempotency_key_make_one_job(
+    app: Flask, user: dict[str, str], voice: dict[str, Any]
+) -> None:
+    barrier = threading.Barrier(8)
+    ids: list[str] = []
+
+    def submit() -> None:
+        client = app.test_client()
+        barrier.wait()
+        response = submit_job(client, {**user, "Idempotency-Key": "same"}, "narrator", title="Race")
+        assert response.status_code == 202, response.json
+        ids.append(response.json["id"])
+
+    threads = [threading.Thread(target=submit) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(ids) == 8
+    assert len(set(ids)) == 1
+
+
+def test_rate_limit_answers_429_with_retry_after(make_app: Callable[..., Flask]) -> None:
+    app = make_app(rate_limit_per_minute=5)
+    client = app.test_client()
+    headers = bearer(mint_key(app, "hasty", "k", admin=False))
+    codes = [client.get("/v1/jobs", headers=headers).status_code for _ in range(7)]
+    assert codes[:5] == [200] * 5
+    assert codes[5:] == [429, 429]
+    limited = client.get("/v1/jobs", headers=headers)
+    assert limited.json["error"]["code"] == "rate_limited"
+    assert 1 <= int(limited.headers["Retry-After"]) <= 61
+    other = bearer(mint_key(app, "calm", "k", admin=False))
+    assert client.get("/v1/jobs", headers=other).status_code == 200, "limits are per key"
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["http://127.0.0.1:9/hook", "http://10.0.0.8/hook", "ftp://example.org/x", "http://user:pw@example.org/"],
+)
+def test_webhooks_to_private_addresses_or_odd_schemes_are_refused(
+    client: FlaskClient, user: dict[str, str], voice: dict[str, Any], url: str
+) -> None:
+    response = submit_job(client, user, "narrator", webhook_url=url)
+    assert response.status_code == 422
+    assert response.json["error"]["field"] == "webhook_url"
+
+
+class Receiver:
+    """A local HTTP endpoint that records what it is sent and answers with the status it is told."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[dict[str, str], bytes]] = []
+        self.status = 200
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                receiver.requests.append((dict(self.headers), body))
+                self.send_response(receiver.status)
+                self.end_headers()
+
+            def log_message(self, *_: Any) -> None:
+                pass
+
+        self.server = HTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    yield r
+    r.close()
+
+
+def test_completed_job_sends_a_signed_webhook_and_retries_failures(
+    make_app: Callable[..., Flask], reference_audio: tuple[bytes, str], receiver: Receiver
+) -> None:
+    app = make_app(webhook_allow_private=True)
+    client = app.test_client()
+    key = mint_key(app, "wendy", "k", admin=False)
+    headers = bearer(key)
+    upload_voice(client, headers, reference_audio[0], ref_text=reference_audio[1])
+    job = submit_job(client, headers, "narrator", webhook_url=receiver.url, output={"format": "wav"}).json
+    state = app.extensions["tome"]
+    inline = Inline(state.runtime)
+
+    receiver.status = 500
+    inline.enqueue(START_JOB, [job["id"]])
+    inline.run()
+    done = client.get(f"/v1/jobs/{job['id']}", headers=headers).json
+    assert done["status"] == "succeeded"
+    assert done["webhook"]["attempts"] == 1
+    assert done["webhook"]["error"] == "HTTP 500"
+    assert done["webhook"]["delivered_at"] is None
+    assert webhooks.deliver(state.runtime, uuid.UUID(job["id"])) == "not_due", "backoff is respected"
+
+    receiver.status = 204
+    state.sessions.execute(update(Job).values(webhook_next_at=utcnow() - timedelta(seconds=1)))
+    state.sessions.commit()
+    assert webhooks.deliver(state.runtime, uuid.UUID(job["id"])) == "delivered"
+    assert webhooks.deliver(state.runtime, uuid.UUID(job["id"])) == "not_due", "delivered once"
+    assert len(receiver.requests) == 2
+    sent_headers, body = receiver.requests[-1]
+    secret = state.sessions.scalar(select(ApiKey.webhook_secret).where(ApiKey.owner == "wendy"))
+    assert webhooks.verify(secret, body, sent_headers[webhooks.SIGNATURE_HEADER])
+    assert not webhooks.verify("wrong secret", body, sent_headers[webhooks.SIGNATURE_HEADER])
+    assert not webhooks.verify(secret, body + b" ", sent_headers[webhooks.SIGNATURE_HEADER])
+    event = json.loads(body)
+    assert event["event"] == "job.succeeded"
+    assert event["job"]["id"] == job["id"]
+    assert client.get(f"/v1/jobs/{job['id']}", headers=headers).json["webhook"]["delivered_at"] is not None
+
+
+def test_outputs_expire_and_the_job_says_so(
+    make_app: Callable[..., Flask], reference_audio: tuple[bytes, str]
+) -> None:
+    app = make_app(output_ttl_seconds=60)
+    client = app.test_client()
+    headers = bearer(mint_key(app, "xena", "k", admin=False))
+    upload_voice(client, headers, reference_audio[0], ref_text=reference_audio[1])
+    job = submit_job(client, headers, "narrator", output={"format": "flac"}).json
+    state = app.extensions["tome"]
+    inline = Inline(state.runtime)
+    inline.enqueue(START_JOB, [job["id"]])
+    inline.run()
+    done = client.get(f"/v1/jobs/{job['id']}", headers=headers).json
+    assert done["status"] == "succeeded"
+    assert client.get(done["output"]["url"], headers=headers).status_code == 200
+    folder = state.settings.data_dir / "jobs" / job["id"]
+    assert folder.is_dir()
+
+    assert expire_outputs(state.runtime, utcnow()) == 0, "not yet"
+    assert expire_outputs(state.runtime, utcnow() + timedelta(seconds=61)) == 1
+    assert not folder.exists()
+    state.sessions.remove()
+    expired = client.get(f"/v1/jobs/{job['id']}", headers=headers).json
+    assert expired["expired_at"] is not None
+    gone = client.get(f"/v1/jobs/{job['id']}/audio", headers=headers)
+    assert gone.status_code == 410
+    assert gone.json["error"]["code"] == "expired"
+
+
+def test_time_limits_must_sit_below_the_visibility_timeout(tmp_path: Any) -> None:
+    with pytest.raises(ConfigError, match="VISIBILITY_TIMEOUT"):
+        load_settings({"TOME_TASK_TIME_LIMIT": "4000", "TOME_VISIBILITY_TIMEOUT": "3600"})
+    with pytest.raises(ConfigError, match="SOFT_TIME_LIMIT"):
+        load_settings({"TOME_TASK_SOFT_TIME_LIMIT": "900", "TOME_TASK_TIME_LIMIT": "900"})
+    with pytest.raises(ConfigError):
+        create_app({"data_dir": tmp_path, "visibility_timeout": 10})
+    env = settings_env(load_settings({}, data_dir=tmp_path))
+    env["TOME_TASK_TIME_LIMIT"] = "4000"
+    worker = subprocess.run(
+        [sys.executable, "-m", "celery", "-A", "worker.main", "worker", "--loglevel", "INFO"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert worker.returncode != 0
+    assert "TOME_VISIBILITY_TIMEOUT" in worker.stderr + worker.stdout
