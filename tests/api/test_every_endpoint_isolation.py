@@ -1,0 +1,72 @@
+"""Walk every endpoint the app has with a second user's key: never another owner's data.
+
+The list of endpoints comes from the app's own URL map, so an endpoint added later is walked too (the
+test fails if it does not know how to call it)."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from flask import Flask
+from flask.testing import FlaskClient
+
+from tests.api.helpers import submit_job, upload_voice
+
+PUBLIC = {"/healthz", "/openapi.json", "/metrics", "/static/<path:filename>"}
+BODIES: dict[tuple[str, str], dict[str, Any]] = {
+    ("POST", "/v1/jobs"): {"json": {"title": "t", "script": "Hello.", "voice": "{voice_id}"}},
+    ("POST", "/v1/voices"): {"data": {"name": "n", "ref_text": "t"}},
+    ("PUT", "/v1/voices/<voice_id>"): {"data": {"ref_text": "stolen"}},
+    ("POST", "/v1/admin/voices/<voice_id>/cache"): {"json": {"force": True}},
+    ("POST", "/v1/admin/voice-caches/rebuild"): {"json": {"all": True}},
+    ("POST", "/v1/jobs/<job_id>/cancel"): {},
+}
+
+
+def test_second_user_gets_404_or_403_on_every_endpoint_for_the_first_users_objects(
+    app: Flask,
+    client: FlaskClient,
+    user: dict[str, str],
+    other_user: dict[str, str],
+    reference_audio: tuple[bytes, str],
+) -> None:
+    voice = upload_voice(client, user, reference_audio[0]).json
+    job = submit_job(client, user, voice["id"]).json
+    ids = {"voice_id": voice["id"], "job_id": job["id"]}
+    walked = 0
+    for rule in app.url_map.iter_rules():
+        if rule.rule in PUBLIC:
+            continue
+        for method in sorted((rule.methods or set()) - {"HEAD", "OPTIONS"}):
+            url = rule.rule
+            for name, value in ids.items():
+                url = url.replace(f"<{name}>", value)
+            assert "<" not in url, f"the walk does not know how to call {method} {rule.rule}"
+            spec = BODIES.get((method, rule.rule), {})
+            kwargs: dict[str, Any] = {"headers": other_user}
+            if "json" in spec:
+                kwargs["json"] = {
+                    k: v.format(**ids) if isinstance(v, str) else v for k, v in spec["json"].items()
+                }
+            if "data" in spec:
+                kwargs["data"] = {**spec["data"], "audio": (io.BytesIO(reference_audio[0]), "r.wav")}
+                kwargs["content_type"] = "multipart/form-data"
+            response = client.open(url, method=method, **kwargs)
+            walked += 1
+            takes_id = "<" in rule.rule
+            if rule.rule.startswith("/v1/admin"):
+                assert response.status_code == 403, (method, url, response.status_code)
+            elif takes_id:
+                assert response.status_code == 404, (method, url, response.status_code)
+            elif method == "POST" and rule.rule == "/v1/jobs":
+                assert response.status_code == 422, "another user's voice id is unknown to this user"
+            else:
+                assert response.status_code in (200, 202), (method, url, response.status_code)
+                body = response.get_data(as_text=True)
+                assert voice["id"] not in body
+                assert job["id"] not in body
+    assert walked >= 12
+    # The first user's objects are untouched.
+    assert client.get(f"/v1/voices/{voice['id']}", headers=user).json["ref_text"] == "hello there"
+    assert client.get(f"/v1/jobs/{job['id']}", headers=user).json["status"] == "queued"
