@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -9,6 +10,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
+from tests.api.helpers import submit_job, upload_voice
 from tests.e2e.flow import check_output, submit_book, wait_terminal
 from worker.config import Settings
 
@@ -48,3 +50,31 @@ def test_lossless_outputs(
     start_worker(settings)
     job = submit_book(client, user, reference_audio, fmt=fmt)
     check_output(app, client, user, wait_terminal(client, user, job["id"]))
+
+
+def test_cancel_stops_a_running_job_within_seconds(
+    app: Flask,
+    client: FlaskClient,
+    user: dict[str, str],
+    settings: Settings,
+    reference_audio: tuple[bytes, str],
+    start_worker: Callable[..., Any],
+) -> None:
+    start_worker(settings, concurrency=2)
+    assert upload_voice(client, user, reference_audio[0], ref_text=reference_audio[1]).status_code == 202
+    script = "\n\n".join(f"Paragraph {i}. The rain kept falling on the long road home." for i in range(400))
+    job = submit_job(client, user, "narrator", title="Long", script=script, output={"format": "wav"}).json
+    deadline = time.monotonic() + 120
+    while client.get(f"/v1/jobs/{job['id']}", headers=user).json["progress"]["chunks_done"] < 10:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    cancelled = client.post(f"/v1/jobs/{job['id']}/cancel", headers=user)
+    assert cancelled.status_code == 200
+    time.sleep(2.0)  # work in flight when the cancel landed may finish its current chunk
+    settled = client.get(f"/v1/jobs/{job['id']}", headers=user).json["progress"]["chunks_done"]
+    time.sleep(2.0)
+    final = client.get(f"/v1/jobs/{job['id']}", headers=user).json
+    assert final["status"] == "cancelled"
+    assert final["progress"]["chunks_done"] == settled < final["progress"]["chunks_total"]
+    assert final["output"]["url"] is None
+    assert client.get(f"/v1/jobs/{job['id']}/audio", headers=user).status_code == 409
