@@ -7,6 +7,8 @@ from typing import Any
 
 from flask import Flask, Response, jsonify
 from pydantic import ValidationError
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import TimeoutError as SqlTimeoutError
 from werkzeug.exceptions import HTTPException
 
 log = logging.getLogger(__name__)
@@ -96,6 +98,20 @@ def register_error_handlers(app: Flask) -> None:
             code = "too_large"
         response = jsonify({"error": {"code": code, "message": error.description or error.name}})
         return response, status
+
+    @app.errorhandler(OperationalError)
+    @app.errorhandler(SqlTimeoutError)
+    def _database_unavailable(error: Exception) -> tuple[Response, int]:
+        # The database restarting or overloaded is not the caller's fault and not a bug: 503, try again.
+        from webapi.extensions import tome
+
+        tome().sessions.remove()
+        log.warning("database unavailable: %s", error)
+        response = jsonify(
+            {"error": {"code": "unavailable", "message": "the database is unavailable; retry"}}
+        )
+        response.headers["Retry-After"] = "5"
+        return response, 503
 
     @app.errorhandler(Exception)
     def _unexpected(error: Exception) -> tuple[Response, int]:

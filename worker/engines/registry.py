@@ -78,3 +78,12 @@ def _espeak_factory() -> Engine:
 
 
 register("espeak", _espeak_factory)
+
+
+def _paced_factory() -> Engine:
+    from worker.engines.paced import PacedEspeakEngine
+
+    return PacedEspeakEngine()
+
+
+register("espeak-paced", _paced_factory)

@@ -1,0 +1,47 @@
+"""``espeak-paced``: espeak's real audio, delivered at the pace of a GPU engine.
+
+espeak renders about 1000x faster than real time, so crashes, restarts and leases are hard to exercise
+with it: every chunk is done before anything can go wrong. This engine returns exactly espeak's audio but
+makes each synthesize call take at least ``TOME_PACED_SECONDS_PER_CHUNK`` (default 0.25 s) per chunk, a
+realistic time for a neural engine on a GPU. It is what the chaos battery runs; it stands in only for the
+GPU's timing, which this machine cannot provide. Its version differs from espeak's, so prompts are not
+shared between the two.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from worker.engines.base import SynthesisRequest, Waveform
+from worker.engines.espeak import EspeakEngine
+
+
+class PacedEspeakEngine:
+    name = "espeak-paced"
+
+    def __init__(self, seconds_per_chunk: float | None = None) -> None:
+        self._inner = EspeakEngine()
+        pace = os.environ.get("TOME_PACED_SECONDS_PER_CHUNK", "0.25")
+        self.seconds_per_chunk = float(pace) if seconds_per_chunk is None else seconds_per_chunk
+        self.version = f"{self._inner.version}/paced"
+        self.sample_rate = self._inner.sample_rate
+        self.max_chunk_chars = self._inner.max_chunk_chars
+        self.prompt_shapes: Mapping[str, tuple[int, ...]] = self._inner.prompt_shapes
+
+    def encode_speaker(
+        self, audio: Waveform, sample_rate: int, ref_text: str
+    ) -> dict[str, npt.NDArray[np.generic]]:
+        return self._inner.encode_speaker(audio, sample_rate, ref_text)
+
+    def synthesize(self, batch: Sequence[SynthesisRequest]) -> list[Waveform]:
+        started = time.monotonic()
+        waves = self._inner.synthesize(batch)
+        remaining = self.seconds_per_chunk * len(batch) - (time.monotonic() - started)
+        if remaining > 0:
+            time.sleep(remaining)
+        return waves
