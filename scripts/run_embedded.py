@@ -52,6 +52,8 @@ def main() -> int:
             f"{HOST}:{PORT}",
             "--workers",
             "2",
+            "--timeout",
+            "120",
             "--access-logfile",
             "-",
             "webapi:create_app()",

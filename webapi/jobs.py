@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 bp = Blueprint("jobs", __name__, url_prefix="/v1/jobs")
 bp.before_request(require_key)
 
+PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\r?\n(?=[ \t]*\S)")
 MIME = {"mp3": "audio/mpeg", "wav": "audio/wav", "flac": "audio/flac"}
 
 
@@ -148,7 +149,7 @@ def create_job() -> tuple[Response, int]:
     if body.webhook_url is not None:
         try:
             check_url(body.webhook_url, state.settings.webhook_allow_private)
-        except WebhookRefused as exc:
+        except (WebhookRefused, ValueError) as exc:  # urlsplit raises ValueError on a bad port or IPv6
             raise Invalid(str(exc), code="webhook_refused", field="webhook_url") from exc
     limit = state.settings.max_script_chars
     if len(body.script) > limit:
@@ -158,6 +159,15 @@ def create_job() -> tuple[Response, int]:
             field="script",
         )
     voice = _resolve_voice(owner, body.voice)
+    # Every paragraph is at least one chunk: refuse an over-long script before the costly parse.
+    paragraphs = len(PARAGRAPH_BREAK.findall(body.script)) + 1
+    if paragraphs > state.settings.max_chunks_per_job:
+        raise Invalid(
+            f"script has at least {paragraphs} paragraphs; "
+            f"the limit is {state.settings.max_chunks_per_job} chunks",
+            code="script_too_long",
+            field="script",
+        )
     try:
         chapters = parse_script(body.script, body.script_format)
     except ScriptError as exc:

@@ -60,7 +60,7 @@ class VoiceUpdate(Strict):
 
 class ListQuery(Strict):
     limit: int = Field(50, ge=1, le=500)
-    offset: int = Field(0, ge=0)
+    offset: int = Field(0, ge=0, le=2**63 - 1)
 
 
 class JobListQuery(ListQuery):

@@ -16,7 +16,10 @@ M = TypeVar("M", bound=BaseModel)
 def json_body(model: type[M]) -> M:
     if not request.is_json:
         raise UnsupportedMediaType("send a JSON body with 'Content-Type: application/json'")
-    data = request.get_json(silent=True)
+    try:
+        data = request.get_json(silent=True)
+    except RecursionError:  # json.loads on absurdly deep nesting
+        raise ApiError("the request body nests too deeply", code="invalid_json") from None
     if data is None:
         raise ApiError("the request body is not valid JSON", code="invalid_json")
     if not isinstance(data, dict):

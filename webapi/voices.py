@@ -92,6 +92,8 @@ def _store_reference(upload: FileStorage, folder: Path) -> StoredReference:
         max_bytes=settings.max_upload_bytes,
         max_seconds=settings.max_reference_seconds,
         min_seconds=settings.min_reference_seconds,
+        # 48 kHz is plenty for a voice; higher rates let a tiny FLAC of silence decode to hundreds of MB.
+        max_sample_rate=48_000,
     )
     tmp = _save_upload(upload, settings.max_upload_bytes, settings.data_dir.resolve() / "uploads")
     try:

@@ -27,7 +27,15 @@ def settings_env(settings: Settings) -> dict[str, str]:
 class WorkerProcess:
     """``celery -A worker.main worker`` as a child process; ``beat=True`` adds the sweeper schedule."""
 
-    def __init__(self, settings: Settings, log_dir: Path, *, concurrency: int = 1, beat: bool = False):
+    def __init__(
+        self,
+        settings: Settings,
+        log_dir: Path,
+        *,
+        concurrency: int = 1,
+        beat: bool = False,
+        extra_env: dict[str, str] | None = None,
+    ):
         self.name = f"w{uuid.uuid4().hex[:6]}"
         self.log_path = log_dir / f"{self.name}.log"
         cmd = [
@@ -39,7 +47,11 @@ class WorkerProcess:
             cmd += ["--beat", "--schedule", str(log_dir / f"{self.name}-beat")]
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            cmd, env=settings_env(settings), stdout=self._log, stderr=subprocess.STDOUT, cwd=Path.cwd()
+            cmd,
+            env={**settings_env(settings), **(extra_env or {})},
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            cwd=Path.cwd(),
         )
 
     def log(self) -> str:

@@ -1,0 +1,805 @@
+"""A corpus of hostile requests for ``POST /v1/voices`` and ``POST /v1/jobs``, and a runner that sends each
+through the Flask test client and measures it.
+
+``build_corpus(...)`` returns labelled items: malformed and lying audio files (0 bytes, the upload limit
++ 1 byte, foreign magic numbers, random bytes, WAV/FLAC/AIFF headers that claim absurd sizes, a truncated
+MP3, an Ogg page of garbage, XML entity bombs), file names that try to escape the data directory, voice
+names with traversal and control characters, oversized fields and bodies, deeply nested JSON, a script
+one character over the limit, and unicode edge cases.
+
+``run_hostile(app, headers)`` sends every item twice: once as ``headers``' owner with nothing traced, to
+time it honestly, and once as a second owner with ``tracemalloc`` on, to measure the peak of Python
+allocations (numpy's buffers included) during that request above what was allocated just before it. The
+request is fully built before either measurement starts, so only the server's work is counted. It also
+records ``ru_maxrss`` before and after the whole corpus, whatever is left in ``data_dir/uploads``, and any
+file that appeared outside ``data_dir`` (in its parent, or at any path a hostile file name points to).
+
+Invariants checked by ``HostileReport.violations``: each item's status is one it allows (by default any
+4xx: never a 2xx for garbage, never a 5xx), each request takes under ``time_limit_s``, and allocates at
+most ``memory_limit`` bytes above its baseline; nothing is left in ``uploads``; nothing escapes.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import json
+import logging
+import os
+import random
+import resource
+import struct
+import tempfile
+import time
+import tracemalloc
+import zipfile
+import zlib
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import soundfile as sf
+from flask import Flask
+from werkzeug.datastructures import Headers
+from werkzeug.test import EnvironBuilder
+
+from webapi.cli import mint_key
+from worker.config import Settings
+
+VOICE = "hostile-seed"
+"""The voice hostile jobs name, uploaded for each owner before the corpus runs (a job naming an unknown
+voice would stop at that check, before the script is even parsed)."""
+
+TIME_LIMIT_S = 1.0
+MEMORY_LIMIT = 64 * 1024 * 1024
+"""Peak Python allocation allowed during one hostile request, above what was allocated just before it.
+
+With the settings the tests use (``max_upload_bytes=2_000_000``, ``max_script_chars`` small) the largest
+body Werkzeug accepts is about 2.1 MB (``MAX_CONTENT_LENGTH``); file parts over 500 KB are spooled to disk,
+and the largest uncompressed reference that fits (2 MB of 8-bit PCM) decodes to 2 M float32 samples, 8 MB,
+held twice (the decoded blocks and their concatenation), then written as 16-bit PCM (4 MB) and read back
+for its SHA-256 (4 MB): about 25 MB in the worst case that the upload limit bounds. 64 MB leaves room for
+that and for the interpreter's own noise, while anything that believes a header (2**31 frames are 8 GiB of
+float32), expands an XML entity bomb or decodes without a bound lands far above it. (A compressed file is
+not bounded by the upload limit, only by duration x sample rate: uploads are capped at 48 kHz, so a 120 s
+reference decodes to at most 23 MB of float32; see the FLAC decompression bomb.)"""
+
+MAX_BODY_CHARS = 400
+ACCEPTED_OR_REFUSED = frozenset({202, *range(400, 500)})
+"""For items that are hostile in form but valid in content: accepting them is right, a 5xx is not."""
+
+
+# --------------------------------------------------------------------------------------------------
+# Audio and document builders
+# --------------------------------------------------------------------------------------------------
+
+
+def tone_wav(seconds: float = 1.5, rate: int = 16_000, hz: float = 180.0) -> bytes:
+    """A valid, audible mono 16-bit WAV reference (a sine tone)."""
+    t = np.arange(int(seconds * rate)) / rate
+    buf = io.BytesIO()
+    samples = (0.3 * np.sin(2 * np.pi * hz * t)).astype(np.float32)
+    sf.write(buf, samples, rate, format="WAV", subtype="PCM_16")
+    return buf.getvalue()
+
+
+def wav_bytes(
+    *,
+    channels: int = 1,
+    rate: int = 16_000,
+    bits: int = 16,
+    fmt_tag: int = 1,
+    data: bytes = b"",
+    data_size: int | None = None,
+    riff_size: int | None = None,
+    fmt_size: int = 16,
+) -> bytes:
+    """A RIFF/WAVE file whose header says whatever it is told, followed by ``data``."""
+    block_align = max(1, channels * bits // 8) & 0xFFFF
+    byte_rate = (rate * block_align) & 0xFFFFFFFF
+    fmt = struct.pack("<HHIIHH", fmt_tag, channels, rate, byte_rate, block_align, bits)
+    size = len(data) if data_size is None else data_size
+    body = b"WAVE" + b"fmt " + struct.pack("<I", fmt_size) + fmt + b"data" + struct.pack("<I", size) + data
+    riff = len(body) if riff_size is None else riff_size
+    return b"RIFF" + struct.pack("<I", riff & 0xFFFFFFFF) + body
+
+
+def flac_claiming(total_samples: int, rate: int = 44_100, channels: int = 2, bps: int = 16) -> bytes:
+    """``fLaC`` with a STREAMINFO block claiming ``total_samples`` (36-bit field), then garbage frames."""
+    packed = (rate << 44) | ((channels - 1) << 41) | ((bps - 1) << 36) | (total_samples & (2**36 - 1))
+    info = struct.pack(">HH", 4096, 4096) + (0).to_bytes(3, "big") * 2 + packed.to_bytes(8, "big") + bytes(16)
+    header = bytes([0x80]) + len(info).to_bytes(3, "big")  # last metadata block, type 0 (STREAMINFO)
+    garbage = random.Random(36).randbytes(2048)
+    return b"fLaC" + header + info + b"\xff\xf8" + garbage
+
+
+def aiff_claiming(frames: int, channels: int = 1, bits: int = 16) -> bytes:
+    """An AIFF whose COMM chunk claims ``frames`` sample frames at 44.1 kHz; 1 KB of sound follows."""
+    rate_80bit = bytes.fromhex("400EAC44000000000000")  # 44100.0 as an IEEE 754 80-bit extended float
+    comm = struct.pack(">hIh", channels, frames & 0xFFFFFFFF, bits) + rate_80bit
+    ssnd_data = struct.pack(">II", 0, 0) + bytes(1024)
+    chunks = b"COMM" + struct.pack(">I", len(comm)) + comm + b"SSND" + struct.pack(">I", len(ssnd_data))
+    chunks += ssnd_data
+    return b"FORM" + struct.pack(">I", 4 + len(chunks)) + b"AIFF" + chunks
+
+
+def _ogg_crc(data: bytes) -> int:
+    crc = 0
+    for byte in data:
+        crc ^= byte << 24
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x04C11DB7) if crc & 0x80000000 else crc << 1
+            crc &= 0xFFFFFFFF
+    return crc
+
+
+def ogg_page(
+    payload: bytes, *, serial: int = 0x7A6F6D65, sequence: int = 0, header_type: int = 0x02
+) -> bytes:
+    """One Ogg page with a correct CRC around ``payload``: the demuxer accepts it, the codec gets garbage."""
+    segments = [255] * (len(payload) // 255) + [len(payload) % 255]
+    header = b"OggS" + struct.pack("<BBqIII", 0, header_type, 0, serial, sequence, 0)
+    header += bytes([len(segments)]) + bytes(segments)
+    crc = _ogg_crc(header + payload)
+    return header[:22] + struct.pack("<I", crc) + header[26:] + payload
+
+
+def truncated_mp3(keep: int = 700) -> bytes:
+    """The first ``keep`` bytes of an MP3 of a 2 s tone (libsndfile writes MPEG layer III): a frame or two."""
+    t = np.arange(2 * 44_100) / 44_100
+    buf = io.BytesIO()
+    samples = (0.3 * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
+    sf.write(buf, samples, 44_100, format="MP3", subtype="MPEG_LAYER_III")
+    return buf.getvalue()[:keep]
+
+
+def flac_decompression_bomb(seconds: int = 119, rate: int = 192_000) -> bytes:
+    """A ~130 KB FLAC within every configured limit (under 120 s, 192 kHz, mono): one second of tone and
+    then digital silence, which FLAC stores in a few bytes per block but which decodes to ``seconds * rate``
+    float32 samples (91 MB at the defaults)."""
+    buf = io.BytesIO()
+    with sf.SoundFile(buf, "w", samplerate=rate, channels=1, format="FLAC", subtype="PCM_16") as out:
+        t = np.arange(rate) / rate
+        out.write((3000 * np.sin(2 * np.pi * 200 * t)).astype(np.int16))
+        silence = np.zeros(rate, dtype=np.int16)
+        for _ in range(seconds - 1):
+            out.write(silence)
+    return buf.getvalue()
+
+
+def png_bytes() -> bytes:
+    """A valid 1x1 PNG."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", ihdr)
+        + chunk(b"IDAT", zlib.compress(b"\0\0\0\0"))
+        + chunk(b"IEND", b"")
+    )
+
+
+def elf_bytes() -> bytes:
+    """A 64-bit little-endian ELF header followed by zeros."""
+    ident = b"\x7fELF\x02\x01\x01" + bytes(9)
+    return (
+        ident + struct.pack("<HHIQQQIHHHHHH", 2, 62, 1, 0x401000, 64, 0, 0, 64, 56, 0, 64, 0, 0) + bytes(512)
+    )
+
+
+def zip_bytes() -> bytes:
+    """A zip archive holding a valid WAV (the server must not look inside)."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("reference.wav", tone_wav())
+    return buf.getvalue()
+
+
+BILLION_LAUGHS = """<?xml version="1.0"?>
+<!DOCTYPE lolz [
+ <!ENTITY lol "lol">
+ <!ENTITY lol1 "&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;&lol;">
+ <!ENTITY lol2 "&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;&lol1;">
+ <!ENTITY lol3 "&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;&lol2;">
+ <!ENTITY lol4 "&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;&lol3;">
+ <!ENTITY lol5 "&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;&lol4;">
+ <!ENTITY lol6 "&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;&lol5;">
+ <!ENTITY lol7 "&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;&lol6;">
+ <!ENTITY lol8 "&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;&lol7;">
+ <!ENTITY lol9 "&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;&lol8;">
+]>
+<speak>&lol9;</speak>
+"""
+
+XXE = """<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE speak [
+ <!ENTITY xxe SYSTEM "file:///etc/passwd">
+ <!ENTITY remote SYSTEM "http://127.0.0.1:9/tome-xxe">
+]>
+<speak>&xxe;&remote;</speak>
+"""
+
+
+def nested_json(depth: int, key: str | None = None) -> bytes:
+    """A JSON value nested ``depth`` levels deep: arrays, or objects under ``key``."""
+    if key is None:
+        return b"[" * depth + b"]" * depth
+    opener = json.dumps({key: 0})[:-2].encode()  # b'{"key": '
+    return opener * depth + b"1" + b"}" * depth
+
+
+# --------------------------------------------------------------------------------------------------
+# The corpus
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HostileItem:
+    """One hostile request. ``form`` and ``file`` make a multipart upload; otherwise ``body`` is sent raw
+    with ``content_type``. ``allowed`` is the set of acceptable statuses (``None``: any 4xx)."""
+
+    label: str
+    path: str
+    form: Mapping[str, str] | None = None
+    file: tuple[str, bytes] | None = None
+    body: bytes | None = None
+    content_type: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)
+    allowed: frozenset[int] | None = None
+    max_chunks: int | None = None
+    """For a job that may legitimately be accepted: the most chunks it may make (no entity expansion)."""
+    bug: str | None = None
+    """A known server bug this item triggers; the CI test expects it to break an invariant (xfail)."""
+
+    def accepts(self, status: int) -> bool:
+        return 400 <= status < 500 if self.allowed is None else status in self.allowed
+
+
+@dataclass(frozen=True)
+class Corpus:
+    items: tuple[HostileItem, ...]
+    escape_targets: tuple[Path, ...]
+    """Every path a hostile file name could reach that did not exist: none may exist after the run."""
+    guarded: tuple[Path, ...]
+    """Existing files a hostile name could reach (``/etc/passwd``): they must be unchanged."""
+
+
+_names = itertools.count(1)
+
+
+def _upload(label: str, audio: bytes, filename: str = "reference.wav", **overrides: Any) -> HostileItem:
+    """A voice upload under a name of its own (an item that is accepted must not turn the rest into 409s)."""
+    form = {"name": f"hostile {next(_names)}", "ref_text": "a hostile reference", **overrides.pop("form", {})}
+    return HostileItem(label, "/v1/voices", form=form, file=(filename, audio), **overrides)
+
+
+def _job(label: str, **overrides: Any) -> HostileItem:
+    payload: dict[str, Any] = {"title": "hostile", "script": "Hello there.", "voice": VOICE}
+    payload.update(overrides.pop("payload", {}))
+    body = json.dumps(payload).encode()
+    return HostileItem(label, "/v1/jobs", body=body, content_type="application/json", **overrides)
+
+
+def _raw_job(label: str, body: bytes, content_type: str = "application/json", **kw: Any) -> HostileItem:
+    return HostileItem(label, "/v1/jobs", body=body, content_type=content_type, **kw)
+
+
+def _escape_names(data_dir: Path, tag: str) -> tuple[list[str], list[Path], list[Path]]:
+    """Hostile file names, the paths they could reach from any folder the server writes in, and the
+    existing files they name (which must be left alone)."""
+    outside = data_dir.parent / f"tome-hostile-{tag}"
+    tmp = Path(tempfile.gettempdir())
+    names = [
+        "../../etc/passwd",
+        "../" * 12 + f"tmp/tome-hostile-{tag}-up.wav",
+        f"../../../tome-hostile-{tag}/rel.wav",
+        f"{outside}/abs.wav",
+        f"{tmp}/tome-hostile-{tag}-abs.wav",
+        f"..\\..\\..\\tome-hostile-{tag}-win.wav",
+        f"ok.wav\x00../../../tome-hostile-{tag}-nul.wav",
+        f"./uploads/../../tome-hostile-{tag}-dot.wav",
+        f"tome-hostile-{tag}-" + "A" * 4096 + ".wav",
+        f"\u202evaw.{tag}-rtl.exe",
+    ]
+    bases = [
+        data_dir,
+        data_dir / "uploads",
+        data_dir / "voices",
+        data_dir / "voices" / "x",
+        Path.cwd(),
+        Path("/"),
+    ]
+    paths: set[Path] = {outside}
+    for name in names:
+        for candidate in {name, name.replace("\\", "/"), name.split("\x00", 1)[-1]}:
+            paths.update(Path(os.path.normpath(base / candidate)) for base in bases)
+    guarded = {path for path in paths if _exists(path)}  # /etc/passwd: must be left as it is
+    return names, sorted(paths - guarded), sorted(guarded)
+
+
+def build_corpus(settings: Settings, tag: str) -> Corpus:
+    """The hostile items for an app with these settings. ``tag`` makes the escape targets unique."""
+    limit = settings.max_upload_bytes
+    valid = tone_wav()
+    items: list[HostileItem] = []
+
+    # --- uploads: the file itself --------------------------------------------------------------------
+    over_limit = wav_bytes(rate=8_000, bits=8, data_size=limit + 1 - 44) + bytes(limit + 1 - 44)
+    at_limit = wav_bytes(rate=8_000, bits=8, data_size=limit - 44) + bytes(range(256)) * ((limit - 44) // 256)
+    at_limit += bytes(limit - len(at_limit))
+    assert len(over_limit) == limit + 1
+    assert len(at_limit) == limit
+    rng = random.Random(1234)
+    nan_samples = np.full(24_000, np.nan, dtype="<f4").tobytes()
+    items += [
+        _upload("upload: 0-byte file", b""),
+        _upload(f"upload: exactly the limit + 1 byte ({limit + 1} bytes)", over_limit),
+        _upload(f"upload: exactly the limit ({limit} bytes of 8 kHz PCM, too long)", at_limit),
+        _upload("upload: PNG image", png_bytes(), "x.png"),
+        _upload("upload: ELF executable", elf_bytes(), "x.wav"),
+        _upload("upload: zip holding a valid WAV", zip_bytes(), "x.zip"),
+        _upload("upload: %PDF header", b"%PDF-1.7\n%\xe2\xe3\xcf\xd3\n1 0 obj<<>>endobj\n" + bytes(256)),
+        _upload("upload: 64 KB of random bytes", rng.randbytes(64 * 1024)),
+        _upload("upload: RIFF/WAVE header only", wav_bytes(data_size=0)),
+        _upload(
+            "upload: WAV claiming 2**31 frames (8-bit mono, data size 2**31)",
+            wav_bytes(bits=8, data_size=2**31, data=bytes(4096)),
+        ),
+        _upload("upload: WAV claiming 65535 channels", wav_bytes(channels=65535, data=bytes(4096))),
+        _upload("upload: WAV claiming 0 channels", wav_bytes(channels=0, data=bytes(4096))),
+        _upload("upload: WAV with sample rate 2**31-1", wav_bytes(rate=2**31 - 1, data=bytes(4096))),
+        _upload("upload: WAV with sample rate 0", wav_bytes(rate=0, data=bytes(4096))),
+        _upload(
+            "upload: WAV data chunk larger than the file (0xFFFFFFF0)",
+            wav_bytes(data=valid[44:1044], data_size=0xFFFFFFF0),
+        ),
+        _upload(
+            "upload: WAV with RIFF size 0xFFFFFFFF around valid samples (tolerated)",
+            wav_bytes(data=valid[44:], riff_size=0xFFFFFFFF),
+            allowed=ACCEPTED_OR_REFUSED,
+        ),
+        _upload(
+            "upload: WAV with fmt chunk size 0xFFFFFFFF", wav_bytes(data=bytes(4096), fmt_size=0xFFFFFFFF)
+        ),
+        _upload("upload: WAV with 0 bits per sample", wav_bytes(bits=0, data=bytes(4096))),
+        _upload("upload: WAV with format tag 0xFFFF", wav_bytes(fmt_tag=0xFFFF, data=bytes(4096))),
+        _upload("upload: float WAV of NaN samples", wav_bytes(bits=32, fmt_tag=3, data=nan_samples)),
+        _upload("upload: valid WAV of digital silence", wav_bytes(data=bytes(48_000))),
+        _upload("upload: valid WAV of 0.2 s", tone_wav(seconds=0.2)),
+        _upload("upload: FLAC header claiming 2**36-1 samples", flac_claiming(2**36 - 1)),
+        _upload("upload: AIFF claiming 2**32-1 frames", aiff_claiming(2**32 - 1)),
+        _upload("upload: truncated MP3 (first 700 bytes)", truncated_mp3(700), "x.mp3"),
+        _upload("upload: ID3 tag and nothing else", b"ID3\x04\x00\x00\x00\x00\x7f\x7f" + bytes(64), "x.mp3"),
+        _upload(
+            "upload: Ogg page (valid CRC) of garbage",
+            ogg_page(rng.randbytes(1000)) + ogg_page(rng.randbytes(500), sequence=1, header_type=0),
+            "x.ogg",
+        ),
+        _upload("upload: Ogg capture pattern and bad CRC", b"OggS\x00\x02" + rng.randbytes(2000), "x.ogg"),
+        _upload(
+            "upload: Ogg Vorbis identification header claiming 255 channels",
+            ogg_page(b"\x01vorbis" + struct.pack("<IBIiii", 0, 255, 44100, 0, 0, 0) + b"\xb8\x01"),
+            "x.ogg",
+        ),
+        _upload("upload: XML entity bomb (billion laughs)", BILLION_LAUGHS.encode(), "bomb.xml"),
+        _upload("upload: XML external entity (XXE)", XXE.encode(), "xxe.xml"),
+        _upload(
+            "upload: FLAC decompression bomb (130 KB -> 119 s at 192 kHz)",
+            flac_decompression_bomb(),
+            "bomb.flac",
+            allowed=ACCEPTED_OR_REFUSED,
+        ),
+    ]
+
+    # --- uploads: file names that try to escape (the audio fails late, after it was saved) ----------
+    names, targets, guarded = _escape_names(settings.data_dir.resolve(), tag)
+    short = tone_wav(seconds=0.2)  # decodes, then fails the length check: saved first, refused after
+    for name in names:
+        items.append(_upload(f"file name {name[:48]!r}{'...' if len(name) > 48 else ''}", short, name))
+    items.append(
+        _upload(
+            "file name '../../../tome-hostile-…' with valid audio (accepted; stored under a server name)",
+            valid,
+            names[2],
+            form={"name": f"escape {tag}"},
+            allowed=frozenset({202}),
+        )
+    )
+
+    # --- uploads: text fields --------------------------------------------------------------------------
+    for label, name in [
+        ("voice name '../../etc/passwd'", "../../etc/passwd"),
+        ("voice name 'a/../../b'", "a/../../b"),
+        ("voice name '..'", ".."),
+        ("voice name with NUL", "voice\x00name"),
+        ("voice name with ESC sequence", "voice\x1b[2J"),
+        ("voice name with CRLF header injection", "voice\r\nX-Injected: 1"),
+        ("voice name with RTL override", "voice\u202egnp.exe"),
+        ("voice name with leading U+FEFF", "\ufeffvoice"),
+        ("voice name of 65 characters", "v" * 65),
+        ("voice name empty", ""),
+    ]:
+        items.append(_upload(label, valid, form={"name": name}))
+    items += [
+        _upload("language '../../../etc'", valid, form={"language": "../../../etc"}),
+        _upload("ref_text of 10 MB", valid, form={"ref_text": "a" * (10 * 1024 * 1024)}),
+        _upload("ref_text of 5001 characters", valid, form={"ref_text": "a" * 5001}),
+        _upload("ref_text empty", valid, form={"ref_text": ""}),
+        _upload(
+            "unknown form field owner=root (ignored: the key decides the owner)",
+            valid,
+            form={"owner": "root"},
+            allowed=ACCEPTED_OR_REFUSED,
+        ),
+        HostileItem(
+            "upload: audio sent as a text field",
+            "/v1/voices",
+            form={"name": "hostile", "ref_text": "x", "audio": "UklGRiQAAABXQVZF"},
+        ),
+        HostileItem(
+            "upload: multipart without a boundary",
+            "/v1/voices",
+            body=b"--x\r\nContent-Disposition: form-data; name=name\r\n\r\nv\r\n--x--\r\n",
+            content_type="multipart/form-data",
+        ),
+        HostileItem(
+            "upload: JSON instead of multipart",
+            "/v1/voices",
+            body=b'{"name": "v", "ref_text": "x"}',
+            content_type="application/json",
+        ),
+    ]
+
+    # --- jobs --------------------------------------------------------------------------------------------
+    max_chars = settings.max_script_chars
+    items += [
+        _job(
+            "job: XML entity bomb as the script (text; accepted without expansion)",
+            payload={"script": BILLION_LAUGHS},
+            allowed=ACCEPTED_OR_REFUSED,
+            max_chunks=40,
+        ),
+        _job(
+            "job: XXE document as a markdown script (text; accepted without fetching)",
+            payload={"script": XXE, "script_format": "markdown"},
+            allowed=ACCEPTED_OR_REFUSED,
+            max_chunks=40,
+        ),
+        _raw_job(
+            "job: XML entity bomb as the body (application/xml)", BILLION_LAUGHS.encode(), "application/xml"
+        ),
+        _raw_job("job: XXE document as the body (text/xml)", XXE.encode(), "text/xml"),
+        _raw_job("job: JSON nested 10,000 levels deep (arrays)", nested_json(10_000)),
+        _raw_job(
+            "job: JSON nested 10,000 levels deep (objects under 'output')",
+            b'{"title": "t", "script": "Hi.", "voice": "'
+            + VOICE.encode()
+            + b'", "output": '
+            + nested_json(10_000, "format")
+            + b"}",
+        ),
+        _raw_job("job: JSON nested 500 levels deep (under the recursion limit)", nested_json(500, "output")),
+        _job(
+            f"job: script of max_script_chars + 1 ({max_chars + 1}) characters",
+            payload={"script": "a" * (max_chars + 1)},
+        ),
+        _job("job: script of 10 MB", payload={"script": "Hello there. " * (10 * 1024 * 1024 // 13)}),
+        _raw_job(
+            "job: lone surrogate in the title",
+            b'{"title": "\\ud800", "script": "Hi.", "voice": "' + VOICE.encode() + b'"}',
+        ),
+        _raw_job(
+            "job: lone low surrogate in the script",
+            b'{"title": "t", "script": "Hi \\udfff.", "voice": "' + VOICE.encode() + b'"}',
+        ),
+        _raw_job(
+            "job: half a surrogate pair as the voice", b'{"title": "t", "script": "Hi.", "voice": "\\ud83d"}'
+        ),
+        _job("job: voice name behind an RTL override", payload={"voice": "\u202e" + VOICE}),
+        _job(
+            "job: script of only U+FEFF and bidi controls",
+            payload={"script": "\ufeff\u202e\u202d\u202c\u2066"},
+        ),
+        _job("job: NUL in the script", payload={"script": "Hello\x00 there."}),
+        _job("job: voice path traversal", payload={"voice": "../../etc/passwd"}),
+        _job("job: webhook_url file:///etc/passwd", payload={"webhook_url": "file:///etc/passwd"}),
+        _job("job: webhook_url to loopback", payload={"webhook_url": "http://127.0.0.1:9/hook"}),
+        # urlsplit raises ValueError for these two; until webapi/jobs.py catches it, they are 500s.
+        _job("job: webhook_url with port 99999", payload={"webhook_url": "http://example.com:99999/"}),
+        _job("job: webhook_url with an unbalanced '['", payload={"webhook_url": "http://[::1/hook"}),
+        _job("job: Idempotency-Key of 201 characters", headers={"Idempotency-Key": "k" * 201}),
+        _job("job: unknown field '__proto__'", payload={"__proto__": {"admin": True}}),
+        _raw_job(
+            "job: bitrate 1e400 (infinity)",
+            b'{"title": "t", "script": "Hi.", "voice": "'
+            + VOICE.encode()
+            + b'", "output": {"bitrate_kbps": 1e400}}',
+        ),
+        _raw_job(
+            "job: NaN pause",
+            b'{"title": "t", "script": "Hi.", "voice": "'
+            + VOICE.encode()
+            + b'", "pauses": {"sentence": NaN}}',
+        ),
+        _raw_job("job: JSON array body", b"[]"),
+        _raw_job("job: JSON string body", b'"hello"'),
+        _raw_job("job: truncated JSON", b'{"title": "t", "script": '),
+        _raw_job("job: empty body", b""),
+        _raw_job("job: invalid UTF-8 in JSON", b'{"title": "\xff\xfe", "script": "Hi.", "voice": "v"}'),
+        _raw_job("job: text/plain body", b"Hello there.", "text/plain"),
+    ]
+    return Corpus(tuple(items), tuple(targets), tuple(guarded))
+
+
+# --------------------------------------------------------------------------------------------------
+# The runner
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HostileResult:
+    label: str
+    status: int
+    memory_status: int
+    elapsed_s: float
+    peak_bytes: int
+    accepted: bool
+    response: str
+    traceback: str | None
+    bug: str | None
+    chunks: int | None
+
+    def describe(self) -> str:
+        line = (
+            f"{self.label}: {self.status}/{self.memory_status} in {self.elapsed_s * 1000:.0f} ms, "
+            f"peak +{self.peak_bytes / 2**20:.1f} MiB"
+        )
+        if self.chunks is not None:
+            line += f", {self.chunks} chunks"
+        return line + (f" [known bug: {self.bug[:60]}...]" if self.bug else "")
+
+
+@dataclass
+class HostileReport:
+    results: list[HostileResult]
+    leftover_uploads: list[str]
+    escaped: list[str]
+    maxrss_before_kib: int
+    maxrss_after_kib: int
+    seconds: float
+
+    def slowest(self, include_bugs: bool = False) -> HostileResult:
+        return max((r for r in self.results if include_bugs or r.bug is None), key=lambda r: r.elapsed_s)
+
+    def heaviest(self, include_bugs: bool = False) -> HostileResult:
+        return max((r for r in self.results if include_bugs or r.bug is None), key=lambda r: r.peak_bytes)
+
+    def item_violations(
+        self, result: HostileResult, time_limit_s: float = TIME_LIMIT_S, memory_limit: int = MEMORY_LIMIT
+    ) -> list[str]:
+        problems = []
+        if not result.accepted:
+            problems.append(f"status {result.status}/{result.memory_status}: {result.response}")
+            if result.traceback:
+                problems.append(result.traceback)
+        if result.elapsed_s > time_limit_s:
+            problems.append(f"took {result.elapsed_s:.2f} s (limit {time_limit_s} s)")
+        if result.peak_bytes > memory_limit:
+            problems.append(
+                f"allocated {result.peak_bytes / 2**20:.0f} MiB (limit {memory_limit / 2**20:.0f})"
+            )
+        return problems
+
+    def violations(
+        self,
+        time_limit_s: float = TIME_LIMIT_S,
+        memory_limit: int = MEMORY_LIMIT,
+        include_bugs: bool = False,
+    ) -> list[str]:
+        found = []
+        for result in self.results:
+            if result.bug is not None and not include_bugs:
+                continue
+            for problem in self.item_violations(result, time_limit_s, memory_limit):
+                found.append(f"{result.label}: {problem}")
+        found += [f"left in uploads: {name}" for name in self.leftover_uploads]
+        found += [f"escaped the data dir: {path}" for path in self.escaped]
+        return found
+
+    def summary(self) -> str:
+        clean = [r for r in self.results if r.bug is None]
+        slowest, heaviest = self.slowest(), self.heaviest()
+        lines = [
+            f"{len(self.results)} hostile items ({len(self.results) - len(clean)} on known bugs) in "
+            f"{self.seconds:.1f} s; statuses: "
+            + ", ".join(f"{s}: {n}" for s, n in sorted(_count(r.status for r in self.results).items())),
+            f"slowest (bug-free) item: {slowest.label}: {slowest.elapsed_s * 1000:.0f} ms",
+            f"largest peak (bug-free): {heaviest.label}: +{heaviest.peak_bytes / 2**20:.1f} MiB",
+            f"ru_maxrss: {self.maxrss_before_kib / 1024:.0f} -> {self.maxrss_after_kib / 1024:.0f} MiB",
+        ]
+        lines += [r.describe() for r in self.results]
+        return "\n".join(lines)
+
+
+def _count(values: Iterable[int]) -> dict[int, int]:
+    counts: dict[int, int] = {}
+    for value in values:
+        counts[value] = counts.get(value, 0) + 1
+    return counts
+
+
+class _ErrorLog(logging.Handler):
+    """Keeps the traceback the app logs for an unhandled error (its 500 handler logs, then answers)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.records: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.exc_info:
+            self.records.append(logging.Formatter().formatException(record.exc_info))
+
+
+@contextmanager
+def capture_app_errors() -> Iterator[_ErrorLog]:
+    handler = _ErrorLog()
+    logger = logging.getLogger("webapi.errors")
+    logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+
+
+def _request(item: HostileItem, headers: Mapping[str, str]) -> EnvironBuilder:
+    merged = Headers({**headers, **item.headers})
+    if item.form is not None or item.file is not None:
+        data: dict[str, Any] = dict(item.form or {})
+        if item.file is not None:
+            filename, content = item.file
+            data["audio"] = (io.BytesIO(content), filename)
+        return EnvironBuilder(path=item.path, method="POST", headers=merged, data=data)
+    return EnvironBuilder(
+        path=item.path, method="POST", headers=merged, data=item.body or b"", content_type=item.content_type
+    )
+
+
+@dataclass(frozen=True)
+class _Sent:
+    status: int
+    elapsed_s: float
+    peak_bytes: int
+    body: bytes
+    traceback: str | None
+
+
+def _send(app: Flask, item: HostileItem, headers: Mapping[str, str], trace: bool) -> _Sent:
+    builder = _request(item, headers)
+    try:
+        request = builder.get_request()  # the body is encoded here, before anything is measured
+    finally:
+        builder.close()
+    client = app.test_client()
+    with capture_app_errors() as errors:
+        base = 0
+        if trace:
+            tracemalloc.reset_peak()
+            base = tracemalloc.get_traced_memory()[0]
+        started = time.perf_counter()
+        response = client.open(request, buffered=True)
+        body = response.get_data()
+        elapsed = time.perf_counter() - started
+        peak = tracemalloc.get_traced_memory()[1] - base if trace else 0
+        response.close()
+    return _Sent(
+        response.status_code, elapsed, max(0, peak), body, errors.records[-1] if errors.records else None
+    )
+
+
+def seed_voice(app: Flask, headers: Mapping[str, str], name: str = VOICE) -> None:
+    """Upload a valid voice called ``name`` for ``headers``' owner (already there is fine)."""
+    response = app.test_client().post(
+        "/v1/voices",
+        headers=dict(headers),
+        data={"name": name, "ref_text": "a steady tone", "audio": (io.BytesIO(tone_wav()), "seed.wav")},
+        content_type="multipart/form-data",
+    )
+    if response.status_code not in (202, 409):
+        raise RuntimeError(f"could not upload the voice {name!r}: {response.status_code} {response.data!r}")
+
+
+def _files_outside(data_dir: Path) -> set[Path]:
+    """Every file under ``data_dir``'s parent that is not under ``data_dir`` itself."""
+    found: set[Path] = set()
+    for root, dirs, files in os.walk(data_dir.parent):
+        here = Path(root)
+        if here == data_dir.parent:
+            dirs[:] = [d for d in dirs if here / d != data_dir]
+        found.update(here / f for f in files)
+    return found
+
+
+def _exists(path: Path) -> bool:
+    try:
+        return os.path.lexists(path)
+    except (OSError, ValueError):  # a name too long for the file system cannot exist
+        return False
+
+
+def _stat(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_size, st.st_mtime_ns
+
+
+def _chunks(body: bytes) -> int | None:
+    try:
+        data = json.loads(body)
+        return int(data["progress"]["chunks_total"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def run_hostile(app: Flask, headers: Mapping[str, str], corpus: Corpus | None = None) -> HostileReport:
+    """Send every corpus item (see the module docstring) and report statuses, times and memory."""
+    started = time.perf_counter()
+    settings: Settings = app.extensions["tome"].settings
+    data_dir = settings.data_dir.resolve()
+    tag = os.urandom(4).hex()
+    corpus = corpus or build_corpus(settings, tag)
+    memory_headers = {
+        "Authorization": f"Bearer {mint_key(app, owner=f'hostile-memory-{tag}', name='hostile', admin=False)}"
+    }
+    for owner_headers in (headers, memory_headers):
+        seed_voice(app, owner_headers)
+    outside_before = _files_outside(data_dir)
+    guarded_before = {path: _stat(path) for path in corpus.guarded}
+    maxrss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+    results: list[HostileResult] = []
+    was_tracing = tracemalloc.is_tracing()
+    for item in corpus.items:
+        timed = _send(app, item, headers, trace=False)
+        if not was_tracing:
+            tracemalloc.start()
+        try:
+            measured = _send(app, item, memory_headers, trace=True)
+        finally:
+            if not was_tracing:
+                tracemalloc.stop()
+        chunks = _chunks(timed.body) if timed.status == 202 else None
+        accepted = item.accepts(timed.status) and item.accepts(measured.status)
+        if accepted and item.max_chunks is not None and chunks is not None:
+            accepted = chunks <= item.max_chunks
+        results.append(
+            HostileResult(
+                label=item.label,
+                status=timed.status,
+                memory_status=measured.status,
+                elapsed_s=timed.elapsed_s,
+                peak_bytes=measured.peak_bytes,
+                accepted=accepted,
+                response=timed.body[:MAX_BODY_CHARS].decode("utf-8", "replace"),
+                traceback=timed.traceback or measured.traceback,
+                bug=item.bug,
+                chunks=chunks,
+            )
+        )
+    maxrss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+    uploads = data_dir / "uploads"
+    leftover = sorted(p.name for p in uploads.iterdir()) if uploads.is_dir() else []
+    escaped = sorted(str(p) for p in _files_outside(data_dir) - outside_before)
+    escaped += [str(path) for path in corpus.escape_targets if _exists(path)]
+    escaped += [str(path) for path, before in guarded_before.items() if _stat(path) != before]
+    return HostileReport(
+        results, leftover, sorted(set(escaped)), maxrss_before, maxrss_after, time.perf_counter() - started
+    )
