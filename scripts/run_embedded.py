@@ -1,8 +1,9 @@
 """`make run`: Tome on one machine with no servers to install.
 
 Applies migrations, mints an admin key on first start (stored in <data dir>/admin.key, mode 0600), then runs
-the API under gunicorn on 127.0.0.1:8000 and one Celery worker with the embedded beat (the sweeper), until
-Ctrl-C. SQLite, Celery's filesystem broker and the espeak engine are the defaults (see worker/config.py).
+the API under gunicorn on 127.0.0.1:8000, one Celery worker and Celery beat (the sweeper's clock), until
+Ctrl-C; if any of them exits, the others are stopped too. SQLite, Celery's filesystem broker and the
+espeak engine are the defaults (see worker/config.py).
 """
 
 from __future__ import annotations
@@ -63,7 +64,6 @@ def main() -> int:
             "-A",
             "worker.main",
             "worker",
-            "--beat",
             "--loglevel",
             "INFO",
             "--concurrency",
@@ -71,9 +71,23 @@ def main() -> int:
             "--queues",
             settings.queue,
         ],
+        # The sweeper's clock as its own process, as in production: a crashed worker child can't take it
+        # along (an embedded `--beat` runs as a child of the worker and is not restarted if it dies).
+        [
+            str(bin_dir / "celery"),
+            "-A",
+            "worker.main",
+            "beat",
+            "--loglevel",
+            "INFO",
+            "--schedule",
+            str(data_dir / "celerybeat-schedule"),
+        ],
     ]
     children = [subprocess.Popen(cmd) for cmd in commands]
-    print(f"tome: API on http://{HOST}:{PORT}, worker and sweeper running; Ctrl-C stops all", flush=True)
+    print(
+        f"tome: API on http://{HOST}:{PORT}, worker and sweeper (beat) running; Ctrl-C stops all", flush=True
+    )
 
     def stop(*_: object) -> None:
         for child in children:

@@ -24,7 +24,11 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "result_backend": None,
         "worker_prefetch_multiplier": 1,
         "task_acks_late": True,
-        "task_reject_on_worker_lost": True,
+        # Requeue a task whose worker process died (Redis puts it back on the queue). The filesystem
+        # transport cannot: its requeue leaks the consumer's prefetch slot, and after one kill per pool
+        # process the worker stops taking messages (measured by the chaos battery, scenario B). There the
+        # message is acked and the sweeper re-sends the work from the database after its lease.
+        "task_reject_on_worker_lost": not settings.broker_url.startswith("filesystem://"),
         "task_soft_time_limit": settings.task_soft_time_limit,
         "task_time_limit": settings.task_time_limit,
         "worker_hijack_root_logger": False,

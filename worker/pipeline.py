@@ -263,14 +263,16 @@ def stitch_job(rt: Runtime, job_id: uuid.UUID, token: str, enqueue: Enqueue) -> 
     if not ok:
         out.unlink(missing_ok=True)
         return False
-    _remove_orphans(job_dir(rt, job_id) / "chunks", {Path(str(r.audio_path)).name for r in rows})
+    _remove_orphans(job_dir(rt, job_id), {out, *(Path(str(r.audio_path)) for r in rows)})
     log.info("job %s: succeeded, %.1f s of %s, %d bytes", job_id, result.duration, fmt, result.bytes)
     enqueue(DELIVER_WEBHOOK, [str(job_id)])
     return True
 
 
-def _remove_orphans(folder: Path, keep: set[str]) -> None:
-    """Chunk files written by attempts that lost their claim (a worker that died before committing)."""
-    for path in folder.glob("*.wav"):
-        if path.name not in keep:
+def _remove_orphans(folder: Path, keep: set[Path]) -> None:
+    """Once a job has succeeded, anything in its folder but its output and chunks is debris of attempts
+    that lost their claim or were killed mid-write (chunk copies, temp files of an earlier stitch)."""
+    kept = {p.resolve() for p in keep}
+    for path in folder.rglob("*"):
+        if path.is_file() and path.resolve() not in kept:
             path.unlink(missing_ok=True)

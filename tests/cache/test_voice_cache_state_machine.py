@@ -174,6 +174,11 @@ class VoiceCacheMachine(RuleBasedStateMachine):
     def live(self) -> list[Tracked]:
         return [t for t in self.voices if not t.deleted]
 
+    def busy_first(self) -> list[Tracked]:
+        """Live voices, those with builds in flight first (hypothesis favours small indexes): that is where
+        re-uploads and deletions are interesting."""
+        return sorted(self.live(), key=lambda t: (not any(h.path for h in t.claims), not t.claims))
+
     @staticmethod
     def expired(voice: Voice) -> bool:
         return voice.cache_lease_until is not None and voice.cache_lease_until < utcnow()
@@ -286,9 +291,11 @@ class VoiceCacheMachine(RuleBasedStateMachine):
                     other.state = "expired"
 
     @precondition(lambda self: bool(self.live()))
-    @rule(which=PICK, variant=PICK)
-    def reupload(self, which: int, variant: int) -> None:
-        live = self.live()
+    @rule(which=PICK, variant=PICK, then_claim=st.booleans())
+    def reupload(self, which: int, variant: int, then_claim: bool) -> None:
+        """PUT /v1/voices/{id} with a recording this voice never had; with then_claim, a worker picks up the
+        build it enqueues at once (while an older build may still be running)."""
+        live = self.busy_first()
         tracked = live[which % len(live)]
         unused = [i for i in range(len(VARIANTS)) if i not in tracked.used_variants]
         if not unused:
@@ -299,12 +306,18 @@ class VoiceCacheMachine(RuleBasedStateMachine):
         replace_reference(self.rt, tracked.voice_id, v.samples, v.rate, v.text)
         for held in tracked.claims:
             held.state = "stale"
+        if then_claim:
+            self.claim(tracked, force=False, and_compute=False)
 
     @precondition(lambda self: bool(self.live()))
-    @rule(which=PICK, force=st.booleans())
-    def begin_build(self, which: int, force: bool) -> None:
+    @rule(which=PICK, force=st.booleans(), and_compute=st.booleans())
+    def begin_build(self, which: int, force: bool, and_compute: bool) -> None:
+        """claim_build; with and_compute, the worker also computes its prompt at once (but does not publish
+        yet: a re-upload or a deletion can still come in between)."""
         live = self.live()
-        tracked = live[which % len(live)]
+        self.claim(live[which % len(live)], force, and_compute)
+
+    def claim(self, tracked: Tracked, force: bool, and_compute: bool) -> None:
         before = get_voice(self.rt, tracked.voice_id)
         now = utcnow()
         result = claim_build(self.rt, tracked.voice_id, force)
@@ -328,7 +341,10 @@ class VoiceCacheMachine(RuleBasedStateMachine):
             assert result == BuildClaim(
                 tracked.voice_id, key, before.audio_path, before.audio_sha256, before.ref_text
             )
-            tracked.claims.append(Held(result))
+            held = Held(result)
+            tracked.claims.append(held)
+            if and_compute:
+                self.run_compute(tracked, held)
         elif result == BuildOutcome.ALREADY_READY:
             assert already
         else:
@@ -351,6 +367,7 @@ class VoiceCacheMachine(RuleBasedStateMachine):
     def fail(self, which: int) -> None:
         """The engine refused the reference (fail_build, as build_voice does when compute_prompt raises)."""
         candidates = [(t, h) for t, h in self.held(computed=False) if h.state != "expired"]
+        candidates.sort(key=lambda pair: pair[1].state != "stale")  # stale builds first: the riskier case
         tracked, held = candidates[which % len(candidates)]
         before = get_voice(self.rt, tracked.voice_id)
         fail_build(self.rt, held.claim, "EngineError: the engine refused this reference")
@@ -366,7 +383,7 @@ class VoiceCacheMachine(RuleBasedStateMachine):
     @precondition(lambda self: bool(self.live()))
     @rule(which=PICK)
     def delete(self, which: int) -> None:
-        live = self.live()
+        live = self.busy_first()
         tracked = live[which % len(live)]
         before = get_voice(self.rt, tracked.voice_id)
         delete_voice(self.rt, tracked.voice_id)
@@ -412,7 +429,8 @@ class VoiceCacheMachine(RuleBasedStateMachine):
     @precondition(lambda self: bool(self.voices))
     @rule(which=PICK)
     def render(self, which: int) -> None:
-        tracked = self.voices[which % len(self.voices)]
+        voices = self.live() + [t for t in self.voices if t.deleted]
+        tracked = voices[which % len(voices)]
         voice = get_voice(self.rt, tracked.voice_id)
         try:
             prompt, language = load_voice_prompt(self.rt, tracked.voice_id)
@@ -477,6 +495,11 @@ class VoiceCacheMachine(RuleBasedStateMachine):
                 assert path.is_file()
                 stored = load_prompt(path, self.engine.prompt_shapes)
                 assert_same_prompt(stored, self.expected_prompt(voice))
+                # And what a worker rendering with it now gets (from its LRU or the file): the prompt of
+                # the voice's current recording and transcript.
+                loaded, language = load_voice_prompt(self.rt, tracked.voice_id)
+                assert language == voice.language
+                assert_same_prompt(loaded, self.expected_prompt(voice))
 
         # Everything under <data_dir>/voices is a file of one of our voices, in that voice's own folder.
         known = {str(t.voice_id) for t in self.voices}

@@ -28,6 +28,10 @@ def main() -> int:
     parser.add_argument("--chunks-per-task", type=int, default=4)
     parser.add_argument("--redis-restarts", type=int, default=1)
     parser.add_argument("--pg-restarts", type=int, default=1)
+    parser.add_argument("--stop-at", type=float, default=30.0)
+    parser.add_argument("--redis-at", type=float, default=60.0)
+    parser.add_argument("--pg-at", type=float, default=120.0)
+    parser.add_argument("--deadline", type=float, default=3600.0, help="seconds for every job to end")
     parser.add_argument("--keep", action="store_true", help="keep scenario A's folder (logs, data)")
     args = parser.parse_args()
     config = ChaosConfig(
@@ -39,12 +43,18 @@ def main() -> int:
         chunks_per_task=args.chunks_per_task,
         redis_restarts=args.redis_restarts,
         pg_restarts=args.pg_restarts,
+        stop_at=args.stop_at,
+        redis_at=args.redis_at,
+        pg_at=args.pg_at,
+        deadline_seconds=args.deadline,
     )
     results = []
     if args.scenario in ("A", "all"):
         results.append(scenario_a(config, keep=args.keep))
     if args.scenario in ("B", "all"):
-        results.append(scenario_b(replace(config, jobs=args.b_jobs, stop_seconds=0, submit_threads=20)))
+        results.append(
+            scenario_b(replace(config, jobs=args.b_jobs, stop_seconds=0, submit_threads=20), keep=args.keep)
+        )
     for figures in results:
         print(figures.details())
         for problem in figures.problems[:20]:

@@ -24,6 +24,33 @@ def settings_env(settings: Settings) -> dict[str, str]:
     return env
 
 
+class BeatProcess:
+    """``celery -A worker.main beat``: the sweeper's schedule, as its own process (as in production)."""
+
+    def __init__(self, settings: Settings, log_dir: Path, extra_env: dict[str, str] | None = None):
+        self.log_path = log_dir / f"beat-{uuid.uuid4().hex[:6]}.log"
+        schedule = log_dir / f"{self.log_path.stem}-schedule"
+        cmd = [sys.executable, "-m", "celery", "-A", "worker.main", "beat", "--loglevel", "INFO",
+               "--schedule", str(schedule)]  # fmt: skip
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            cmd,
+            env={**settings_env(settings), **(extra_env or {})},
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+
 class WorkerProcess:
     """``celery -A worker.main worker`` as a child process; ``beat=True`` adds the sweeper schedule."""
 
