@@ -34,5 +34,11 @@ test: lint
 bench: $(STAMP)
 	$(PY) -m bench
 
+# The full reliability battery (scenario A: 200 jobs x 20 chunks under kills, restarts and a frozen worker
+# on its own PostgreSQL and Redis; scenario B: the embedded stack under 20 concurrent jobs), then the fuzzers.
+chaos: $(STAMP)
+	$(PY) -m tests.chaos $(CHAOS_ARGS)
+	$(PY) -m tests.chaos.fuzz
+
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
