@@ -53,4 +53,6 @@ class Voice(Base):
     cache_path: Mapped[str | None] = mapped_column(String(500), default=None)
     cache_error: Mapped[str | None] = mapped_column(Text, default=None)
     cache_lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
+    # Names the build holding the lease: only that build may publish or fail the prompt.
+    cache_build_token: Mapped[str | None] = mapped_column(String(32), default=None)
     cache_built_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)

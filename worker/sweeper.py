@@ -224,7 +224,9 @@ def _resend_webhooks(rt: Runtime, enqueue: Enqueue, now: datetime) -> int:
     return len(due)
 
 
-TEMP_PATTERNS = (".prompt-*.tmp", "*.tmp", ".tmp-*", "upload-*")
+# Our own temp files (*.tmp, .prompt-*.tmp, upload-*) and safetensors' (it writes a ".tmpXXXXXX" next to
+# the file it saves and renames it).
+TEMP_PATTERNS = (".prompt-*.tmp", "*.tmp", ".tmp*", "upload-*")
 
 
 def remove_stale_temp_files(data_dir: Path, older_than: datetime) -> int:

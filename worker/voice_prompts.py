@@ -54,6 +54,7 @@ class BuildClaim:
     """What a build saw when it took the lease: the prompt it publishes must still match this."""
 
     voice_id: uuid.UUID
+    token: str
     key: str
     audio_path: str
     audio_sha256: str
@@ -80,6 +81,7 @@ def claim_build(rt: Runtime, voice_id: uuid.UUID, force: bool = False) -> BuildC
     engine = rt.engine()
     now = utcnow()
     lease = timedelta(seconds=rt.settings.voice_build_lease_seconds)
+    token = uuid.uuid4().hex
     with unit_of_work(rt.sessions) as session:
         voice = session.get(Voice, voice_id)
         if voice is None or voice.deleted_at is not None:
@@ -101,12 +103,17 @@ def claim_build(rt: Runtime, voice_id: uuid.UUID, force: bool = False) -> BuildC
                 Voice.ref_text == voice.ref_text,
                 claimable,
             )
-            .values(cache_status=CacheStatus.PROCESSING, cache_lease_until=now + lease, cache_error=None)
+            .values(
+                cache_status=CacheStatus.PROCESSING,
+                cache_lease_until=now + lease,
+                cache_build_token=token,
+                cache_error=None,
+            )
         )
         assert isinstance(result, CursorResult)
         if result.rowcount != 1:
             return BuildOutcome.BUSY
-        return BuildClaim(voice_id, key, voice.audio_path, voice.audio_sha256, voice.ref_text)
+        return BuildClaim(voice_id, token, key, voice.audio_path, voice.audio_sha256, voice.ref_text)
 
 
 def compute_prompt(rt: Runtime, claim: BuildClaim) -> Path:
@@ -129,8 +136,7 @@ def fail_build(rt: Runtime, claim: BuildClaim, reason: str) -> None:
             .where(
                 Voice.id == claim.voice_id,
                 Voice.cache_status == CacheStatus.PROCESSING,
-                Voice.audio_sha256 == claim.audio_sha256,
-                Voice.ref_text == claim.ref_text,
+                Voice.cache_build_token == claim.token,
             )
             .values(cache_status=CacheStatus.FAILED, cache_error=reason, cache_lease_until=None)
         )
@@ -146,6 +152,7 @@ def publish_build(rt: Runtime, claim: BuildClaim, path: Path) -> BuildOutcome:
                 Voice.id == claim.voice_id,
                 Voice.deleted_at.is_(None),
                 Voice.cache_status == CacheStatus.PROCESSING,
+                Voice.cache_build_token == claim.token,
                 Voice.audio_sha256 == claim.audio_sha256,
                 Voice.ref_text == claim.ref_text,
             )
@@ -177,7 +184,7 @@ def discard_file(rt: Runtime, voice_id: uuid.UUID, path: Path) -> None:
     with rt.sessions() as session:
         current = session.scalar(select(Voice.cache_path).where(Voice.id == voice_id))
         deleted = session.scalar(select(Voice.deleted_at).where(Voice.id == voice_id)) is not None
-    if current != str(path):
+    if deleted or current != str(path):
         path.unlink(missing_ok=True)
     if deleted:
         folder = path.parent

@@ -322,12 +322,6 @@ def test_writer_killed_mid_write_never_leaves_a_partial_file_at_the_final_path(t
     assert check_final_prompt(path) == final_before
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: safetensors' save_file (0.8) writes a '.tmpXXXXXX' file next to save_prompt's temp file and "
-    "renames it; a writer killed inside save_file leaves it (as large as the prompt), and the sweeper's "
-    "TEMP_PATTERNS ('.prompt-*.tmp', '*.tmp', '.tmp-*', 'upload-*') never match it, so it is never removed",
-)
 def test_sweeper_removes_every_temp_file_a_killed_prompt_writer_leaves(tmp_path: Path) -> None:
     data_dir = tmp_path / "var"
     path = prompt_path(data_dir, uuid.uuid4(), cache_key("espeak", "1", SHA_A, "text"))

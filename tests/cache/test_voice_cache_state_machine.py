@@ -4,11 +4,16 @@ the real espeak engine and real files.
 A hypothesis RuleBasedStateMachine drives one or two voices through uploads, re-uploads, deletions, build
 claims, computes, publishes, failures, requested rebuilds, expired leases (a killed worker) and renders,
 in any interleaving, and checks after every step what must always hold. Example tests below pin the
-ordinary lifecycle, and the two bugs found are kept as strict xfails.
+ordinary lifecycle, and regression tests pin the two bugs it found (fail_build by claim token; a prompt
+written after deletion is removed).
 """
 
 from __future__ import annotations
 
+import atexit
+import dataclasses
+import functools
+import hashlib
 import re
 import shutil
 import tempfile
@@ -48,6 +53,7 @@ from tests.cache.conftest import (
 from tests.support.audio import TRANSCRIPT
 from worker import counters, voice_prompts
 from worker.audio import AudioError, read_wav
+from worker.config import load_settings
 from worker.engines import EngineError
 from worker.runtime import Runtime
 from worker.voice_prompts import (
@@ -70,10 +76,7 @@ from worker.voices.store import Prompt, PromptFileError, cache_key, load_prompt,
 # Rendered once, at import: espeak reading a short sentence at eight different pitches, so that every
 # re-upload of a voice can be a recording it never had before (different bytes, different SHA-256).
 
-VARIANT_TEXTS = (
-    "The tide came in slowly over the wet sand.",
-    "A lantern swung above the quiet harbour wall.",
-)
+VARIANT_TEXTS = ("The tide came in.", "A lantern swung.")  # about a second each: quick to encode
 VARIANT_PITCHES = (85.0, 105.0, 125.0, 150.0, 175.0, 205.0, 240.0, 280.0)
 
 
@@ -105,6 +108,28 @@ def fresh_prompt(rt: Runtime, audio_path: str, ref_text: str) -> Prompt:
     return rt.engine().encode_speaker(samples, rate, ref_text)
 
 
+_ENCODED: dict[tuple[str, str], Prompt] = {}
+
+
+def expected_prompt(rt: Runtime, audio_path: str, ref_text: str) -> Prompt:
+    """fresh_prompt, remembered by the content of the file (the encoder is deterministic)."""
+    key = (hashlib.sha256(Path(audio_path).read_bytes()).hexdigest(), ref_text)
+    if key not in _ENCODED:
+        _ENCODED[key] = fresh_prompt(rt, audio_path, ref_text)
+    return _ENCODED[key]
+
+
+@functools.cache
+def template_database() -> Path:
+    """A database migrated to head once per test process; each example starts from a copy of it."""
+    folder = Path(tempfile.mkdtemp(prefix="tome-voice-cache-template-"))
+    atexit.register(shutil.rmtree, folder, True)
+    rt = make_runtime(folder)
+    rt.db.dispose()
+    assert sorted(p.name for p in folder.iterdir()) == ["tome.db"]  # no WAL left to copy
+    return folder / "tome.db"
+
+
 def assert_same_prompt(actual: Prompt, expected: Prompt) -> None:
     assert sorted(actual) == sorted(expected)
     for name in expected:
@@ -118,16 +143,17 @@ def current_key(rt: Runtime, voice: Voice) -> str:
 
 # -- the state machine ---------------------------------------------------------------------------------
 
-ClaimState = Literal["valid", "expired", "stale"]
+ClaimState = Literal["valid", "expired", "superseded", "stale"]
 
 
 @dataclass(eq=False)
 class Held:
     """A build some simulated worker is running: its claim, and its file once computed.
 
-    valid: the voice's current lease holder. expired: its lease ran out (the worker was presumed dead) or
-    another build published meanwhile; a late publish is still possible, a failure is not modelled (the
-    worker is gone). stale: the voice was re-uploaded or deleted since the claim.
+    valid: the voice's current lease holder. expired: its lease ran out (its worker was presumed dead) but
+    nobody took the voice over yet, so the build may still finish. superseded: another build claimed the
+    voice or published since. stale: the voice was re-uploaded or deleted since the claim. Only a valid or
+    expired build may publish or record a failure; the others must leave the voice as it is.
     """
 
     claim: BuildClaim
@@ -154,10 +180,12 @@ class VoiceCacheMachine(RuleBasedStateMachine):
         super().__init__()
         # Hypothesis runs many examples in one test function: each gets its own data dir and database.
         self.tmp = Path(tempfile.mkdtemp(prefix="tome-voice-cache-"))
-        self.rt = make_runtime(self.tmp / "var")
+        data_dir = self.tmp / "var"
+        data_dir.mkdir()
+        shutil.copyfile(template_database(), data_dir / "tome.db")
+        self.rt = Runtime(load_settings({}, data_dir=data_dir))
         self.engine = self.rt.engine()
         self.voices: list[Tracked] = []
-        self.fresh: dict[tuple[str, str], Prompt] = {}
         voice_prompts._lru = None
 
     def teardown(self) -> None:
@@ -174,6 +202,12 @@ class VoiceCacheMachine(RuleBasedStateMachine):
     def live(self) -> list[Tracked]:
         return [t for t in self.voices if not t.deleted]
 
+    @staticmethod
+    def supersede(tracked: Tracked) -> None:
+        for held in tracked.claims:
+            if held.state in ("valid", "expired"):
+                held.state = "superseded"
+
     def busy_first(self) -> list[Tracked]:
         """Live voices, those with builds in flight first (hypothesis favours small indexes): that is where
         re-uploads and deletions are interesting."""
@@ -187,10 +221,7 @@ class VoiceCacheMachine(RuleBasedStateMachine):
         return [(t, h) for t in self.voices for h in t.claims if (h.path is not None) == computed]
 
     def expected_prompt(self, voice: Voice) -> Prompt:
-        key = (voice.audio_path, voice.ref_text)
-        if key not in self.fresh:
-            self.fresh[key] = fresh_prompt(self.rt, voice.audio_path, voice.ref_text)
-        return self.fresh[key]
+        return expected_prompt(self.rt, voice.audio_path, voice.ref_text)
 
     def run_compute(self, tracked: Tracked, held: Held) -> None:
         """compute_prompt, and on failure fail_build, exactly as build_voice does."""
@@ -199,7 +230,7 @@ class VoiceCacheMachine(RuleBasedStateMachine):
             path = compute_prompt(self.rt, held.claim)
         except BUILD_ERRORS as exc:
             # Our recordings are all good: only a reference replaced or deleted since the claim is missing.
-            assert held.state == "stale"
+            assert held.state == "stale"  # (so the failure it records must change nothing)
             assert not Path(held.claim.audio_path).exists()
             fail_build(self.rt, held.claim, f"{type(exc).__name__}: {exc}")
             tracked.claims.remove(held)
@@ -211,7 +242,7 @@ class VoiceCacheMachine(RuleBasedStateMachine):
         assert path.parent == voice_folder(self.rt, tracked.voice_id)
         assert_same_prompt(
             load_prompt(path, self.engine.prompt_shapes),
-            fresh_prompt(self.rt, held.claim.audio_path, held.claim.ref_text),
+            expected_prompt(self.rt, held.claim.audio_path, held.claim.ref_text),
         )
         held.path = path
 
@@ -221,21 +252,17 @@ class VoiceCacheMachine(RuleBasedStateMachine):
         outcome = publish_build(self.rt, held.claim, held.path)
         tracked.claims.remove(held)
         after = get_voice(self.rt, tracked.voice_id)
-        still_current = (
-            not tracked.deleted
-            and before.cache_status == CacheStatus.PROCESSING
-            and (before.audio_sha256, before.ref_text) == (held.claim.audio_sha256, held.claim.ref_text)
-        )
-        if still_current:
+        if held.state in ("valid", "expired"):  # it still holds the voice (even if its lease ran out)
+            assert not tracked.deleted
+            assert before.cache_status == CacheStatus.PROCESSING
+            assert (before.audio_sha256, before.ref_text) == (held.claim.audio_sha256, held.claim.ref_text)
             assert outcome == BuildOutcome.BUILT
             assert after.cache_status == CacheStatus.READY
             assert after.cache_key == held.claim.key == current_key(self.rt, after)
             assert after.cache_path == str(held.path)
             assert after.cache_lease_until is None
             assert prompt_files(self.rt, tracked.voice_id) == [held.path]  # older prompts removed
-            for other in tracked.claims:  # the lease they held (or took over) is gone
-                if other.state == "valid":
-                    other.state = "expired"
+            self.supersede(tracked)
         else:
             assert outcome == BuildOutcome.DISCARDED
             assert (after.cache_status, after.cache_key, after.cache_path, after.cache_built_at) == (
@@ -286,9 +313,7 @@ class VoiceCacheMachine(RuleBasedStateMachine):
         else:
             assert outcome == BuildOutcome.BUILT, outcome  # the recording is good, nothing interferes
             assert after.cache_status == CacheStatus.READY
-            for other in tracked.claims:  # whoever held the voice before (its lease expired) lost it
-                if other.state == "valid":
-                    other.state = "expired"
+            self.supersede(tracked)  # whoever held the voice before (its lease expired) lost it
 
     @precondition(lambda self: bool(self.live()))
     @rule(which=PICK, variant=PICK, then_claim=st.booleans())
@@ -338,9 +363,12 @@ class VoiceCacheMachine(RuleBasedStateMachine):
             assert after.cache_status == CacheStatus.PROCESSING
             assert after.cache_lease_until is not None
             assert after.cache_lease_until > now
+            assert after.cache_build_token == result.token
             assert result == BuildClaim(
-                tracked.voice_id, key, before.audio_path, before.audio_sha256, before.ref_text
+                tracked.voice_id, result.token, key, before.audio_path, before.audio_sha256, before.ref_text
             )
+            assert all(result.token != h.claim.token for h in tracked.claims)
+            self.supersede(tracked)  # builds that still thought they held the voice no longer do
             held = Held(result)
             tracked.claims.append(held)
             if and_compute:
@@ -362,18 +390,18 @@ class VoiceCacheMachine(RuleBasedStateMachine):
         else:
             self.run_publish(tracked, held)
 
-    @precondition(lambda self: any(h.state != "expired" for _, h in self.held(computed=False)))
+    @precondition(lambda self: bool(self.held(computed=False)))
     @rule(which=PICK)
     def fail(self, which: int) -> None:
         """The engine refused the reference (fail_build, as build_voice does when compute_prompt raises)."""
-        candidates = [(t, h) for t, h in self.held(computed=False) if h.state != "expired"]
-        candidates.sort(key=lambda pair: pair[1].state != "stale")  # stale builds first: the riskier case
+        candidates = self.held(computed=False)
+        candidates.sort(key=lambda pair: pair[1].state in ("valid", "expired"))  # lost builds first: riskier
         tracked, held = candidates[which % len(candidates)]
         before = get_voice(self.rt, tracked.voice_id)
         fail_build(self.rt, held.claim, "EngineError: the engine refused this reference")
         tracked.claims.remove(held)
         after = get_voice(self.rt, tracked.voice_id)
-        if held.state == "valid":
+        if held.state in ("valid", "expired"):
             assert after.cache_status == CacheStatus.FAILED
             assert after.cache_error == "EngineError: the engine refused this reference"
             assert after.cache_lease_until is None
@@ -698,7 +726,10 @@ def test_a_claim_is_exclusive_until_its_lease_expires(rt: Runtime, voice_id: uui
             .values(cache_lease_until=utcnow() - timedelta(seconds=1))
         )
     second = claim_build(rt, voice_id)
-    assert second == first  # the same build, taken over
+    assert isinstance(first, BuildClaim)
+    assert isinstance(second, BuildClaim)
+    assert second.token != first.token, "the new holder has its own token; the dead one can't publish"
+    assert dataclasses.replace(second, token=first.token) == first  # the same build, taken over
     assert claim_build(rt, voice_id) == BuildOutcome.BUSY
     lease = get_voice(rt, voice_id).cache_lease_until
     assert lease is not None
@@ -743,13 +774,6 @@ def test_delete_during_a_build_discards_its_result_and_leaves_no_files(
 # -- bugs ------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: fail_build identifies the build by (audio_sha256, ref_text), not by the claim that took "
-    "the lease: after the owner re-uploads the same recording (new file, same bytes), the first build fails "
-    "on its deleted reference file and its fail_build marks the voice FAILED under the new build, whose "
-    "publish is then discarded; ensure_ready raises VoiceCacheFailed and the user's jobs fail",
-)
 def test_stale_build_failure_does_not_fail_the_build_of_a_reupload_of_the_same_recording(
     rt: Runtime, voice_id: uuid.UUID
 ) -> None:
@@ -774,12 +798,6 @@ def test_stale_build_failure_does_not_fail_the_build_of_a_reupload_of_the_same_r
     assert ensure_ready(rt, voice_id) is True
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: discard_file keeps a discarded prompt whose path equals the voice's cache_path even when "
-    "the voice was deleted: a rebuild (forced, or after a corrupt/stale prompt) that writes its prompt after "
-    "DELETE /v1/voices removed the folder re-creates the folder and file, and both stay forever",
-)
 def test_prompt_written_after_the_voice_was_deleted_is_removed_when_its_build_is_discarded(
     rt: Runtime, voice_id: uuid.UUID
 ) -> None:

@@ -1,0 +1,26 @@
+"""voice build token
+
+Revision ID: 0004
+Revises: 0003
+Create Date: 2026-11-22 06:30:59.536149
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0004"
+down_revision = "0003"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("voices", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("cache_build_token", sa.String(length=32), nullable=True))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("voices", schema=None) as batch_op:
+        batch_op.drop_column("cache_build_token")
