@@ -439,9 +439,10 @@ class VoiceCacheMachine(RuleBasedStateMachine):
         assert after.cache_status == (CacheStatus.PENDING if expected else before.cache_status)
 
     @precondition(lambda self: any(h.state == "valid" for t in self.voices for h in t.claims))
-    @rule(which=PICK)
-    def expire_lease(self, which: int) -> None:
-        """The worker holding the voice's build lease was killed: its lease runs out."""
+    @rule(which=PICK, then_claim=st.booleans(), and_compute=st.booleans())
+    def expire_lease(self, which: int, then_claim: bool, and_compute: bool) -> None:
+        """The worker holding the voice's build lease stopped answering (killed, or frozen: it may still
+        wake up): its lease runs out. With then_claim, another worker takes the build over at once."""
         holders = [t for t in self.voices if any(h.state == "valid" for h in t.claims)]
         tracked = holders[which % len(holders)]
         with unit_of_work(self.rt.sessions) as session:
@@ -453,6 +454,8 @@ class VoiceCacheMachine(RuleBasedStateMachine):
         for held in tracked.claims:
             if held.state == "valid":
                 held.state = "expired"
+        if then_claim:
+            self.claim(tracked, force=False, and_compute=and_compute)
 
     @precondition(lambda self: bool(self.voices))
     @rule(which=PICK)
