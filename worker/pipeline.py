@@ -19,7 +19,7 @@ from sqlalchemy import select
 from models import Chunk, ChunkStatus, Job, JobStatus, unit_of_work, utcnow
 from worker import state
 from worker.audio import Pauses, StitchPiece, apply_fades, stitch, trim_silence, write_wav_atomic
-from worker.engines import EngineError, SynthesisRequest
+from worker.engines import Engine, EngineError, SynthesisRequest
 from worker.runtime import Runtime
 from worker.voice_prompts import VoiceCacheFailed, VoiceNotReady, ensure_ready, load_voice_prompt
 
@@ -190,7 +190,7 @@ def _synthesize(
     """The batch in one engine call; on bad input, chunk by chunk to name the chunk that fails the job."""
     engine = rt.engine(engine_name)
     try:
-        return engine.synthesize(requests)
+        return synthesize_in_halves(engine, requests)
     except EngineError:
         waves = []
         for chunk, request in zip(claimed, requests, strict=True):
@@ -201,6 +201,25 @@ def _synthesize(
                 _release(rt, claimed, token)
                 return None
         return waves
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """MemoryError, or an accelerator's out-of-memory error (torch.cuda.OutOfMemoryError and kin)."""
+    return isinstance(exc, MemoryError) or "OutOfMemory" in type(exc).__name__
+
+
+def synthesize_in_halves(engine: Engine, requests: Sequence[SynthesisRequest]) -> list[Any]:
+    """One engine call for the batch; if it runs out of memory, the two halves separately, and so on.
+    A single chunk that still does not fit raises: the task is retried later with backoff."""
+    try:
+        return engine.synthesize(requests)
+    except Exception as exc:
+        if not is_out_of_memory(exc) or len(requests) < 2:
+            raise
+        half = len(requests) // 2
+        log.warning("engine out of memory on a batch of %d; retrying as %d + %d", len(requests), half,
+                    len(requests) - half)  # fmt: skip
+        return synthesize_in_halves(engine, requests[:half]) + synthesize_in_halves(engine, requests[half:])
 
 
 def maybe_begin_stitch(rt: Runtime, job_id: uuid.UUID, enqueue: Enqueue) -> bool:

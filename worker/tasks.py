@@ -17,7 +17,7 @@ from worker.voice_prompts import VoiceNotReady, build_voice
 
 log = logging.getLogger(__name__)
 
-TRANSIENT = (OperationalError, ConnectionError, TimeoutError)
+TRANSIENT = (OperationalError, ConnectionError, TimeoutError, MemoryError)
 
 
 def _enqueue(name: str, args: list[Any]) -> None:

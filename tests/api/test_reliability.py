@@ -17,7 +17,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy import select, update
 
-from models import ApiKey, Job, utcnow
+from models import ApiKey, Job, unit_of_work, utcnow
 from tests.api.helpers import submit_job, upload_voice
 from tests.conftest import bearer
 from tests.support.inline import Inline
@@ -26,8 +26,10 @@ from webapi import create_app
 from webapi.cli import mint_key
 from worker import webhooks
 from worker.config import ConfigError, load_settings
-from worker.pipeline import START_JOB
-from worker.sweeper import expire_outputs
+from worker.pipeline import START_JOB, start_job
+from worker.state import claim_chunks
+from worker.sweeper import expire_outputs, sweep
+from worker.voice_prompts import build_voice
 
 
 @pytest.fixture
@@ -224,3 +226,39 @@ def test_time_limits_must_sit_below_the_visibility_timeout(tmp_path: Any) -> Non
     )
     assert worker.returncode != 0
     assert "TOME_VISIBILITY_TIMEOUT" in worker.stderr + worker.stdout
+
+
+def test_a_chunk_whose_worker_keeps_dying_fails_the_job_clearly(
+    make_app: Callable[..., Flask], reference_audio: tuple[bytes, str]
+) -> None:
+    """Poison: each claim of chunk 0 ends with its worker gone (the lease runs out, nothing is written).
+    The sweeper re-sends it until the attempts are used up, then fails the chunk and the job."""
+    app = make_app(max_chunk_attempts=3)
+    client = app.test_client()
+    headers = bearer(mint_key(app, "pia", "k", admin=False))
+    upload_voice(client, headers, reference_audio[0], ref_text=reference_audio[1])
+    job = submit_job(client, headers, "narrator", script="First part.\n\nSecond part.").json
+    state = app.extensions["tome"]
+    rt = state.runtime
+    inline = Inline(rt)
+    build_voice(rt, uuid.UUID(job["voice_id"]))
+    start_job(rt, uuid.UUID(job["id"]), inline.enqueue)
+    job_id = uuid.UUID(job["id"])
+    clock = utcnow()
+    for attempt in range(1, 4):
+        clock += timedelta(seconds=100)
+        with unit_of_work(rt.sessions) as session:  # a worker takes chunk 0 ... and is killed
+            _, claimed = claim_chunks(session, job_id, [0], timedelta(seconds=60), 3, clock)
+            assert [c.seq for c in claimed] == [0], f"attempt {attempt} could not claim"
+        report = sweep(rt, inline.enqueue, now=clock + timedelta(seconds=61))
+        if attempt < 3:
+            assert report.chunks_resent >= 1
+            assert report.chunks_failed == 0
+    assert report.chunks_failed == 1
+    failed = client.get(f"/v1/jobs/{job['id']}", headers=headers).json
+    assert failed["status"] == "failed"
+    assert "chunk 0 failed after 3 attempts" in failed["error"]
+    with unit_of_work(rt.sessions) as session:  # and it cannot be claimed again
+        assert (
+            claim_chunks(session, job_id, [0], timedelta(seconds=60), 3, clock + timedelta(hours=1))[1] == []
+        )
