@@ -119,7 +119,7 @@ def claim_build(rt: Runtime, voice_id: uuid.UUID, force: bool = False) -> BuildC
 def compute_prompt(rt: Runtime, claim: BuildClaim) -> Path:
     """Encode the reference and write the prompt file (atomically); raises on bad input."""
     engine = rt.engine()
-    path = prompt_path(rt.settings.data_dir, claim.voice_id, claim.key)
+    path = prompt_path(rt.settings.data_dir, claim.voice_id, claim.key, claim.token)
     started = time.perf_counter()
     samples, sample_rate = read_wav(claim.audio_path)
     tensors = engine.encode_speaker(samples, sample_rate, claim.ref_text)

@@ -26,10 +26,18 @@ def cache_key(engine_name: str, engine_version: str, audio_sha256: str, ref_text
     return f"{engine_name}/{engine_version}/{audio_sha256[:16]}/{text_hash}"
 
 
-def prompt_path(root: Path, voice_id: uuid.UUID, key: str) -> Path:
-    """Server-generated path of a voice's prompt: ``<root>/voices/<uuid>/prompt-<sha of key>.safetensors``."""
+def prompt_path(root: Path, voice_id: uuid.UUID, key: str, build: str = "") -> Path:
+    """Server-generated path of a voice's prompt: ``<root>/voices/<uuid>/prompt-<sha of key>[-<build>]``.
+
+    ``build`` (the build's token) gives every build its own file, so a build that is thrown away can
+    delete its file without touching the file of another build of the same key.
+    """
     digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:24]
-    return confine(root, root / "voices" / str(uuid.UUID(str(voice_id))) / f"prompt-{digest}.safetensors")
+    suffix = f"-{build[:16]}" if build else ""
+    if suffix and not suffix[1:].isalnum():
+        raise PromptFileError("a build token is letters and digits only")
+    name = f"prompt-{digest}{suffix}.safetensors"
+    return confine(root, root / "voices" / str(uuid.UUID(str(voice_id))) / name)
 
 
 def confine(root: Path, path: Path) -> Path:
