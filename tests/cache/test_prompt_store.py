@@ -178,6 +178,23 @@ def test_prompt_path_is_a_server_generated_name_in_the_voice_folder(tmp_path: Pa
     assert odd.parent == path.parent
 
 
+def test_each_build_gets_its_own_prompt_file(tmp_path: Path) -> None:
+    voice_id = uuid.uuid4()
+    key = cache_key("espeak", "1.0", SHA_A, "hello")
+    plain = prompt_path(tmp_path, voice_id, key)
+    first = prompt_path(tmp_path, voice_id, key, "0123456789abcdef0123456789abcdef")
+    second = prompt_path(tmp_path, voice_id, key, "fedcba9876543210fedcba9876543210")
+    assert first.parent == second.parent == plain.parent
+    assert first.name == f"{plain.stem}-0123456789abcdef.safetensors"
+    assert len({plain, first, second}) == 3
+
+
+@pytest.mark.parametrize("build", ["../../x", "a/b", "-", "ab cd", "tok\x00en"])
+def test_prompt_path_refuses_a_build_token_that_is_not_alphanumeric(tmp_path: Path, build: str) -> None:
+    with pytest.raises(PromptFileError, match="letters and digits"):
+        prompt_path(tmp_path, uuid.uuid4(), "espeak/1/a/b", build)
+
+
 def test_prompt_path_refuses_a_voice_folder_that_is_a_symlink_out_of_the_root(tmp_path: Path) -> None:
     root, voice_id = tmp_path / "data", uuid.uuid4()
     (root / "voices").mkdir(parents=True)
@@ -275,7 +292,8 @@ def kill_writers(path: Path, rng: random.Random, done: Callable[[KillCampaign], 
             assert writer.stdout is not None
             assert writer.stdout.readline().strip() == "ready"
             with contextlib.suppress(subprocess.TimeoutExpired):
-                writer.wait(timeout=rng.uniform(0.0, 0.2))
+                # 0-200 ms, widening every 10 kills so that a slow (loaded) machine still completes writes
+                writer.wait(timeout=rng.uniform(0.0, 0.2) * (1 + campaign.kills // 10))
             assert writer.poll() is None, "the writer stopped by itself"
             os.kill(writer.pid, signal.SIGKILL)
             assert writer.wait(timeout=10) == -signal.SIGKILL
@@ -304,7 +322,9 @@ def test_writer_killed_mid_write_never_leaves_a_partial_file_at_the_final_path(t
     path = prompt_path(data_dir, uuid.uuid4(), cache_key("espeak", "1", SHA_A, "text"))
     # At least 10 kills; a few more (bounded) if none of them happened to leave a temp file behind.
     campaign = kill_writers(
-        path, random.Random(20261122), lambda c: c.kills >= 10 and c.prompt_temps_seen > 0
+        path,
+        random.Random(20261122),
+        lambda c: c.kills >= 10 and c.prompt_temps_seen > 0 and c.finals_seen > 0,
     )
     assert campaign.finals_seen > 0, "no write ever completed: the kills came too early to test anything"
     assert campaign.prompt_temps_seen > 0, "no kill landed inside a write"
@@ -323,6 +343,9 @@ def test_writer_killed_mid_write_never_leaves_a_partial_file_at_the_final_path(t
 
 
 def test_sweeper_removes_every_temp_file_a_killed_prompt_writer_leaves(tmp_path: Path) -> None:
+    """safetensors' save_file writes a ".tmpXXXXXX" file of its own and renames it onto save_prompt's temp
+    file; a writer killed inside it leaves that file too, as large as the prompt (found here: the sweeper's
+    patterns did not match it until ".tmp*" was added)."""
     data_dir = tmp_path / "var"
     path = prompt_path(data_dir, uuid.uuid4(), cache_key("espeak", "1", SHA_A, "text"))
     campaign = kill_writers(path, random.Random(7), lambda c: c.safetensors_temps_seen > 0)

@@ -4,8 +4,10 @@ the real espeak engine and real files.
 A hypothesis RuleBasedStateMachine drives one or two voices through uploads, re-uploads, deletions, build
 claims, computes, publishes, failures, requested rebuilds, expired leases (a killed worker) and renders,
 in any interleaving, and checks after every step what must always hold. Example tests below pin the
-ordinary lifecycle, and regression tests pin the two bugs it found (fail_build by claim token; a prompt
-written after deletion is removed).
+ordinary lifecycle, and regression tests (end of file) pin the three bugs found here, now fixed: a stale
+build's failure failed the new build of a re-upload of the same recording (fail_build now matches the
+claim's token); a prompt written after its voice was deleted stayed on disk; and a build that lost its
+lease deleted the shared prompt file the new holder then published (each build now writes its own file).
 """
 
 from __future__ import annotations
@@ -98,7 +100,7 @@ def _render_variants() -> tuple[Variant, ...]:
 
 VARIANTS = _render_variants()
 REFERENCE_NAME = re.compile(r"^reference-[0-9a-f]{12}\.wav$")
-PROMPT_NAME = re.compile(r"^prompt-[0-9a-f]{24}\.safetensors$")
+PROMPT_NAME = re.compile(r"^prompt-[0-9a-f]{24}-[0-9a-f]{16}\.safetensors$")  # key digest, build token
 BUILD_ERRORS = (EngineError, AudioError, PromptFileError, FileNotFoundError)  # what build_voice catches
 
 
@@ -180,10 +182,14 @@ class VoiceCacheMachine(RuleBasedStateMachine):
         super().__init__()
         # Hypothesis runs many examples in one test function: each gets its own data dir and database.
         self.tmp = Path(tempfile.mkdtemp(prefix="tome-voice-cache-"))
-        data_dir = self.tmp / "var"
-        data_dir.mkdir()
-        shutil.copyfile(template_database(), data_dir / "tome.db")
-        self.rt = Runtime(load_settings({}, data_dir=data_dir))
+        try:
+            data_dir = self.tmp / "var"
+            data_dir.mkdir()
+            shutil.copyfile(template_database(), data_dir / "tome.db")
+            self.rt = Runtime(load_settings({}, data_dir=data_dir))
+        except BaseException:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            raise
         self.engine = self.rt.engine()
         self.voices: list[Tracked] = []
         voice_prompts._lru = None
@@ -238,7 +244,10 @@ class VoiceCacheMachine(RuleBasedStateMachine):
             if not tracked.deleted:  # a stale build's failure never touches the voice's current state
                 assert (after.cache_status, after.cache_error) == (before.cache_status, before.cache_error)
             return
-        assert path == prompt_path(self.rt.settings.data_dir, tracked.voice_id, held.claim.key)
+        assert path == prompt_path(
+            self.rt.settings.data_dir, tracked.voice_id, held.claim.key, held.claim.token
+        )
+        assert all(path != h.path for h in tracked.claims)  # every build writes its own file
         assert path.parent == voice_folder(self.rt, tracked.voice_id)
         assert_same_prompt(
             load_prompt(path, self.engine.prompt_shapes),
@@ -271,8 +280,8 @@ class VoiceCacheMachine(RuleBasedStateMachine):
                 before.cache_path,
                 before.cache_built_at,
             )
-            if after.cache_path != str(held.path):
-                assert not held.path.exists(), "a discarded prompt file was left behind"
+            # Thrown away (each build has its own file, so this touches no other build's prompt).
+            assert not held.path.exists(), "a discarded prompt file was left behind"
 
     def finish_in_flight_builds(self) -> None:
         for tracked, held in self.held(computed=False):
@@ -507,6 +516,8 @@ class VoiceCacheMachine(RuleBasedStateMachine):
             assert voice.deleted_at is None
             assert Path(voice.audio_path).is_file()
             assert Path(voice.audio_path).parent == folder
+            if not tracked.claims:  # builds all finished: no prompt file but the voice's own is left
+                assert {str(p) for p in prompt_files(self.rt, tracked.voice_id)} <= {voice.cache_path}
             valid = [h for h in tracked.claims if h.state == "valid"]
             assert len(valid) <= 1
             if valid:
@@ -519,7 +530,11 @@ class VoiceCacheMachine(RuleBasedStateMachine):
             if voice.cache_status == CacheStatus.READY:
                 key = current_key(self.rt, voice)
                 assert voice.cache_key == key
-                assert voice.cache_path == str(prompt_path(data_dir, tracked.voice_id, key))
+                assert voice.cache_path is not None
+                assert Path(voice.cache_path).parent == folder
+                assert Path(voice.cache_path).name.startswith(
+                    prompt_path(data_dir, tracked.voice_id, key).stem
+                )
                 assert voice.cache_engine == f"{self.engine.name} {self.engine.version}"
                 assert voice.cache_built_at is not None
                 path = Path(voice.cache_path)
@@ -576,7 +591,11 @@ def test_build_publishes_a_ready_prompt_and_counts_one_build(rt: Runtime, voice_
     assert voice.cache_built_at <= utcnow()
     assert voice.cache_key == current_key(rt, voice)
     assert (voice.cache_error, voice.cache_lease_until) == (None, None)
-    assert voice.cache_path == str(prompt_path(rt.settings.data_dir, voice_id, voice.cache_key))
+    assert voice.cache_path is not None
+    assert voice.cache_build_token is not None
+    assert voice.cache_path == str(
+        prompt_path(rt.settings.data_dir, voice_id, voice.cache_key, voice.cache_build_token)
+    )
     assert prompt_files(rt, voice_id) == [Path(voice.cache_path)]
     assert_same_prompt(
         load_prompt(Path(voice.cache_path), engine.prompt_shapes),
@@ -607,7 +626,7 @@ def test_forced_build_rebuilds_in_place(rt: Runtime, voice_id: uuid.UUID) -> Non
     again = get_voice(rt, voice_id)
     assert builds(rt) == 2
     assert again.cache_status == CacheStatus.READY
-    assert again.cache_path == first.cache_path
+    assert again.cache_path != first.cache_path  # a new file, and the old one removed
     assert first.cache_built_at is not None
     assert again.cache_built_at is not None
     assert again.cache_built_at > first.cache_built_at
@@ -813,11 +832,36 @@ def test_prompt_written_after_the_voice_was_deleted_is_removed_when_its_build_is
     samples, rate = read_wav(claim.audio_path)
     tensors = rt.engine().encode_speaker(samples, rate, claim.ref_text)
     delete_voice(rt, voice_id)  # ... the voice is deleted and its folder removed ...
-    path = prompt_path(rt.settings.data_dir, claim.voice_id, claim.key)
-    save_prompt(
-        path, tensors, {"cache_key": claim.key, "voice_id": str(claim.voice_id)}
-    )  # ... then the write
+    path = prompt_path(rt.settings.data_dir, claim.voice_id, claim.key, claim.token)  # ... then it writes
+    save_prompt(path, tensors, {"cache_key": claim.key, "voice_id": str(claim.voice_id)})
 
     assert publish_build(rt, claim, path) == BuildOutcome.DISCARDED
     assert prompt_files(rt, voice_id) == [], "the prompt of a deleted voice was left on disk"
     assert not voice_folder(rt, voice_id).exists()
+
+
+def test_a_build_that_lost_its_lease_does_not_delete_the_prompt_the_new_holder_publishes(
+    rt: Runtime, voice_id: uuid.UUID
+) -> None:
+    frozen = claim_build(rt, voice_id)  # worker A takes the build, then stops answering
+    assert isinstance(frozen, BuildClaim)
+    with unit_of_work(rt.sessions) as session:
+        session.execute(
+            update(Voice)
+            .where(Voice.id == voice_id)
+            .values(cache_lease_until=utcnow() - timedelta(seconds=1))
+        )
+    current = claim_build(rt, voice_id)  # worker B takes it over
+    assert isinstance(current, BuildClaim)
+    current_path = compute_prompt(rt, current)
+    frozen_path = compute_prompt(rt, frozen)  # A wakes up and finishes its work ...
+    assert frozen_path != current_path
+    assert publish_build(rt, frozen, frozen_path) == BuildOutcome.DISCARDED  # ... but lost the voice
+    assert not frozen_path.exists()
+
+    assert publish_build(rt, current, current_path) == BuildOutcome.BUILT
+    voice = get_voice(rt, voice_id)
+    assert voice.cache_status == CacheStatus.READY
+    assert Path(str(voice.cache_path)).is_file(), "a ready voice whose prompt file was deleted"
+    prompt, _ = load_voice_prompt(rt, voice_id)
+    assert_same_prompt(prompt, fresh_prompt(rt, voice.audio_path, voice.ref_text))
