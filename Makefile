@@ -9,7 +9,8 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e '.[dev,qwen3]'
+	$(PY) -m pip install --quiet --no-deps 'qwen-tts==0.1.1'
 	rm -f $(VENV)/.installed-*
 	touch $@
 

@@ -87,3 +87,12 @@ def _paced_factory() -> Engine:
 
 
 register("espeak-paced", _paced_factory)
+
+
+def _qwen3_factory() -> Engine:
+    from worker.engines.qwen3 import Qwen3Engine
+
+    return Qwen3Engine()
+
+
+register("qwen3-tts", _qwen3_factory)

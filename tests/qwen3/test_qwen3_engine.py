@@ -1,0 +1,227 @@
+"""The ``qwen3-tts`` engine on a tiny, randomly initialised checkpoint built on disk by the tests.
+
+Needs the optional ``qwen3`` extra (torch, transformers, qwen-tts), which ``make test`` installs. Where
+``qwen_tts`` does not import, the module is skipped with the reason, except under CI (``CI`` or
+``TOME_TEST_REQUIRE_SERVICES=1`` set, as ``.ci/run`` does), where that is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+try:
+    from worker.engines.qwen3 import import_qwen_tts
+
+    import_qwen_tts()
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    if os.environ.get("CI") or os.environ.get("TOME_TEST_REQUIRE_SERVICES") == "1":
+        raise
+    pytest.skip(f"qwen_tts is not importable ({exc}); install the qwen3 extra", allow_module_level=True)
+
+import torch
+from safetensors.numpy import load_file, save_file
+
+from tests.qwen3.tiny_checkpoint import HIDDEN, NUM_QUANTIZERS, build_tiny_checkpoint
+from worker.engines.base import Engine, EngineError, SynthesisRequest
+from worker.engines.qwen3 import MODEL_DIR_ENV, Qwen3Engine, load_model, model_identity, prompt_from_arrays
+
+SR = 24000
+
+
+def _voice(f0: float, seconds: float = 2.0, seed: int = 0) -> np.ndarray:
+    t = np.arange(int(SR * seconds), dtype=np.float64) / SR
+    rng = np.random.default_rng(seed)
+    wav = (
+        0.3 * np.sin(2 * np.pi * f0 * t)
+        + 0.1 * np.sin(2 * np.pi * 2 * f0 * t)
+        + 0.01 * rng.standard_normal(t.size)
+    )
+    return wav.astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_checkpoint(tmp_path_factory.mktemp("qwen3") / "tiny-base")
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_dir: Path) -> Iterator[Qwen3Engine]:
+    mp = pytest.MonkeyPatch()
+    mp.setenv(MODEL_DIR_ENV, str(tiny_dir))
+    yield Qwen3Engine(device="cpu")  # model dir from the environment, as in a worker
+    mp.undo()
+
+
+@pytest.fixture(scope="module")
+def prompts(engine: Qwen3Engine) -> dict[str, dict[str, np.ndarray]]:
+    return {
+        "low": engine.encode_speaker(_voice(110.0, seed=1), SR, "Hello there, this is a low voice."),
+        "high": engine.encode_speaker(_voice(220.0, seed=2), SR, "And this one is higher."),
+        "xvec": engine.encode_speaker(_voice(160.0, seed=3), SR, ""),
+    }
+
+
+def test_tiny_checkpoint_is_deterministic(tiny_dir: Path, tmp_path: Path) -> None:
+    again = build_tiny_checkpoint(tmp_path / "again")
+    assert model_identity(again) == model_identity(tiny_dir)
+    assert sum(p.stat().st_size for p in tiny_dir.rglob("*") if p.is_file()) < 4_000_000
+
+
+def test_loads_through_the_real_path(engine: Qwen3Engine, tiny_dir: Path) -> None:
+    qwen_tts = import_qwen_tts()
+    model = load_model(tiny_dir, "cpu")
+    assert isinstance(model, qwen_tts.Qwen3TTSModel)
+    assert model.model.tts_model_type == "base"
+    assert load_model(tiny_dir, "cpu") is model  # once per process
+    assert isinstance(engine, Engine)
+    assert engine.sample_rate == SR == model.model.speech_tokenizer.get_output_sample_rate()
+    assert engine.version == f"qwen3-tts/prompt-v1/{model_identity(tiny_dir)}"
+    ids = model.processor(text="<|im_start|>assistant\n", return_tensors="pt")["input_ids"]
+    assert ids.shape[-1] == 3
+
+
+def test_version_follows_the_weights(tiny_dir: Path, tmp_path: Path) -> None:
+    copy = Path(shutil.copytree(tiny_dir, tmp_path / "copy"))
+    assert model_identity(copy) == model_identity(tiny_dir)
+    weights = copy / "speech_tokenizer" / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 0x01
+    weights.write_bytes(bytes(data))
+    assert model_identity(copy) != model_identity(tiny_dir)
+
+
+def test_missing_model_dir_is_an_engine_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv(MODEL_DIR_ENV, raising=False)
+    with pytest.raises(EngineError):
+        Qwen3Engine()
+    with pytest.raises(EngineError):
+        Qwen3Engine(tmp_path)  # exists, but holds no checkpoint
+
+
+def test_encode_speaker_shapes_and_dtypes(
+    engine: Qwen3Engine, prompts: dict[str, dict[str, np.ndarray]]
+) -> None:
+    icl = prompts["low"]
+    assert set(icl) == set(engine.prompt_shapes)
+    assert icl["ref_code"].dtype == np.int64
+    assert icl["ref_code"].ndim == 2
+    assert icl["ref_code"].shape[1] == NUM_QUANTIZERS
+    assert icl["ref_code"].shape[0] == 25  # 2 s at 12.5 Hz
+    assert icl["ref_spk_embedding"].dtype == np.float32
+    assert icl["ref_spk_embedding"].shape == (HIDDEN,)
+    assert icl["x_vector_only"].dtype == np.uint8
+    assert icl["x_vector_only"].tolist() == [0]
+    assert icl["ref_text_utf8"].tobytes().decode() == "Hello there, this is a low voice."
+    xvec = prompts["xvec"]
+    assert xvec["x_vector_only"].tolist() == [1]
+    assert xvec["ref_code"].shape == (0, NUM_QUANTIZERS)
+    for prompt in prompts.values():
+        for name, shape in engine.prompt_shapes.items():
+            assert len(prompt[name].shape) == len(shape)
+            assert all(want in (-1, got) for want, got in zip(shape, prompt[name].shape, strict=True))
+
+
+def test_prompt_from_arrays_checks_shapes_and_dtypes(prompts: dict[str, dict[str, np.ndarray]]) -> None:
+    good = prompts["low"]
+    item = prompt_from_arrays(good, num_quantizers=NUM_QUANTIZERS, embedding_dim=HIDDEN)
+    assert item.icl_mode
+    assert not item.x_vector_only_mode
+    assert item.ref_code.dtype == torch.int64
+    bad_cases = [
+        {**good, "ref_code": good["ref_code"].astype(np.int32)},
+        {**good, "ref_code": good["ref_code"][:, :2]},
+        {**good, "ref_spk_embedding": good["ref_spk_embedding"].astype(np.float64)},
+        {**good, "ref_spk_embedding": good["ref_spk_embedding"][:-1]},
+        {**good, "x_vector_only": np.asarray([2], dtype=np.uint8)},
+        {**good, "ref_text_utf8": np.zeros(0, dtype=np.uint8)},  # ICL without a transcript
+        {k: v for k, v in good.items() if k != "ref_code"},
+    ]
+    for bad in bad_cases:
+        with pytest.raises(EngineError):
+            prompt_from_arrays(bad, num_quantizers=NUM_QUANTIZERS, embedding_dim=HIDDEN)
+
+
+def test_safetensors_round_trip_gives_identical_audio(
+    engine: Qwen3Engine, prompts: dict[str, dict[str, np.ndarray]], tmp_path: Path
+) -> None:
+    path = tmp_path / "voice.safetensors"
+    save_file(prompts["low"], str(path))
+    loaded = load_file(str(path))
+    for name in prompts["low"]:
+        assert loaded[name].dtype == prompts["low"][name].dtype
+        assert np.array_equal(loaded[name], prompts["low"][name])
+    direct = engine.synthesize([SynthesisRequest("A short sentence.", prompts["low"], seed=7)])
+    cached = engine.synthesize([SynthesisRequest("A short sentence.", loaded, seed=7)])
+    assert np.array_equal(direct[0], cached[0])
+
+
+def test_two_voice_batch(engine: Qwen3Engine, prompts: dict[str, dict[str, np.ndarray]]) -> None:
+    batch = [
+        SynthesisRequest("The first chunk, low voice.", prompts["low"], seed=1),
+        SynthesisRequest("The second chunk, high voice.", prompts["high"], seed=2),
+        SynthesisRequest("A third, no transcript.", prompts["xvec"], language="de", seed=3),
+        SynthesisRequest("   ", prompts["low"], seed=4),
+    ]
+    out = engine.synthesize(batch)
+    assert len(out) == 4
+    for wav in out[:3]:
+        assert wav.dtype == np.float32
+        assert wav.ndim == 1
+        assert wav.size > 0
+        assert np.isfinite(wav).all()
+        assert np.abs(wav).max() <= 1.0
+    assert out[3].size == 0
+
+
+def test_determinism_under_fixed_seeds(
+    engine: Qwen3Engine, prompts: dict[str, dict[str, np.ndarray]]
+) -> None:
+    batch = [
+        SynthesisRequest("Reproducible rendering.", prompts["low"], seed=11),
+        SynthesisRequest("Another voice.", prompts["high"], seed=12),
+    ]
+    first = engine.synthesize(batch)
+    second = engine.synthesize(batch)
+    assert all(np.array_equal(a, b) for a, b in zip(first, second, strict=True))
+    reseeded = engine.synthesize([SynthesisRequest(r.text, r.prompt, seed=r.seed + 100) for r in batch])
+    assert not all(a.shape == b.shape and np.array_equal(a, b) for a, b in zip(first, reseeded, strict=True))
+
+
+def test_out_of_memory_halves_the_batch(
+    engine: Qwen3Engine, prompts: dict[str, dict[str, np.ndarray]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sizes: list[int] = []
+    real = engine._generate
+
+    def fake(batch, items, languages, indices, kwargs):  # type: ignore[no-untyped-def]
+        sizes.append(len(indices))
+        if len(indices) > 1:
+            raise torch.cuda.OutOfMemoryError("simulated")
+        return real(batch, items, languages, indices, kwargs)
+
+    monkeypatch.setattr(engine, "_generate", fake)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: None)
+    batch = [
+        SynthesisRequest(f"Chunk number {i}.", prompts["low" if i % 2 else "high"], seed=i) for i in range(3)
+    ]
+    out = engine.synthesize(batch)
+    assert len(out) == 3
+    assert all(w.size > 0 for w in out)
+    assert sizes == [3, 2, 1, 1, 1]
+
+
+def test_bad_requests_fail_before_rendering(
+    engine: Qwen3Engine, prompts: dict[str, dict[str, np.ndarray]]
+) -> None:
+    with pytest.raises(EngineError):
+        engine.synthesize([SynthesisRequest("x", prompts["low"], language="xx")])
+    with pytest.raises(EngineError):
+        engine.synthesize([SynthesisRequest("x", prompts["low"], params={"rate_scale": 1.2})])
+    with pytest.raises(EngineError):
+        engine.encode_speaker(np.zeros(100, dtype=np.float32), SR, "too short")
