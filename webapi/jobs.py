@@ -7,13 +7,14 @@ import hashlib
 import logging
 import re
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 from flask import Blueprint, Response, jsonify, request, send_file, url_for
 from sqlalchemy import or_, select
 from sqlalchemy.exc import IntegrityError
 
-from models import Chunk, Job, JobStatus, Voice, utcnow
+from models import Job, JobStatus, Voice, utcnow
 from webapi.auth import current_principal, require_key
 from webapi.errors import Conflict, Gone, Invalid, NotFound
 from webapi.extensions import tome
@@ -31,7 +32,7 @@ from webapi.schemas import (
 from webapi.validation import json_body, parse_id, query
 from worker import state as job_state
 from worker.pipeline import DELIVER_WEBHOOK, START_JOB
-from worker.script import ScriptError, make_chunks, parse_script
+from worker.script import ChunkSpec, ScriptError, VoiceDirective, make_chunks, parse_document
 from worker.webhooks import WebhookRefused, check_url
 
 log = logging.getLogger(__name__)
@@ -40,6 +41,8 @@ bp.before_request(require_key)
 
 PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\r?\n(?=[ \t]*\S)")
 MIME = {"mp3": "audio/mpeg", "wav": "audio/wav", "flac": "audio/flac"}
+# Distinct voices one script may name: a cast, not a crowd; also bounds the size of the lookup query.
+MAX_SCRIPT_VOICES = 100
 
 
 def _eta(job: Job) -> float | None:
@@ -56,6 +59,7 @@ def job_out(job: Job) -> JobOut:
         title=job.title,
         status=JobStatus(job.status).value,
         voice_id=job.voice_id,
+        voice_ids=_job_voice_ids(job),
         script_format=job.script_format,
         engine=job.engine,
         progress=Progress(
@@ -88,6 +92,15 @@ def job_out(job: Job) -> JobOut:
     )
 
 
+def _job_voice_ids(job: Job) -> list[uuid.UUID]:
+    """The voices a job's chunks use, as recorded when it was created. Jobs from before voice directives
+    have no record and only ever used their own voice."""
+    recorded = job.options.get("voice_ids") if isinstance(job.options, dict) else None
+    if not recorded:
+        return [job.voice_id]
+    return [uuid.UUID(str(voice_id)) for voice_id in recorded]
+
+
 def owned_job(job_id: str) -> Job:
     jid = parse_id(job_id, "job")
     job = (
@@ -101,17 +114,82 @@ def owned_job(job_id: str) -> Job:
 
 
 def _resolve_voice(owner: str, ref: str) -> Voice:
-    condition = Voice.name == ref
-    with contextlib.suppress(ValueError):
-        condition = or_(condition, Voice.id == uuid.UUID(ref))
-    voice = (
-        tome()
-        .sessions.scalars(select(Voice).where(Voice.owner == owner, Voice.deleted_at.is_(None), condition))
-        .first()
-    )
+    voice = _live_voices(owner, [ref]).get(ref)
     if voice is None:
         raise Invalid(f"you have no voice with id or name {ref!r}", code="unknown_voice", field="voice")
     return voice
+
+
+def _script_voices(owner: str, default: Voice, directives: Sequence[VoiceDirective]) -> dict[str, uuid.UUID]:
+    """Every voice the script's directives name, resolved like the ``voice`` field (an id or name of the
+    caller's own live voices), in one query. Unused directives are resolved too: a typo is reported even
+    if another directive follows it at once. 422 ``voice_not_found`` at the first directive of a name
+    that does not resolve."""
+    first: dict[str, VoiceDirective] = {}
+    for directive in directives:
+        if directive.voice is None or directive.voice == default.name:
+            continue
+        first.setdefault(directive.voice, directive)
+        if len(first) > MAX_SCRIPT_VOICES:
+            raise Invalid(
+                f"the script names more than {MAX_SCRIPT_VOICES} voices",
+                code="too_many_voices",
+                field="script",
+                line=directive.line,
+                column=directive.column,
+            )
+    found = _live_voices(owner, list(first)) if first else {}
+    resolved = {default.name: default.id}
+    for ref, directive in first.items():
+        if ref not in found:
+            raise Invalid(
+                f"a voice directive names {ref!r}, but you have no voice with that id or name",
+                code="voice_not_found",
+                field="script",
+                line=directive.line,
+                column=directive.column,
+            )
+        resolved[ref] = found[ref].id
+    return resolved
+
+
+def _live_voices(owner: str, refs: list[str]) -> dict[str, Voice]:
+    """The refs (ids or names) that name one of the owner's live voices, and that voice, in one query; an
+    id wins over a name that happens to spell it."""
+    ids: dict[str, uuid.UUID] = {}
+    for ref in refs:
+        with contextlib.suppress(ValueError):
+            ids[ref] = uuid.UUID(ref)
+    rows = tome().sessions.scalars(
+        select(Voice).where(
+            Voice.owner == owner,
+            Voice.deleted_at.is_(None),
+            or_(Voice.name.in_(refs), Voice.id.in_(list(ids.values()))),
+        )
+    )
+    by_id: dict[uuid.UUID, Voice] = {}
+    by_name: dict[str, Voice] = {}
+    for voice in rows:
+        by_id[voice.id] = voice
+        by_name[voice.name] = voice
+    found: dict[str, Voice] = {}
+    for ref in refs:
+        if ref in ids and ids[ref] in by_id:
+            found[ref] = by_id[ids[ref]]
+        elif ref in by_name:
+            found[ref] = by_name[ref]
+    return found
+
+
+def _chunk_voice(spec: ChunkSpec, default: Voice, resolved: dict[str, uuid.UUID]) -> uuid.UUID:
+    return default.id if spec.voice is None else resolved[spec.voice]
+
+
+def _used_voice_ids(chunk_voices: Sequence[uuid.UUID], default: uuid.UUID) -> list[uuid.UUID]:
+    """The distinct voices of the chunks: the job's own voice first if any chunk uses it, then the others
+    in the order of their first chunk (so a client can list the cast as it appears)."""
+    used = list(dict.fromkeys(chunk_voices))
+    return [default, *(v for v in used if v != default)] if default in used else used
 
 
 def _idempotent_replay(owner: str, key: str, request_sha: str) -> Job | None:
@@ -169,11 +247,13 @@ def create_job() -> tuple[Response, int]:
             field="script",
         )
     try:
-        chapters = parse_script(body.script, body.script_format)
+        parsed = parse_document(body.script, body.script_format)
     except ScriptError as exc:
         raise Invalid(
             exc.message, code="script_invalid", field="script", line=exc.line, column=exc.column
         ) from exc
+    chapters = parsed.chapters
+    resolved = _script_voices(owner, voice, parsed.directives)
     engine = state.engine()
     specs = make_chunks(chapters, engine.max_chunk_chars)
     if len(specs) > state.settings.max_chunks_per_job:
@@ -182,13 +262,18 @@ def create_job() -> tuple[Response, int]:
             code="script_too_long",
             field="script",
         )
+    chunk_voices = [_chunk_voice(s, voice, resolved) for s in specs]
     job = Job(
         owner=owner,
         title=body.title,
         script_format=body.script_format,
         voice_id=voice.id,
         engine=engine.name,
-        options={"bitrate_kbps": body.output.bitrate_kbps, "pauses": body.pauses.model_dump()},
+        options={
+            "bitrate_kbps": body.output.bitrate_kbps,
+            "pauses": body.pauses.model_dump(),
+            "voice_ids": [str(v) for v in _used_voice_ids(chunk_voices, voice.id)],
+        },
         chapters=[{"index": i, "title": c.title} for i, c in enumerate(chapters)],
         chunks_total=len(specs),
         output_format=body.output.format,
@@ -198,19 +283,7 @@ def create_job() -> tuple[Response, int]:
         api_key_id=uuid.UUID(principal.key_id),
     )
     try:
-        state.sessions.add(job)
-        state.sessions.flush()  # the job row first: chunks reference it
-        state.sessions.add_all(
-            Chunk(
-                job_id=job.id,
-                seq=s.seq,
-                chapter=s.chapter,
-                text=s.text,
-                pause_after=s.pause_after,
-                voice_id=voice.id,
-            )
-            for s in specs
-        )
+        job_state.insert_job(state.sessions(), job, specs, chunk_voices)
         state.sessions.commit()
     except IntegrityError:  # a concurrent request with the same Idempotency-Key won the insert
         state.sessions.rollback()

@@ -31,7 +31,12 @@ class OutputSpec(Strict):
 
 class JobCreate(Strict):
     title: str = Field(min_length=1, max_length=200)
-    script: str = Field(min_length=1, description="The text to read; size limited by the server")
+    script: str = Field(
+        min_length=1,
+        description="The text to read; size limited by the server. A line holding only "
+        "`<!-- voice: NAME -->` (an id or name of yours) switches the voice of what follows; "
+        "`<!-- voice: default -->` goes back to `voice`",
+    )
     script_format: Literal["plain", "markdown"] = "plain"
     voice: str = Field(min_length=1, max_length=64, description="A voice id or name of yours")
     output: OutputSpec = Field(default_factory=lambda: OutputSpec())  # noqa: PLW0108
@@ -116,7 +121,11 @@ class JobOut(BaseModel):
     id: uuid.UUID
     title: str
     status: Literal["queued", "running", "stitching", "succeeded", "failed", "cancelled"]
-    voice_id: uuid.UUID
+    voice_id: uuid.UUID = Field(description="The job's own voice (the request's `voice`)")
+    voice_ids: list[uuid.UUID] = Field(
+        description="Every voice the job's chunks use (`<!-- voice: NAME -->` directives): the job's own "
+        "voice first if it is used, then the others in the order they first speak"
+    )
     script_format: str
     engine: str
     progress: Progress

@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flask import Blueprint, Response, jsonify, request
-from sqlalchemy import func, select
+from sqlalchemy import exists, func, or_, select
 from sqlalchemy.exc import IntegrityError
 from werkzeug.datastructures import FileStorage
 
-from models import ACTIVE, CacheStatus, Job, Voice, utcnow
+from models import ACTIVE, CacheStatus, Chunk, Job, Voice, utcnow
 from webapi.auth import current_principal, require_key
 from webapi.errors import Conflict, Invalid, NotFound, TooLarge, UnsupportedMediaType
 from webapi.extensions import tome
@@ -116,9 +116,16 @@ def _require_multipart() -> None:
 
 
 def _in_use(voice: Voice) -> int:
+    """Unfinished jobs that use the voice: as their default voice, or in a chunk (a script's voice
+    directive). The chunk check runs per unfinished job, over that job's chunks (indexed by job)."""
     active = [s.value for s in ACTIVE]
+    in_a_chunk = exists().where(Chunk.job_id == Job.id, Chunk.voice_id == voice.id)
     return int(
-        tome().sessions.scalar(select(func.count()).where(Job.voice_id == voice.id, Job.status.in_(active)))
+        tome().sessions.scalar(
+            select(func.count())
+            .select_from(Job)
+            .where(Job.status.in_(active), or_(Job.voice_id == voice.id, in_a_chunk))
+        )
         or 0
     )
 

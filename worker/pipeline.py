@@ -19,7 +19,7 @@ from sqlalchemy import select
 from models import Chunk, ChunkStatus, Job, JobStatus, unit_of_work, utcnow
 from worker import state
 from worker.audio import Pauses, StitchPiece, apply_fades, stitch, trim_silence, write_wav_atomic
-from worker.engines import Engine, EngineError, SynthesisRequest
+from worker.engines import Engine, EngineError, SynthesisRequest, release_memory
 from worker.runtime import Runtime
 from worker.voice_prompts import VoiceCacheFailed, VoiceNotReady, ensure_ready, load_voice_prompt
 
@@ -56,21 +56,34 @@ def enqueue_chunks(rt: Runtime, job_id: uuid.UUID, seqs: Sequence[int], enqueue:
     return len(groups)
 
 
-def start_job(rt: Runtime, job_id: uuid.UUID, enqueue: Enqueue) -> str:
-    """queued -> running once the voice's prompt is ready; then send every pending chunk."""
+def start_job(rt: Runtime, job_id: uuid.UUID, enqueue: Enqueue, request_builds: bool = True) -> str:
+    """queued -> running once every voice the job's chunks use has a ready prompt; then send every
+    pending chunk.
+
+    The voices are those of the chunks (a script's voice directives), not only the job's own voice, which
+    needs no prompt if no chunk uses it. Every voice not ready yet gets a build message (a no-op where a
+    build runs or the prompt is ready), so several voices build at once, and the task waits. A voice whose
+    build failed, or that was deleted, fails the job with a message naming that voice.
+    """
     with rt.sessions() as session:
         job = session.get(Job, job_id)
         if job is None or job.status not in (JobStatus.QUEUED, JobStatus.RUNNING):
             return "skipped"
-        voice_id = job.voice_id
-    try:
-        ready = ensure_ready(rt, voice_id)
-    except VoiceCacheFailed as exc:
-        _fail(rt, job_id, None, None, str(exc), enqueue)
-        return "failed"
-    if not ready:
-        enqueue(BUILD_VOICE, [str(voice_id)])
-        raise WaitForVoice(str(voice_id))
+        default = job.voice_id
+        used = set(session.scalars(select(Chunk.voice_id).where(Chunk.job_id == job_id).distinct()))
+    waiting: list[uuid.UUID] = []
+    for voice_id in sorted(used, key=lambda v: (v != default, str(v))):  # the job's own voice first
+        try:
+            if not ensure_ready(rt, voice_id):
+                waiting.append(voice_id)
+        except VoiceCacheFailed as exc:
+            _fail(rt, job_id, None, None, str(exc), enqueue)
+            return "failed"
+    if waiting:
+        if request_builds:  # the task asks on its first try and now and then, not on every short retry
+            for voice_id in waiting:
+                enqueue(BUILD_VOICE, [str(voice_id)])
+        raise WaitForVoice(", ".join(str(v) for v in waiting))
     with unit_of_work(rt.sessions) as session:
         state.start_job(session, job_id, utcnow())
         pending = list(
@@ -208,18 +221,28 @@ def is_out_of_memory(exc: BaseException) -> bool:
     return isinstance(exc, MemoryError) or "OutOfMemory" in type(exc).__name__
 
 
+class EngineOutOfMemory(MemoryError):
+    """One chunk alone did not fit the accelerator's memory. A MemoryError, so the render task retries it
+    later with backoff (worker.tasks.TRANSIENT), when other work may have left the device."""
+
+
 def synthesize_in_halves(engine: Engine, requests: Sequence[SynthesisRequest]) -> list[Any]:
     """One engine call for the batch; if it runs out of memory, the two halves separately, and so on.
-    A single chunk that still does not fit raises: the task is retried later with backoff."""
+    A single chunk that still does not fit raises :class:`EngineOutOfMemory`."""
     try:
         return engine.synthesize(requests)
     except Exception as exc:
-        if not is_out_of_memory(exc) or len(requests) < 2:
+        if not is_out_of_memory(exc):
             raise
-        half = len(requests) // 2
-        log.warning("engine out of memory on a batch of %d; retrying as %d + %d", len(requests), half,
-                    len(requests) - half)  # fmt: skip
-        return synthesize_in_halves(engine, requests[:half]) + synthesize_in_halves(engine, requests[half:])
+        if len(requests) < 2:
+            raise EngineOutOfMemory(f"one chunk does not fit: {exc}") from exc
+    # Split outside the except block: there the failed call's traceback, and the tensors its frames hold,
+    # would stay alive while the halves run, and release_memory could give little back.
+    release_memory(engine)  # e.g. torch's cached CUDA blocks, before the smaller tries
+    half = len(requests) // 2
+    log.warning("engine out of memory on a batch of %d; retrying as %d + %d", len(requests), half,
+                len(requests) - half)  # fmt: skip
+    return synthesize_in_halves(engine, requests[:half]) + synthesize_in_halves(engine, requests[half:])
 
 
 def maybe_begin_stitch(rt: Runtime, job_id: uuid.UUID, enqueue: Enqueue) -> bool:

@@ -9,6 +9,7 @@ can mark it done, so a duplicate delivery can never write a second copy. The wor
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -17,6 +18,27 @@ from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 
 from models import ACTIVE, Chunk, ChunkStatus, Job, JobStatus, utcnow
+from worker.script import ChunkSpec
+
+
+def insert_job(
+    session: Session, job: Job, specs: Sequence[ChunkSpec], voice_ids: Sequence[uuid.UUID]
+) -> None:
+    """Add a new job and its chunks (``voice_ids[i]`` speaks ``specs[i]``) to the session's transaction:
+    the job row first, since chunks reference it. The caller commits, then enqueues."""
+    session.add(job)
+    session.flush()
+    session.add_all(
+        Chunk(
+            job_id=job.id,
+            seq=spec.seq,
+            chapter=spec.chapter,
+            text=spec.text,
+            pause_after=spec.pause_after,
+            voice_id=voice_id,
+        )
+        for spec, voice_id in zip(specs, voice_ids, strict=True)
+    )
 
 
 def new_token() -> str:

@@ -150,7 +150,7 @@ def sweep(rt: Runtime, enqueue: Enqueue, now: datetime | None = None) -> SweepRe
 
 def _sweep_voices(rt: Runtime, enqueue: Enqueue, now: datetime, report: SweepReport) -> None:
     """Prompts of an older engine become stale; builds whose worker died, and builds whose message was
-    lost, are sent again. A stale voice that an unfinished job needs is rebuilt."""
+    lost, are sent again. A stale voice that an unfinished job's chunks use is rebuilt."""
     engine = rt.engine()
     prefix = f"{engine.name}/{engine.version}/"
     grace = now - timedelta(seconds=rt.settings.queued_grace_seconds)
@@ -172,7 +172,13 @@ def _sweep_voices(rt: Runtime, enqueue: Enqueue, now: datetime, report: SweepRep
             .where(live, Voice.cache_status == CacheStatus.PROCESSING, Voice.cache_lease_until < now)
             .values(cache_status=CacheStatus.PENDING, cache_lease_until=None)
         )
-        needed = select(Job.voice_id).where(Job.status.in_([s.value for s in ACTIVE]))
+        # A job needs the voices its chunks use (its script's voice directives), not just its own voice.
+        needed = (
+            select(Chunk.voice_id)
+            .join(Job, Job.id == Chunk.job_id)
+            .where(Job.status.in_([s.value for s in ACTIVE]))
+            .distinct()
+        )
         session.execute(
             update(Voice)
             .where(live, Voice.cache_status == CacheStatus.STALE, Voice.id.in_(needed))

@@ -241,8 +241,10 @@ def ensure_ready(rt: Runtime, voice_id: uuid.UUID) -> bool:
     engine = rt.engine()
     with unit_of_work(rt.sessions) as session:
         voice = session.get(Voice, voice_id)
-        if voice is None or voice.deleted_at is not None:
-            raise VoiceCacheFailed(f"voice {voice_id} was deleted")
+        if voice is None:
+            raise VoiceCacheFailed(f"voice {voice_id} does not exist")
+        if voice.deleted_at is not None:
+            raise VoiceCacheFailed(f"voice {voice.name!r} ({voice.id}) was deleted")
         key = key_for(voice, engine)
         if voice.cache_status == CacheStatus.READY and voice.cache_key == key:
             return True
@@ -266,11 +268,13 @@ def load_voice_prompt(rt: Runtime, voice_id: uuid.UUID) -> tuple[Prompt, str]:
     with rt.sessions() as session:
         row = session.execute(
             select(Voice.cache_status, Voice.cache_key, Voice.cache_path, Voice.language, Voice.audio_sha256)
-            .add_columns(Voice.ref_text, Voice.deleted_at)
+            .add_columns(Voice.ref_text, Voice.deleted_at, Voice.name)
             .where(Voice.id == voice_id)
         ).one_or_none()
-    if row is None or row.deleted_at is not None:
-        raise VoiceCacheFailed(f"voice {voice_id} was deleted")
+    if row is None:
+        raise VoiceCacheFailed(f"voice {voice_id} does not exist")
+    if row.deleted_at is not None:
+        raise VoiceCacheFailed(f"voice {row.name!r} ({voice_id}) was deleted")
     key = cache_key(engine.name, engine.version, row.audio_sha256, row.ref_text)
     if row.cache_status != CacheStatus.READY or row.cache_key != key or not row.cache_path:
         raise VoiceNotReady(str(voice_id))

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import io
+import uuid
 from typing import Any
 
+from flask import Flask
 from flask.testing import FlaskClient
+from sqlalchemy import select
+
+from models import Chunk
 
 
 def upload_voice(
@@ -25,3 +30,12 @@ def submit_job(client: FlaskClient, headers: dict[str, str], voice: str, **body:
     payload = {"title": "Test", "script": "Hello world. This is a test.", "voice": voice}
     payload.update(body)
     return client.post("/v1/jobs", json=payload, headers=headers)
+
+
+def chunk_voice_ids(app: Flask, job_id: str) -> list[str]:
+    """The voice id of each chunk of a job, in chunk order, straight from the database."""
+    sessions = app.extensions["tome"].sessions
+    rows = sessions.scalars(
+        select(Chunk.voice_id).where(Chunk.job_id == uuid.UUID(job_id)).order_by(Chunk.seq)
+    ).all()
+    return [str(voice_id) for voice_id in rows]

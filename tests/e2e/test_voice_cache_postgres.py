@@ -17,12 +17,11 @@ from flask import Flask
 from sqlalchemy import select
 
 from models import Voice
-from models.migrate import upgrade_head
 from tests.api.helpers import submit_job, upload_voice
 from tests.conftest import bearer
 from tests.e2e.flow import BOOK, wait_terminal
+from tests.support.apps import app_on
 from tests.support.audio import speak
-from webapi import create_app
 from webapi.cli import mint_key
 from webapi.extensions import Tome
 from worker import counters
@@ -37,12 +36,8 @@ def pg_app(pg_settings: Settings) -> Iterator[Flask]:
     settings = replace(
         pg_settings, voice_build_lease_seconds=3, sweep_interval_seconds=1.0, queued_grace_seconds=2
     )
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    upgrade_head(settings.sqlalchemy_url)
-    app = create_app({"settings": settings})
-    yield app
-    app.extensions["tome"].sessions.remove()
-    app.extensions["tome"].db.dispose()
+    with app_on(settings) as app:
+        yield app
 
 
 def _settings(app: Flask) -> Settings:

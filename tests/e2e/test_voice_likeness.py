@@ -14,8 +14,8 @@ from flask.testing import FlaskClient
 
 from tests.api.helpers import submit_job, upload_voice
 from tests.e2e.flow import wait_terminal
-from tests.support.audio import TRANSCRIPT, speak
-from worker.audio import read_wav, write_wav_atomic
+from tests.support.audio import TRANSCRIPT, pitched_reference
+from worker.audio import read_wav
 from worker.config import Settings
 from worker.engines.pitch import count_words, f0_statistics, speech_seconds, track_pitch
 
@@ -33,14 +33,6 @@ def _measure(samples: np.ndarray, rate: int, text: str) -> tuple[float, float]:
     return stats[0], count_words(text) / speech_seconds(samples, rate) * 60.0
 
 
-def _reference(folder: Path, f0: float, wpm: float) -> Path:
-    prompt = {"f0_median_hz": np.array([f0], np.float32), "words_per_minute": np.array([wpm], np.float32)}
-    wave, rate = speak(TRANSCRIPT, prompt)
-    path = folder / f"ref-{f0:.0f}.wav"
-    write_wav_atomic(path, wave, rate)
-    return path
-
-
 def test_two_reference_speakers_give_measurably_different_output(
     app: Flask,
     client: FlaskClient,
@@ -53,7 +45,7 @@ def test_two_reference_speakers_give_measurably_different_output(
     speakers = {"low": (95.0, 140.0), "high": (230.0, 230.0)}
     measured: dict[str, tuple[float, float]] = {}
     for name, (f0, wpm) in speakers.items():
-        reference = _reference(tmp_path, f0, wpm)
+        reference = pitched_reference(tmp_path, f0, wpm)
         ref_f0, ref_wpm = _measure(*read_wav(reference), TRANSCRIPT)
         uploaded = upload_voice(client, user, reference.read_bytes(), name=name, ref_text=TRANSCRIPT)
         assert uploaded.status_code == 202

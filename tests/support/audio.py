@@ -26,3 +26,13 @@ def reference_wav(folder: Path, text: str = TRANSCRIPT) -> tuple[bytes, str]:
     path = folder / "reference.wav"
     write_wav_atomic(path, wave, rate)
     return path.read_bytes(), text
+
+
+def pitched_reference(folder: Path, f0: float, wpm: float, text: str = TRANSCRIPT) -> Path:
+    """A reference recording of ``text`` spoken by espeak at median pitch ``f0`` and ``wpm`` words per
+    minute: distinct speakers for tests that check a voice is followed."""
+    prompt = {"f0_median_hz": np.array([f0], np.float32), "words_per_minute": np.array([wpm], np.float32)}
+    wave, rate = speak(text, prompt)
+    path = folder / f"ref-{f0:.0f}-{wpm:.0f}.wav"
+    write_wav_atomic(path, wave, rate)
+    return path

@@ -24,12 +24,14 @@ _CLOSERS = "\"')]}\u00bb\u2019\u201d"
 
 @dataclass(frozen=True)
 class ChunkSpec:
-    """One piece of text to synthesise: global position, chapter index, text and the pause after it."""
+    """One piece of text to synthesise: global position, chapter index, text, the pause after it, and the
+    voice name that reads it (None: the job's own voice)."""
 
     seq: int
     chapter: int
     text: str
     pause_after: PauseAfter
+    voice: str | None = None
 
 
 def make_chunks(chapters: Sequence[Chapter], max_chars: int) -> list[ChunkSpec]:
@@ -38,28 +40,35 @@ def make_chunks(chapters: Sequence[Chapter], max_chars: int) -> list[ChunkSpec]:
     Sentences are joined by one space; a chunk never spans two paragraphs and never splits a sentence
     unless that sentence alone is longer than ``max_chars`` (see :func:`split_clauses`). ``chapter`` is
     the index into ``chapters``. Raises ValueError if ``max_chars < 1``.
+
+    Each chunk carries its paragraph's voice. Voices only change between paragraphs, so a chunk never
+    spans a voice change and the pause at a change is the paragraph pause (the chapter pause at a chapter
+    end). That is deliberate: a change of speaker is a turn in a dialogue, which audiobooks set as a new
+    paragraph; a sentence pause would run two speakers together and anything longer would make dialogue
+    drag. The caller's ``pauses.paragraph`` setting therefore also tunes the gap between speakers.
     """
     if max_chars < 1:
         raise ValueError(f"max_chars must be at least 1, got {max_chars}")
-    pieces: list[tuple[int, int, str]] = []  # (chapter index, global paragraph number, text)
+    pieces: list[tuple[int, int, str, str | None]] = []  # (chapter index, paragraph number, text, voice)
     paragraph_number = 0
     for chapter_index, chapter in enumerate(chapters):
-        for paragraph in chapter.paragraphs:
+        for index, paragraph in enumerate(chapter.paragraphs):
+            voice = chapter.voice_of(index)
             for text in _pack(paragraph, max_chars, lambda long: split_clauses(long, max_chars)):
-                pieces.append((chapter_index, paragraph_number, text))
+                pieces.append((chapter_index, paragraph_number, text, voice))
             paragraph_number += 1
     chunks: list[ChunkSpec] = []
-    for seq, (chapter_index, number, text) in enumerate(pieces):
+    for seq, (chapter_index, number, text, voice) in enumerate(pieces):
         pause: PauseAfter = "none"
         if seq + 1 < len(pieces):
-            next_chapter, next_paragraph, _ = pieces[seq + 1]
+            next_chapter, next_paragraph, _, _ = pieces[seq + 1]
             if next_chapter != chapter_index:
                 pause = "chapter"
             elif next_paragraph != number:
                 pause = "paragraph"
             else:
                 pause = "sentence"
-        chunks.append(ChunkSpec(seq, chapter_index, text, pause))
+        chunks.append(ChunkSpec(seq, chapter_index, text, pause, voice))
     return chunks
 
 

@@ -8,12 +8,17 @@ from typing import NamedTuple
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from .errors import ScriptError
+from .voices import OWN_LINE, VoiceDirective, directive_in_line, find_attempt
+
 _MARKDOWN = MarkdownIt("commonmark").enable(["table", "strikethrough"])
 
 # Inline tokens whose ``content`` is readable text. Everything else is markup (emphasis, strong, link and
 # strikethrough open/close), dropped (images, raw inline HTML) or a break (turned into a space).
 _TEXT_TOKENS = frozenset({"text", "text_special", "code_inline"})
 _BREAK_TOKENS = frozenset({"softbreak", "hardbreak"})
+# Inline tokens in which a (misplaced) voice directive can appear: a comment, or an unclosed one as text.
+_DIRECTIVE_CARRIERS = frozenset({"html_inline", "text"})
 
 
 class Block(NamedTuple):
@@ -23,17 +28,47 @@ class Block(NamedTuple):
     text: str
 
 
-def markdown_blocks(text: str) -> Iterator[Block]:
-    """Headings and paragraphs (including list items, blockquotes and table cells) of a Markdown script.
+def markdown_blocks(text: str) -> Iterator[Block | VoiceDirective]:
+    """Headings and paragraphs (including list items, blockquotes and table cells) of a Markdown script,
+    with the voice directives between them, in document order.
 
-    Code blocks, horizontal rules and raw HTML blocks (comments included) yield nothing: they are not
-    spoken. Images are dropped together with their alt text.
+    Code blocks, horizontal rules and raw HTML blocks (comments included) yield no text: they are not
+    spoken; a line of an HTML block that is a voice directive yields that directive. Images are dropped
+    together with their alt text. A voice directive inside a paragraph or heading is a ScriptError.
     """
     tokens = _MARKDOWN.parse(text)
+    source_lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     for index, token in enumerate(tokens):
         if token.type == "inline":
+            _refuse_inline_directive(token, source_lines)
             heading = index > 0 and tokens[index - 1].type == "heading_open"
             yield Block(heading, inline_text(token.children or []))
+        elif token.type == "html_block" and token.map is not None:
+            yield from _block_directives(token.content, token.map[0], source_lines)
+
+
+def _block_directives(content: str, first_line: int, source_lines: Sequence[str]) -> Iterator[VoiceDirective]:
+    """The voice directives among the lines of an HTML block that starts on (0-based) ``first_line``."""
+    for offset, line in enumerate(content.split("\n")):
+        number = first_line + offset
+        source = source_lines[number] if number < len(source_lines) else None
+        directive = directive_in_line(line, number + 1, source)
+        if directive is not None:
+            yield directive
+
+
+def _refuse_inline_directive(token: Token, source_lines: Sequence[str]) -> None:
+    """A ``<!-- voice: ... -->`` inside running text cannot switch voices between paragraphs: refuse it
+    (pointing at it) rather than drop it like other inline HTML and read on in the wrong voice."""
+    children = token.children or []
+    if not any(c.type in _DIRECTIVE_CARRIERS and find_attempt(c.content) is not None for c in children):
+        return
+    first, end = token.map if token.map is not None else (0, len(source_lines))
+    for number in range(first, min(end, len(source_lines))):
+        column = find_attempt(source_lines[number])
+        if column is not None:
+            raise ScriptError(OWN_LINE, number + 1, column + 1)
+    raise ScriptError(OWN_LINE, first + 1)
 
 
 def inline_text(children: Sequence[Token]) -> str:

@@ -1,0 +1,95 @@
+"""A two-voice Markdown book through the whole service on the embedded defaults (SQLite, filesystem broker,
+a real Celery worker): both prompts are built, every chunk is rendered in its directive's voice, and the
+second voice's chunks are measurably higher than the first's."""
+
+from __future__ import annotations
+
+import statistics
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+from sqlalchemy import select
+
+from models import Chunk
+from tests.api.helpers import submit_job, upload_voice
+from tests.e2e.flow import check_output, wait_terminal
+from tests.support.audio import TRANSCRIPT, pitched_reference
+from worker.audio import read_wav
+from worker.config import Settings
+from worker.engines.pitch import f0_statistics, track_pitch
+
+pytestmark = pytest.mark.e2e
+
+BOOK = """# The Crossing
+
+The ferry left the harbour just after dawn, and the passengers gathered at the rail.
+
+<!-- voice: high -->
+"Will we reach the island before the weather turns?" asked the girl by the window.
+
+"I think we will, if the wind keeps to the west all morning," her brother answered.
+
+<!-- voice: default -->
+# The Island
+
+Nobody answered her. The engines settled into a steady rhythm across the grey water.
+"""
+
+# Chunk voices, in order: heading, narration, the girl, her brother, heading, narration.
+EXPECTED = ["low", "low", "high", "high", "low", "low"]
+
+
+def _median_f0(path: str) -> float:
+    stats = f0_statistics(track_pitch(*read_wav(path)))
+    assert stats is not None, f"no voiced speech in {path}"
+    return float(stats[0])
+
+
+def test_two_voice_markdown_book_renders_each_chunk_in_its_voice(
+    app: Flask,
+    client: FlaskClient,
+    user: dict[str, str],
+    settings: Settings,
+    tmp_path: Path,
+    start_worker: Callable[..., Any],
+) -> None:
+    start_worker(settings, concurrency=2)
+    ids: dict[str, str] = {}
+    for name, f0 in (("low", 95.0), ("high", 230.0)):
+        response = upload_voice(
+            client, user, pitched_reference(tmp_path, f0, 170.0).read_bytes(), name=name, ref_text=TRANSCRIPT
+        )
+        assert response.status_code == 202, response.json
+        ids[name] = response.json["id"]
+
+    submitted = submit_job(
+        client, user, "low", title="The Crossing", script=BOOK, script_format="markdown",
+        output={"format": "wav"},
+    )  # fmt: skip
+    assert submitted.status_code == 202, submitted.json
+    assert submitted.json["voice_ids"] == [ids["low"], ids["high"]]
+    finished = wait_terminal(client, user, submitted.json["id"])
+    assert finished["status"] == "succeeded", finished
+    assert [c["title"] for c in finished["chapters"]] == ["The Crossing", "The Island"]
+    check_output(app, client, user, finished)  # every chunk is in the output, in order, with its pauses
+
+    chunks = (
+        app.extensions["tome"]
+        .sessions.scalars(select(Chunk).where(Chunk.job_id == uuid.UUID(finished["id"])).order_by(Chunk.seq))
+        .all()
+    )
+    assert [str(c.voice_id) for c in chunks] == [ids[name] for name in EXPECTED]
+    pitch = {name: [_median_f0(str(c.audio_path)) for c, n in zip(chunks, EXPECTED, strict=True) if n == name]
+             for name in ("low", "high")}  # fmt: skip
+    low, high = statistics.median(pitch["low"]), statistics.median(pitch["high"])
+    assert high > 1.8 * low, pitch
+    # each chunk on its own side of the gap, not just on average
+    assert min(pitch["high"]) > 1.4 * max(pitch["low"]), pitch
+    for name in ("low", "high"):
+        voice = client.get(f"/v1/voices/{ids[name]}", headers=user).json
+        assert voice["cache_status"] == "ready"
