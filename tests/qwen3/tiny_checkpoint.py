@@ -16,7 +16,8 @@ It has the same layout as the published ``Qwen3-TTS-12Hz-*-Base`` directories, s
 Constraints the tiny config satisfies (qwen_tts 0.1.1): talker vocab = codebook size + 1024 with the codec
 special ids in that top range; speaker-encoder enc_dim = talker hidden size, mel_dim 128; talker and code
 predictor code groups = codec quantizers; code-predictor vocab = codebook size; decoder upsampling product
-1920; ``<|im_start|>assistant\\n`` encodes as exactly 3 text tokens. The audio it produces is noise.
+1920; ``<|im_start|>assistant\\n`` encodes as exactly 3 text tokens. The audio it produces is noise, scaled
+to an audible level (about 0.1 RMS) so that silence trimming and output checks see real signal.
 """
 
 from __future__ import annotations
@@ -285,6 +286,7 @@ def build_tiny_checkpoint(dest: Path) -> Path:
             codec_state[key] = torch.randn(tensor.shape, generator=generator)
         else:
             codec_state[key] = tensor.detach().contiguous().clone()
+    _make_audible(codec_model, codec_state, generator)
     _dump(dest / "speech_tokenizer" / "config.json", codec.to_dict())
     save_file(codec_state, str(dest / "speech_tokenizer" / "model.safetensors"), metadata={"format": "pt"})
     _dump(
@@ -301,3 +303,29 @@ def build_tiny_checkpoint(dest: Path) -> Path:
         },
     )
     return dest
+
+
+TARGET_RMS = 0.1
+
+
+def _make_audible(model: Any, state: dict[str, Any], generator: Any) -> None:
+    """Scale the decoder's last convolution so random codes decode at about ``TARGET_RMS``.
+
+    With the default small initialisation the signal shrinks through every layer (about 1e-9 at the
+    output), which is silence to the worker's trimming; the last layer is linear, so scaling its weight
+    and bias scales the output exactly (before the decoder's final clamp to [-1, 1]).
+    """
+    import torch
+
+    model.load_state_dict(state)
+    codes = torch.randint(0, CODEBOOK_SIZE, (1, NUM_QUANTIZERS, 50), generator=generator)
+    with torch.no_grad():
+        rms = float(model.decoder(codes).float().pow(2).mean().sqrt())
+    last = max(
+        (k for k in state if k.startswith("decoder.decoder.") and k.endswith(".weight")),
+        key=lambda k: int(k.split(".")[2]),
+    )
+    factor = TARGET_RMS / max(rms, 1e-30)
+    for key in (last, last.removesuffix("weight") + "bias"):
+        if key in state:
+            state[key] = (state[key] * factor).contiguous()

@@ -38,10 +38,15 @@ class Engine(Protocol):
     """What the worker needs from a TTS engine."""
 
     name: str
-    version: str
     sample_rate: int
     max_chunk_chars: int
     prompt_shapes: Mapping[str, tuple[int, ...]]  # tensor name -> shape (-1: any size), checked on load
+
+    @property
+    def version(self) -> str:
+        """Identity of the engine and its model: part of every cache key (a change makes prompts stale).
+        A property, so that an engine may compute it lazily (hashing a checkpoint is costly)."""
+        ...
 
     def encode_speaker(
         self, audio: Waveform, sample_rate: int, ref_text: str
@@ -52,3 +57,22 @@ class Engine(Protocol):
     def synthesize(self, batch: Sequence[SynthesisRequest]) -> list[Waveform]:
         """Render every request of the batch, in order; one waveform per request."""
         ...
+
+
+# Optional hooks: an engine may define these methods; the worker calls them through the functions below,
+# so engines without them (espeak) need no empty stubs.
+
+
+def warm_up(engine: Engine) -> None:
+    """Let the engine load its model and run a first tiny render (a worker calls this at process start,
+    after fork, so the first job does not pay for it). Engines without ``warm_up()`` have nothing to do."""
+    hook = getattr(engine, "warm_up", None)
+    if callable(hook):
+        hook()
+
+
+def release_memory(engine: Engine) -> None:
+    """Let the engine return cached accelerator memory (called after an out-of-memory error)."""
+    hook = getattr(engine, "release_memory", None)
+    if callable(hook):
+        hook()

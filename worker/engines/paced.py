@@ -5,7 +5,8 @@ with it: every chunk is done before anything can go wrong. This engine returns e
 makes each synthesize call take at least ``TOME_PACED_SECONDS_PER_CHUNK`` (default 0.25 s) per chunk, a
 realistic time for a neural engine on a GPU. It is what the chaos battery runs; it stands in only for the
 GPU's timing, which this machine cannot provide. Its version differs from espeak's, so prompts are not
-shared between the two.
+shared between the two. ``TOME_PACED_WARM_UP_SECONDS`` (default 0) makes its warm-up take that long, as
+loading a model onto a GPU does when a worker process starts.
 """
 
 from __future__ import annotations
@@ -28,10 +29,14 @@ class PacedEspeakEngine:
         self._inner = EspeakEngine()
         pace = os.environ.get("TOME_PACED_SECONDS_PER_CHUNK", "0.25")
         self.seconds_per_chunk = float(pace) if seconds_per_chunk is None else seconds_per_chunk
+        self.warm_up_seconds = float(os.environ.get("TOME_PACED_WARM_UP_SECONDS", "0"))
         self.version = f"{self._inner.version}/paced"
         self.sample_rate = self._inner.sample_rate
         self.max_chunk_chars = self._inner.max_chunk_chars
         self.prompt_shapes: Mapping[str, tuple[int, ...]] = self._inner.prompt_shapes
+
+    def warm_up(self) -> None:
+        time.sleep(self.warm_up_seconds)
 
     def encode_speaker(
         self, audio: Waveform, sample_rate: int, ref_text: str

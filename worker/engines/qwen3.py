@@ -30,10 +30,11 @@ import importlib.machinery
 import importlib.util
 import json
 import os
+import re
 import sys
 import threading
 import types
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -59,8 +60,17 @@ __all__ = [
 MODEL_DIR_ENV = "TOME_QWEN3_MODEL_DIR"
 DEVICE_ENV = "TOME_QWEN3_DEVICE"  # e.g. "cuda:0", "cpu"; default: cuda:0 when available, else cpu
 MAX_NEW_TOKENS_ENV = "TOME_QWEN3_MAX_NEW_TOKENS"  # cap on codec frames per chunk (12.5 per second)
+MAX_BATCH_ENV = "TOME_QWEN3_MAX_BATCH"  # rows per generate call; unset: from free GPU memory (GPU), 8 (CPU)
 PROMPT_LAYOUT = "prompt-v1"  # bump when the prompt arrays or their meaning change
 MIN_REFERENCE_SECONDS = 0.5
+# Batch size from free GPU memory: rows are sized by their expected sequence length times the bytes one
+# frame holds (key/value cache + the hidden states generate returns), and a batch takes MEMORY_HEADROOM of
+# what is free; a wrong guess costs an out-of-memory that the pipeline answers by halving the batch.
+MAX_BATCH = 32
+CPU_BATCH = 8
+MEMORY_HEADROOM = 0.7
+CUDA_DTYPE_BYTES = 2  # bfloat16: load_model's dtype on CUDA
+FRAMES_PER_CHAR = 0.9  # 12.5 codec frames per second over about 14 spoken characters per second
 
 # Files that define the checkpoint's identity (config + weights + tokenizer), relative to the model dir.
 _IDENTITY_SUFFIXES = (".json", ".safetensors", ".bin", ".txt", ".model", ".tiktoken")
@@ -134,10 +144,23 @@ def import_qwen_tts() -> types.ModuleType:
     return cast(types.ModuleType, qwen_tts)
 
 
+_DEVICE = re.compile(r"cpu|cuda(:\d+)?")
+
+
+def check_device(device: str) -> str:
+    """``cpu``, ``cuda`` or ``cuda:N``; anything else is an EngineError naming the setting."""
+    if not _DEVICE.fullmatch(device):
+        raise EngineError(f"{DEVICE_ENV}={device!r}: use cpu, cuda or cuda:N")
+    return device
+
+
 def _default_device() -> str:
     import torch
 
-    return os.environ.get(DEVICE_ENV) or ("cuda:0" if torch.cuda.is_available() else "cpu")
+    configured = os.environ.get(DEVICE_ENV, "").strip()
+    if configured:
+        return check_device(configured)
+    return "cuda:0" if torch.cuda.is_available() else "cpu"
 
 
 _load_lock = threading.Lock()
@@ -169,6 +192,9 @@ def load_model(model_dir: Path, device: str | None = None) -> Qwen3TTSModel:
             # every generate call does not log "Setting `pad_token_id` to `eos_token_id`".
             talker = model.model.talker
             talker.generation_config.pad_token_id = model.model.config.talker_config.codec_eos_token_id
+            from worker.engines import row_sampling  # imports torch: only once a model is loaded
+
+            row_sampling.install(talker, talker.code_predictor)  # per-chunk seeds (see that module)
             _models[key] = model
         return model
 
@@ -217,16 +243,32 @@ class _Layout:
     num_quantizers: int
     embedding_dim: int
     sample_rate: int
+    layers: int
+    hidden: int
+    kv_width: int  # key/value heads x head dim
+
+    def bytes_per_frame(self, dtype_bytes: int) -> int:
+        """Memory one position of one row holds during generate: keys and values of every layer, the
+        hidden states of every layer (qwen_tts asks generate for them), and a factor 2 for activations."""
+        kv = 2 * self.layers * self.kv_width
+        hidden_states = (self.layers + 1) * self.hidden
+        return 2 * (kv + hidden_states) * dtype_bytes
 
 
 def _read_layout(model_dir: Path) -> _Layout:
     try:
         config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
         codec = json.loads((model_dir / "speech_tokenizer" / "config.json").read_text(encoding="utf-8"))
+        talker = config["talker_config"]
+        heads = int(talker.get("num_attention_heads", 16))
+        head_dim = int(talker.get("head_dim") or int(talker["hidden_size"]) // heads)
         return _Layout(
-            num_quantizers=int(config["talker_config"]["num_code_groups"]),
+            num_quantizers=int(talker["num_code_groups"]),
             embedding_dim=int(config["speaker_encoder_config"]["enc_dim"]),
             sample_rate=int(codec.get("output_sample_rate", 24000)),
+            layers=int(talker["num_hidden_layers"]),
+            hidden=int(talker["hidden_size"]),
+            kv_width=int(talker.get("num_key_value_heads", heads)) * head_dim,
         )
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise EngineError(f"{model_dir} is not a Qwen3-TTS checkpoint directory: {exc}") from exc
@@ -290,8 +332,9 @@ def _mono_float32(audio: npt.ArrayLike) -> npt.NDArray[np.float32]:
 
 
 class Qwen3Engine:
-    """The ``qwen3-tts`` engine (see the module docstring). Construction reads the config files and hashes
-    the checkpoint; the model itself is loaded by the first call that needs it (or by :meth:`warm_up`)."""
+    """The ``qwen3-tts`` engine (see the module docstring). Construction reads only the config files; the
+    checkpoint is hashed when :attr:`version` is first read, and the model is loaded by the first call that
+    needs it (or by :meth:`warm_up`)."""
 
     name = "qwen3-tts"
     max_chunk_chars = 500
@@ -303,10 +346,10 @@ class Qwen3Engine:
         self.model_dir = Path(directory).resolve()
         if not self.model_dir.is_dir():
             raise EngineError(f"Qwen3-TTS model directory {self.model_dir} does not exist")
-        self._device = device
+        configured = device or os.environ.get(DEVICE_ENV, "").strip()
+        self._device = check_device(configured) if configured else None
         self._layout = _read_layout(self.model_dir)
         self.sample_rate: int = self._layout.sample_rate
-        self.version: str = f"{self.name}/{PROMPT_LAYOUT}/{model_identity(self.model_dir)}"
         self.prompt_shapes: Mapping[str, tuple[int, ...]] = {
             "ref_code": (-1, self._layout.num_quantizers),
             "ref_spk_embedding": (self._layout.embedding_dim,),
@@ -314,8 +357,17 @@ class Qwen3Engine:
             "ref_text_utf8": (-1,),
         }
         self._generate_lock = threading.Lock()
-        env_cap = os.environ.get(MAX_NEW_TOKENS_ENV)
-        self._max_new_tokens: int | None = int(env_cap) if env_cap else None
+        self._max_new_tokens: int | None = _positive_env(MAX_NEW_TOKENS_ENV)
+        # Rows per generate call; None: chosen per call from free GPU memory (CPU_BATCH on a CPU).
+        self.max_batch_size: int | None = _positive_env(MAX_BATCH_ENV)
+        # Rows of each generate call the last synthesize made (how a batch was split; tests, benchmarks).
+        self.last_calls: tuple[int, ...] = ()
+
+    @functools.cached_property
+    def version(self) -> str:
+        """``qwen3-tts/<layout>/<sha256 of the checkpoint>``, computed on first use: the API builds the
+        engine only to size chunks and should not read gigabytes of weights for that."""
+        return f"{self.name}/{PROMPT_LAYOUT}/{model_identity(self.model_dir)}"
 
     # -- model -----------------------------------------------------------------------------------------
 
@@ -395,12 +447,68 @@ class Qwen3Engine:
                 out[index] = np.zeros(0, dtype=np.float32)
             else:
                 groups.setdefault(tuple(sorted(kwargs[index].items())), []).append(index)
+        calls: list[int] = []
         for key, indices in groups.items():
-            for index, wav in zip(
-                indices, self._render(batch, items, languages, indices, dict(key)), strict=True
-            ):
-                out[index] = wav
+            for sub in self.plan_batches(batch, items, indices, dict(key)):
+                calls.append(len(sub))
+                for index, wav in zip(
+                    sub, self._generate(batch, items, languages, sub, dict(key)), strict=True
+                ):
+                    out[index] = wav
+        self.last_calls = tuple(calls)
         return [w if w is not None else np.zeros(0, dtype=np.float32) for w in out]
+
+    def release_memory(self) -> None:
+        """Return cached accelerator memory to the driver (the pipeline calls it after out-of-memory,
+        before it renders the batch in halves)."""
+        torch = _torch()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+    # -- batch size ------------------------------------------------------------------------------------
+
+    def plan_batches(
+        self,
+        batch: Sequence[SynthesisRequest],
+        items: Sequence[VoiceClonePromptItem],
+        indices: Sequence[int],
+        kwargs: Mapping[str, float | int],
+    ) -> list[list[int]]:
+        """Split ``indices`` into generate calls: longest first (rows of a call pad to its longest), each
+        call as large as ``max_batch_size`` or, when that is unset on a GPU, as free memory allows."""
+        frames = {i: self._expected_frames(batch[i].text, items[i], kwargs) for i in indices}
+        order = sorted(indices, key=lambda i: -frames[i])
+        plan: list[list[int]] = []
+        while order:
+            size = self.batch_limit(frames[order[0]])
+            plan.append(order[:size])
+            order = order[size:]
+        return plan
+
+    def batch_limit(self, frames: int) -> int:
+        """Rows per generate call for rows of up to ``frames`` codec frames."""
+        if self.max_batch_size is not None:
+            return self.max_batch_size
+        torch = _torch()
+        device = torch.device(self._device or _default_device())
+        if device.type != "cuda":
+            return CPU_BATCH
+        row_bytes = self._layout.bytes_per_frame(CUDA_DTYPE_BYTES) * frames
+        return batch_size_for(free_gpu_bytes(torch, device), row_bytes)
+
+    def _expected_frames(
+        self, text: str, item: VoiceClonePromptItem, kwargs: Mapping[str, float | int]
+    ) -> int:
+        """Sequence length a row reaches: prompt (reference codes and text) plus the frames it generates,
+        estimated from the text's length and capped by ``max_new_tokens``."""
+        reference = 0 if item.ref_code is None else int(item.ref_code.shape[0])
+        ref_text = len(item.ref_text or "")
+        spoken = int(len(text) * FRAMES_PER_CHAR) + 16
+        cap = kwargs.get("max_new_tokens")
+        new = spoken if cap is None else min(spoken, int(cap))
+        return reference + ref_text + len(text) + new
+
+    # -- generation ------------------------------------------------------------------------------------
 
     def _generate_kwargs(self, params: Mapping[str, float]) -> dict[str, float | int]:
         unknown = set(params) - set(_GENERATE_PARAMS)
@@ -423,28 +531,6 @@ class Qwen3Engine:
             )
         return out
 
-    def _render(
-        self,
-        batch: Sequence[SynthesisRequest],
-        items: Sequence[VoiceClonePromptItem],
-        languages: Sequence[str],
-        indices: Sequence[int],
-        kwargs: Mapping[str, float | int],
-    ) -> list[Waveform]:
-        """Render ``indices`` in one generate call; on out-of-memory, halve the batch and retry."""
-        torch = _torch()
-        try:
-            return self._generate(batch, items, languages, indices, kwargs)
-        except torch.cuda.OutOfMemoryError:
-            if len(indices) == 1:
-                raise
-            torch.cuda.empty_cache()
-            half = (len(indices) + 1) // 2
-            return [
-                *self._render(batch, items, languages, indices[:half], kwargs),
-                *self._render(batch, items, languages, indices[half:], kwargs),
-            ]
-
     def _generate(
         self,
         batch: Sequence[SynthesisRequest],
@@ -453,12 +539,12 @@ class Qwen3Engine:
         indices: Sequence[int],
         kwargs: Mapping[str, float | int],
     ) -> list[Waveform]:
-        torch = _torch()
+        """One generate call (talker, then codec decoder) for ``indices``; row i samples from its own
+        request's seed (worker.engines.row_sampling), so a chunk renders the same in any batch."""
+        from worker.engines.row_sampling import seeded_rows
+
         model = self.model
-        with self._generate_lock:
-            # One call samples the whole batch from one RNG stream: the seed is derived from the seeds of the
-            # requests it holds, in order, so the same batch renders identically (see the report on limits).
-            torch.manual_seed(_batch_seed(batch[i].seed for i in indices))
+        with self._generate_lock, seeded_rows([batch[i].seed for i in indices], model.device):
             wavs, sample_rate = model.generate_voice_clone(
                 text=[batch[i].text for i in indices],
                 language=[languages[i] for i in indices],
@@ -470,9 +556,32 @@ class Qwen3Engine:
         return [np.clip(np.asarray(w, dtype=np.float32).reshape(-1), -1.0, 1.0) for w in wavs]
 
 
-def _batch_seed(seeds: Iterator[int] | Sequence[int]) -> int:
-    digest = hashlib.sha256(b",".join(str(int(s)).encode() for s in seeds)).digest()
-    return int.from_bytes(digest[:8], "little") & 0x7FFF_FFFF_FFFF_FFFF
+def free_gpu_bytes(torch: Any, device: Any) -> int:
+    """Memory a batch can use on ``device``: what the driver reports free plus what torch holds cached but
+    unused (blocks of earlier, larger batches, which the driver counts as taken)."""
+    free, _total = torch.cuda.mem_get_info(device)
+    cached = torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    return int(free) + max(0, int(cached))
+
+
+def batch_size_for(free_bytes: int, row_bytes: int, cap: int = MAX_BATCH) -> int:
+    """How many rows of ``row_bytes`` fit in ``MEMORY_HEADROOM`` of ``free_bytes`` (1 to ``cap``)."""
+    if row_bytes <= 0:
+        return cap
+    return max(1, min(cap, int(free_bytes * MEMORY_HEADROOM) // row_bytes))
+
+
+def _positive_env(name: str) -> int | None:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise EngineError(f"{name}={raw!r} must be a positive whole number")
+    return value
 
 
 def _torch() -> Any:

@@ -1,0 +1,152 @@
+"""End to end with the ``qwen3-tts`` engine: a two-voice job through real Celery worker processes.
+
+The worker loads the tiny checkpoint (built here) through the real ``from_pretrained`` path, warms it up at
+process start, builds each voice's prompt once, and renders the job. Then:
+- a second job in the same worker process hits the in-process prompt cache: no encode, no file read;
+- a new worker process rendering one chunk per task (not batches) encodes nothing either (it reads each
+  prompt file once) and reproduces the first job's chunks, because every chunk samples from its own seed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+from sqlalchemy import select
+
+from tests.api.helpers import submit_job, upload_voice
+from tests.e2e.flow import check_output, wait_terminal
+from tests.qwen3 import require_qwen_tts
+
+require_qwen_tts()
+
+from tests.qwen3.tiny_checkpoint import build_tiny_checkpoint
+from tests.support.apps import app_on
+from tests.support.audio import reference_wav
+from webapi.cli import mint_key
+from worker import counters
+from worker.audio import read_wav
+from worker.config import Settings, load_settings
+from worker.engines import qwen3
+
+pytestmark = pytest.mark.e2e
+
+
+SCRIPT = """# The Crossing
+
+<!-- voice: narrator -->
+The ferry left the harbour at dawn. Nobody on deck said a word.
+
+<!-- voice: captain -->
+"Hold on to the rail," said the captain. "The sea is rough today."
+
+<!-- voice: narrator -->
+And so it was, all the way to the island.
+"""
+
+# Lossless, so that the output check can find every chunk's samples at its place: the tiny checkpoint's
+# random weights make noise-like audio, whose waveform an MP3 encoder does not keep.
+FLAC = {"format": "flac"}
+
+# Chunks and their voices, as the script above makes them (heading, narrator, captain, narrator).
+VOICES = ["narrator", "narrator", "captain", "narrator"]
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_checkpoint(tmp_path_factory.mktemp("qwen3-e2e") / "tiny-base")
+
+
+@pytest.fixture
+def engine_env(model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The engine's variables, for this process (the API builds the engine to size chunks) and workers."""
+    env = {qwen3.MODEL_DIR_ENV: str(model_dir), qwen3.DEVICE_ENV: "cpu", qwen3.MAX_NEW_TOKENS_ENV: "40"}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return env
+
+
+def _counts(app: Flask) -> dict[str, float]:
+    all_counts = counters.read_all(app.extensions["tome"].sessions())
+    return {name: value for (name, engine), value in all_counts.items() if engine == "qwen3-tts"}
+
+
+def _chunk_audio(app: Flask, job_id: str) -> list[tuple[str, np.ndarray]]:
+    from models import Chunk
+
+    sessions = app.extensions["tome"].sessions
+    chunks = sessions.scalars(
+        select(Chunk).where(Chunk.job_id == uuid.UUID(job_id)).order_by(Chunk.seq)
+    ).all()
+    return [(str(c.voice_id), read_wav(Path(str(c.audio_path)))[0]) for c in chunks]
+
+
+def _render(client: FlaskClient, user: dict[str, str], title: str) -> dict[str, Any]:
+    job = submit_job(
+        client, user, "narrator", title=title, script=SCRIPT, script_format="markdown", output=FLAC
+    )
+    assert job.status_code == 202, job.json
+    assert job.json["engine"] == "qwen3-tts"
+    done = wait_terminal(client, user, job.json["id"], timeout=300)
+    assert done["status"] == "succeeded", done
+    return done
+
+
+def test_two_voice_job_renders_through_real_workers_and_reuses_prompts(
+    tmp_path: Path,
+    engine_env: dict[str, str],
+    start_worker: Callable[..., Any],
+) -> None:
+    settings: Settings = load_settings({}, data_dir=tmp_path / "var", engine="qwen3-tts")
+    with app_on(settings) as app:
+        client = app.test_client()
+        user = {"Authorization": f"Bearer {mint_key(app, owner='alice', name='test', admin=False)}"}
+        voice_ids = {}
+        for name, text in [
+            ("narrator", "The old lighthouse keeper climbed the stairs every evening."),
+            ("captain", "Ships came in with the tide, and left again before the storm."),
+        ]:
+            folder = tmp_path / name
+            folder.mkdir()
+            audio, transcript = reference_wav(folder, text)
+            uploaded = upload_voice(client, user, audio, name=name, ref_text=transcript)
+            assert uploaded.status_code == 202, uploaded.json
+            voice_ids[name] = uploaded.json["id"]
+
+        first_worker = start_worker(settings, extra_env=engine_env)
+        first = _render(client, user, "Crossing")
+        check_output(app, client, user, first)
+        assert "engine qwen3-tts warmed up" in first_worker.log()
+        rendered = _chunk_audio(app, first["id"])
+        assert [voice for voice, _ in rendered] == [voice_ids[name] for name in VOICES]
+        assert all(samples.size > 0 for _, samples in rendered)
+        after_first = _counts(app)
+        assert after_first[counters.BUILDS] == 2  # one encode per voice
+        assert after_first[counters.MISSES] <= 2  # each prompt file read at most once by the one process
+
+        # Same worker process: the prompts come from its LRU. No encode, no file read.
+        _render(client, user, "Again")
+        after_second = _counts(app)
+        assert after_second[counters.BUILDS] == 2
+        assert after_second[counters.MISSES] == after_first[counters.MISSES]
+        assert after_second[counters.HITS] > after_first.get(counters.HITS, 0.0)
+
+        # A new process rendering one chunk per task: prompts read from their files, never encoded, and
+        # every chunk reproduces its first rendering (batched before, alone now).
+        first_worker.stop()
+        start_worker(dataclasses.replace(settings, chunks_per_task=1), extra_env=engine_env)
+        third = _render(client, user, "Third")
+        after_third = _counts(app)
+        assert after_third[counters.BUILDS] == 2
+        assert after_third[counters.MISSES] == after_second[counters.MISSES] + 2
+        for (voice, batched), (again, alone) in zip(rendered, _chunk_audio(app, third["id"]), strict=True):
+            assert voice == again
+            assert batched.shape == alone.shape
+            np.testing.assert_allclose(batched, alone, atol=1e-4)
