@@ -1,5 +1,11 @@
 # One image for the API, the workers and the sweeper (docker-compose.yml picks the command).
+# `--build-arg EXTRAS=qwen3` builds the GPU worker's image: the `qwen3` extra (torch, transformers, ...) and then
+# qwen-tts without its declared dependencies (they pull gradio and an unpinned torch), exactly as the Makefile
+# installs them. Without EXTRAS the image is the small CPU one: the API, the CPU workers and the sweeper only
+# read the Qwen3 checkpoint's config files and hash its bytes, which needs no torch.
 FROM python:3.11-slim
+ARG EXTRAS=""
+ARG QWEN_TTS_VERSION=0.1.1
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /app
 COPY pyproject.toml README.md ./
@@ -8,7 +14,9 @@ COPY worker ./worker
 COPY models ./models
 COPY migrations ./migrations
 COPY scripts ./scripts
-RUN pip install --no-cache-dir . && useradd --create-home --uid 10001 tome && mkdir -p /data && chown tome /data
+RUN pip install --no-cache-dir ".${EXTRAS:+[$EXTRAS]}" \
+    && case ",${EXTRAS}," in *,qwen3,*) pip install --no-cache-dir --no-deps "qwen-tts==${QWEN_TTS_VERSION}";; esac \
+    && useradd --create-home --uid 10001 tome && mkdir -p /data && chown tome /data
 USER tome
 ENV TOME_DATA_DIR=/data
 EXPOSE 8000

@@ -69,7 +69,7 @@ def main() -> int:
             "--concurrency",
             "2",
             "--queues",
-            settings.queue,
+            ",".join(dict.fromkeys(q for q in (settings.queue, settings.gpu_queue) if q)),
         ],
         # The sweeper's clock as its own process, as in production: a crashed worker child can't take it
         # along (an embedded `--beat` runs as a child of the worker and is not restarted if it dies).

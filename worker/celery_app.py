@@ -7,8 +7,29 @@ from typing import Any
 from celery import Celery
 
 from worker.config import Settings
+from worker.pipeline import BUILD_VOICE, RENDER_CHUNKS
 
 TASK_MODULES = ["worker.tasks"]
+
+# The tasks that run the TTS engine. Everything else (starting a job, stitching and ffmpeg encoding,
+# webhooks, the sweep) is CPU or I/O work and stays on ``settings.queue``, so a GPU never waits on it.
+ENGINE_TASKS = (RENDER_CHUNKS, BUILD_VOICE)
+
+
+def task_routes(settings: Settings) -> dict[str, dict[str, str]]:
+    """Where tasks go besides the default queue: the engine tasks to ``gpu_queue`` when it is set.
+
+    Routes are part of the app's config, so they apply to every ``send_task`` by name, from the API and
+    from workers alike. A retried task goes back to the queue it came from (Celery keeps its delivery info).
+    """
+    if not settings.gpu_queue:
+        return {}
+    return {name: {"queue": settings.gpu_queue} for name in ENGINE_TASKS}
+
+
+def engine_queue(settings: Settings) -> str:
+    """The queue the engine tasks go to: the workers that consume it are the ones that render."""
+    return settings.gpu_queue or settings.queue
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
@@ -17,12 +38,14 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "broker_url": settings.broker_url,
         "broker_connection_retry_on_startup": True,
         "task_default_queue": settings.queue,
+        "task_routes": task_routes(settings),
         "task_serializer": "json",
         "result_serializer": "json",
         "accept_content": ["json"],
         "task_ignore_result": True,
         "result_backend": None,
         "worker_prefetch_multiplier": 1,
+        "worker_proc_alive_timeout": settings.worker_start_timeout,
         "task_acks_late": True,
         # Requeue a task whose worker process died (Redis puts it back on the queue). The filesystem
         # transport cannot: its requeue leaks the consumer's prefetch slot, and after one kill per pool

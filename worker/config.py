@@ -23,6 +23,9 @@ class Settings:
     database_url: str = ""  # empty: sqlite:///<data_dir>/tome.db
     broker_url: str = "filesystem://"
     queue: str = "tome"
+    # Empty: every task goes to ``queue``. Set: the engine-bound tasks (chunk rendering, voice prompt builds)
+    # go to this queue instead, so that workers holding a GPU consume only GPU work (celery_app.task_routes).
+    gpu_queue: str = ""
     engine: str = "espeak"
     # Limits on what callers may send.
     max_script_chars: int = 2_000_000
@@ -39,6 +42,9 @@ class Settings:
     sweep_interval_seconds: float = 30.0
     queued_grace_seconds: int = 60
     pending_requeue_seconds: int = 600
+    # How long a new pool process may take to come up, warm-up included (loading a model onto a GPU takes
+    # longer than Celery's 4 s default, which killed every replacement of a dead GPU pool process).
+    worker_start_timeout: float = 300.0
     task_soft_time_limit: int = 600
     task_time_limit: int = 900
     visibility_timeout: int = 3600
@@ -66,9 +72,28 @@ class Settings:
                 "TOME_TASK_TIME_LIMIT must be below TOME_VISIBILITY_TIMEOUT, or the broker redelivers "
                 "tasks that are still running"
             )
+        if not self.worker_start_timeout > 0:
+            raise ConfigError("TOME_WORKER_START_TIMEOUT must be a positive number of seconds")
         if self.chunks_per_task < 1 or self.max_chunk_attempts < 1:
             raise ConfigError("TOME_CHUNKS_PER_TASK and TOME_MAX_CHUNK_ATTEMPTS must be at least 1")
+        self._validate_queues()
         return self
+
+    def _validate_queues(self) -> None:
+        # Queue names end up in ``celery worker --queues a,b``, which splits on commas.
+        for name, value in (("TOME_QUEUE", self.queue), ("TOME_GPU_QUEUE", self.gpu_queue)):
+            if value != value.strip() or "," in value or any(c.isspace() for c in value):
+                raise ConfigError(f"{name}={value!r}: a queue name has no commas or spaces")
+        if not self.queue:
+            raise ConfigError("TOME_QUEUE must not be empty")
+        # An error, not "treat as unset": whoever sets TOME_GPU_QUEUE means to keep GPU workers on GPU work,
+        # and a GPU worker started with ``--queues <TOME_GPU_QUEUE>`` would silently take every stitch and
+        # webhook too. Leave TOME_GPU_QUEUE empty to run everything on one queue.
+        if self.gpu_queue == self.queue:
+            raise ConfigError(
+                f"TOME_GPU_QUEUE={self.gpu_queue!r} is the same queue as TOME_QUEUE: GPU workers would also "
+                "take stitching and webhooks. Give it another name, or leave it empty for one queue"
+            )
 
 
 def _convert(raw: str, default: Any, name: str) -> Any:

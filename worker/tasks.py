@@ -3,20 +3,24 @@
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from typing import Any
 
 from celery import Task, shared_task
-from celery.signals import worker_process_init
+from celery.signals import celeryd_after_setup, worker_process_init
 from sqlalchemy.exc import OperationalError
 
 from worker import pipeline, webhooks
+from worker.celery_app import engine_queue
+from worker.engines import warm_up
 from worker.runtime import runtime
 from worker.sweeper import sweep
 from worker.voice_prompts import VoiceNotReady, build_voice
 
 log = logging.getLogger(__name__)
 
+BUILD_REQUEST_EVERY = 20
 TRANSIENT = (OperationalError, ConnectionError, TimeoutError, MemoryError)
 
 
@@ -26,16 +30,46 @@ def _enqueue(name: str, args: list[Any]) -> None:
     current_app.send_task(name, args=args)
 
 
+# Whether this worker's pool children warm the engine up: decided in the worker's main process before the
+# pool forks (the children inherit it), from the queues it consumes.
+_renders = True
+
+
+@celeryd_after_setup.connect
+def _note_queues(sender: str, instance: Any, **_: Any) -> None:
+    """A worker that does not consume the engine tasks' queue (the CPU worker beside GPU workers: it starts
+    jobs, stitches, sends webhooks) never renders, so it never loads a model."""
+    global _renders  # noqa: PLW0603 - set once per worker, before fork
+    consumed = set(instance.app.amqp.queues.consume_from or ())
+    renders_on = engine_queue(runtime().settings)
+    _renders = not consumed or renders_on in consumed
+    if not _renders:
+        log.info("this worker does not consume %r: no engine warm-up", renders_on)
+
+
 @worker_process_init.connect
 def _warm_up(**_: Any) -> None:
-    """Open this child's engine (espeak is initialised per process, never before fork)."""
-    runtime().engine()
+    """Open this child's engine and warm it up (load the model, first render), after fork: espeak is
+    initialised per process and CUDA cannot cross a fork. A failure is logged, not raised: the pool child
+    must come up so that the task that needs the engine can fail with the reason (and be retried)."""
+    if not _renders:
+        return
+    try:
+        engine = runtime().engine()
+        started = time.perf_counter()
+        warm_up(engine)
+        log.info("engine %s warmed up in %.2f s", engine.name, time.perf_counter() - started)
+    except Exception:
+        log.exception("engine warm-up failed")
 
 
 @shared_task(name=pipeline.START_JOB, bind=True, autoretry_for=TRANSIENT, retry_backoff=True, max_retries=8)
 def start_job(self: Task, job_id: str) -> str:
     try:
-        return pipeline.start_job(runtime(), uuid.UUID(job_id), _enqueue)
+        # Build messages on the first try and every BUILD_REQUEST_EVERY retries (about 10 s at 0.5 s):
+        # enough to survive a lost message, without hundreds of no-op builds on a one-slot GPU queue.
+        ask = self.request.retries % BUILD_REQUEST_EVERY == 0
+        return pipeline.start_job(runtime(), uuid.UUID(job_id), _enqueue, request_builds=ask)
     except pipeline.WaitForVoice as exc:
         # The job stays queued; if retries run out, the sweeper starts it again.
         raise self.retry(countdown=0.5, max_retries=1200, exc=exc) from exc

@@ -15,11 +15,10 @@ from flask.testing import FlaskClient
 from sqlalchemy import func, select
 
 from models import Chunk, ChunkStatus
-from models.migrate import upgrade_head
 from tests.api.helpers import submit_job, upload_voice
 from tests.conftest import bearer
 from tests.e2e.flow import check_output, submit_book, wait_terminal
-from webapi import create_app
+from tests.support.apps import app_on
 from webapi.cli import mint_key
 from worker.config import Settings
 
@@ -28,12 +27,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
 @pytest.fixture
 def pg_app(pg_settings: Settings) -> Iterator[Flask]:
-    pg_settings.data_dir.mkdir(parents=True, exist_ok=True)
-    upgrade_head(pg_settings.sqlalchemy_url)
-    app = create_app({"settings": pg_settings})
-    yield app
-    app.extensions["tome"].sessions.remove()
-    app.extensions["tome"].db.dispose()
+    with app_on(pg_settings) as app:
+        yield app
 
 
 def test_book_renders_on_postgres_and_redis(
@@ -48,13 +43,28 @@ def test_book_renders_on_postgres_and_redis(
 
 
 def test_job_whose_worker_dies_mid_chunk_is_finished_by_another_worker(
-    pg_app: Flask, pg_settings: Settings, reference_audio: tuple[bytes, str], start_worker: Callable[..., Any]
+    pg_settings: Settings, reference_audio: tuple[bytes, str], start_worker: Callable[..., Any]
 ) -> None:
     from dataclasses import replace
 
-    fast = replace(pg_settings, chunk_lease_seconds=3, sweep_interval_seconds=1.0, pending_requeue_seconds=4,
-                   queued_grace_seconds=4, chunks_per_task=4)  # fmt: skip
-    doomed = start_worker(fast, concurrency=1)
+    # espeak-paced: espeak's audio at 0.05 s a chunk, so that a claimed batch stays running long enough to
+    # be killed mid-way (plain espeak renders a batch in milliseconds, and the chunk seen running could
+    # finish before the kill landed: then nothing was left to take over).
+    fast = replace(pg_settings, engine="espeak-paced", chunk_lease_seconds=3, sweep_interval_seconds=1.0,
+                   pending_requeue_seconds=4, queued_grace_seconds=4, chunks_per_task=4)  # fmt: skip
+    pace = {"TOME_PACED_SECONDS_PER_CHUNK": "0.05"}
+    with app_on(fast) as pg_app:
+        _kill_mid_chunk_then_finish(pg_app, fast, pace, reference_audio, start_worker)
+
+
+def _kill_mid_chunk_then_finish(
+    pg_app: Flask,
+    fast: Settings,
+    pace: dict[str, str],
+    reference_audio: tuple[bytes, str],
+    start_worker: Callable[..., Any],
+) -> None:
+    doomed = start_worker(fast, concurrency=1, extra_env=pace)
     client: FlaskClient = pg_app.test_client()
     headers = bearer(mint_key(pg_app, "alice", "k", admin=False))
     assert upload_voice(client, headers, reference_audio[0], ref_text=reference_audio[1]).status_code == 202
@@ -79,8 +89,9 @@ def test_job_whose_worker_dies_mid_chunk_is_finished_by_another_worker(
         os.kill(pid, signal.SIGKILL)
     doomed.proc.wait()
     assert count(ChunkStatus.DONE) < job["progress"]["chunks_total"]
+    assert count(ChunkStatus.RUNNING) >= 1, "the kill landed between batches: nothing to take over"
 
-    start_worker(fast, concurrency=2, beat=True)
+    start_worker(fast, concurrency=2, beat=True, extra_env=pace)
     finished = wait_terminal(client, headers, job["id"], timeout=240)
     check_output(pg_app, client, headers, finished)
     state.sessions.remove()

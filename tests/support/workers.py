@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 from worker.config import Settings
@@ -52,7 +53,11 @@ class BeatProcess:
 
 
 class WorkerProcess:
-    """``celery -A worker.main worker`` as a child process; ``beat=True`` adds the sweeper schedule."""
+    """``celery -A worker.main worker`` as a child process; ``beat=True`` adds the sweeper schedule.
+
+    It consumes ``settings.queue`` unless ``queues`` names others (e.g. only ``settings.gpu_queue``, as a GPU
+    worker does in production).
+    """
 
     def __init__(
         self,
@@ -62,12 +67,16 @@ class WorkerProcess:
         concurrency: int = 1,
         beat: bool = False,
         extra_env: dict[str, str] | None = None,
+        queues: Sequence[str] | None = None,
     ):
         self.name = f"w{uuid.uuid4().hex[:6]}"
         self.log_path = log_dir / f"{self.name}.log"
+        consumed = ",".join(queues) if queues is not None else settings.queue
+        if not consumed:
+            raise ValueError("a worker needs at least one queue")
         cmd = [
             sys.executable, "-m", "celery", "-A", "worker.main", "worker",
-            "--loglevel", "INFO", "--concurrency", str(concurrency), "--queues", settings.queue,
+            "--loglevel", "INFO", "--concurrency", str(concurrency), "--queues", consumed,
             "--hostname", f"{self.name}@%h", "--without-gossip", "--without-mingle",
         ]  # fmt: skip
         if beat:

@@ -1,0 +1,228 @@
+"""docker-compose.yml and the Dockerfile, checked by reading (no Docker engine on these machines).
+
+The file is parsed with PyYAML (anchors and merge keys resolved), ``${...}`` variables are substituted the way
+Compose does for the two documented setups (plain CPU, and the `gpu` profile), and each service's environment
+is fed to the real ``load_settings`` and ``celery_config``: the queues the workers consume must cover every
+queue that tasks are routed to, and every service that talks to the broker must agree on the engine and the
+GPU queue.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml  # type: ignore[import-untyped]  # PyYAML comes with the dev extra (schemathesis); no stubs
+
+from worker.celery_app import celery_config
+from worker.config import Settings, load_settings
+
+ROOT = Path(__file__).resolve().parent.parent
+COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
+
+CPU_ENV: dict[str, str] = {}  # `docker compose up -d --build`
+GPU_ENV = {  # the command at the top of docker-compose.yml, with `--profile gpu`
+    "TOME_ENGINE": "qwen3-tts",
+    "TOME_GPU_QUEUE": "gpu",
+    "TOME_CHUNKS_PER_TASK": "32",
+    "TOME_QWEN3_HOST_DIR": "/srv/models/Qwen3-TTS-12Hz-1.7B-Base",
+}
+SETUPS = {"cpu": (CPU_ENV, set()), "gpu": (GPU_ENV, {"gpu"})}
+
+_VARIABLE = re.compile(r"\$(?:(\$)|\{(\w+)(?:(:?[-?])([^}]*))?\}|(\w+))")
+
+
+def interpolate(value: Any, env: dict[str, str]) -> Any:
+    """Compose's variable substitution: ``$$``, ``$VAR``, ``${VAR}``, ``${VAR:-default}``, ``${VAR-default}``,
+    ``${VAR:?message}`` (an unset variable is the empty string, as Compose makes it after a warning)."""
+    if isinstance(value, dict):
+        return {key: interpolate(item, env) for key, item in value.items()}
+    if isinstance(value, list):
+        return [interpolate(item, env) for item in value]
+    if not isinstance(value, str):
+        return value
+
+    def substitute(match: re.Match[str]) -> str:
+        escaped, name, operator, argument, bare = match.groups()
+        if escaped:
+            return "$"
+        name = name or bare
+        current = env.get(name)
+        if (operator in (":-", ":?") and not current) or (operator in ("-", "?") and current is None):
+            if operator.endswith("?"):
+                raise KeyError(f"required variable {name} is missing a value: {argument}")
+            return str(argument)
+        return current or ""
+
+    return _VARIABLE.sub(substitute, value)
+
+
+def active(setup: str) -> dict[str, dict[str, Any]]:
+    """The services ``docker compose [--profile ...] up`` starts in this setup, variables substituted."""
+    env, profiles = SETUPS[setup]
+    return {
+        name: interpolate(service, env)
+        for name, service in SERVICES.items()
+        if not service.get("profiles") or profiles & set(service["profiles"])
+    }
+
+
+def broker_clients(services: dict[str, dict[str, Any]]) -> dict[str, Settings]:
+    """Each service that talks to the broker, with the Settings its TOME_* variables load to."""
+    return {
+        name: load_settings(service["environment"])
+        for name, service in services.items()
+        if "TOME_BROKER_URL" in service.get("environment", {})
+    }
+
+
+def consumed_queues(service: dict[str, Any]) -> set[str] | None:
+    """The queues of a ``celery worker`` command (None for anything else: the API, beat)."""
+    command = service.get("command", [])
+    if command[:4] != ["celery", "-A", "worker.main", "worker"]:
+        return None
+    assert "--queues" in command, "a worker without --queues consumes the default queue only; say so"
+    return set(command[command.index("--queues") + 1].split(","))
+
+
+def option(service: dict[str, Any], flag: str) -> str:
+    command = service["command"]
+    return str(command[command.index(flag) + 1])
+
+
+def test_compose_has_no_required_variables() -> None:
+    """Compose interpolates every service before it applies profiles: a ``${VAR:?}`` of worker-gpu would
+    break the plain ``docker compose up``."""
+    required = re.compile(r"(?<!\$)\$\{\w+:?\?")
+    assert not required.search(yaml.safe_dump(COMPOSE))  # the parsed file: values, not its comments
+    for setup in SETUPS:
+        active(setup)  # every variable resolves
+
+
+def test_plain_up_is_the_cpu_deployment() -> None:
+    services = active("cpu")
+    assert set(services) == {"postgres", "redis", "migrate", "api", "worker", "sweeper"}
+    assert [name for name, s in SERVICES.items() if s.get("profiles")] == ["worker-gpu"]
+    for name, settings in broker_clients(services).items():
+        assert (settings.engine, settings.gpu_queue) == ("espeak", ""), name
+
+
+@pytest.mark.parametrize("setup", SETUPS)
+def test_broker_clients_agree_on_engine_and_gpu_queue(setup: str) -> None:
+    clients = broker_clients(active(setup))
+    assert {"api", "worker", "sweeper"} <= set(clients)
+    assert len({(s.engine, s.queue, s.gpu_queue, s.chunks_per_task) for s in clients.values()}) == 1, clients
+    if setup == "gpu":
+        assert "worker-gpu" in clients
+        assert {(s.engine, s.gpu_queue) for s in clients.values()} == {("qwen3-tts", "gpu")}
+        # A render task carries a full GPU batch (start_job, on the CPU worker, splits by this).
+        assert {s.chunks_per_task for s in clients.values()} == {32}
+    else:
+        assert {s.chunks_per_task for s in clients.values()} == {8}
+
+
+@pytest.mark.parametrize("setup", SETUPS)
+def test_every_routed_queue_is_consumed_and_gpu_workers_take_only_gpu_work(setup: str) -> None:
+    services = active(setup)
+    clients = broker_clients(services)
+    routed: set[str] = set()
+    consumers: dict[str, set[str]] = {}
+    for name, settings in clients.items():
+        conf = celery_config(settings)
+        routed |= {conf["task_default_queue"], *(route["queue"] for route in conf["task_routes"].values())}
+        queues = consumed_queues(services[name])
+        if queues is not None:
+            consumers[name] = queues
+    unconsumed = routed - set().union(*consumers.values())
+    assert not unconsumed, f"tasks are routed to {unconsumed}, which no worker consumes"
+    settings = clients["worker"]
+    assert consumers["worker"] == {settings.queue}, "the CPU worker takes no engine work"
+    if setup == "gpu":
+        assert consumers["worker-gpu"] == {settings.gpu_queue}
+
+
+def test_gpu_worker_service() -> None:
+    gpu = active("gpu")["worker-gpu"]
+    assert SERVICES["worker-gpu"]["profiles"] == ["gpu"]
+    assert option(gpu, "--concurrency") == "1", "one model per process, one process per GPU"
+    assert option(gpu, "--queues") == "gpu"
+    assert gpu["build"]["args"]["EXTRAS"] == "qwen3"
+    assert gpu["environment"]["TOME_ENGINE"] == "qwen3-tts"
+    # The container sees only its reserved GPU, and sees it as device 0.
+    assert gpu["environment"]["CUDA_VISIBLE_DEVICES"] == "0"
+    assert gpu["environment"]["TOME_QWEN3_DEVICE"] == "cuda:0"
+    (device,) = gpu["deploy"]["resources"]["reservations"]["devices"]
+    assert device["driver"] == "nvidia"
+    assert device["capabilities"] == ["gpu"]
+    assert device["device_ids"] == ["0"]  # TOME_GPU_DEVICE's default
+    assert "count" not in device  # Compose allows count or device_ids, not both
+    cpu_images = {"api", "worker", "sweeper"}
+    assert all(SERVICES[name]["build"] == "." for name in cpu_images), "the CPU services keep the small image"
+
+
+@pytest.mark.parametrize("setup", SETUPS)
+def test_model_dir_is_mounted_read_only_wherever_the_engine_is_named(setup: str) -> None:
+    """The API and the CPU services hash the checkpoint for the engine version (cache keys), so they need it
+    as much as the GPU worker does; none of them may write to it."""
+    env, _ = SETUPS[setup]
+    declared = set(COMPOSE["volumes"])
+    for name, service in active(setup).items():
+        environment = service.get("environment", {})
+        if "TOME_ENGINE" not in environment:
+            continue
+        target = environment["TOME_QWEN3_MODEL_DIR"]
+        mounts = [v.split(":") for v in service["volumes"] if v.split(":")[1] == target]
+        assert len(mounts) == 1, name
+        source, _, mode = mounts[0]
+        assert mode == "ro", name
+        if setup == "gpu":
+            assert source == env["TOME_QWEN3_HOST_DIR"], name
+        else:
+            assert source in declared, f"{name}: without a model dir the mount is an empty named volume"
+
+
+def run_guard(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """worker-gpu's entrypoint, run by sh with the container's environment, in front of ``echo started``."""
+    service = SERVICES["worker-gpu"]
+    environment = interpolate(service["environment"], env)
+    entrypoint = interpolate(service["entrypoint"], env)
+    return subprocess.run(
+        [*entrypoint, "echo", "started"],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=10,
+        check=False,
+    )
+
+
+def test_gpu_worker_starts_only_in_the_documented_gpu_setup() -> None:
+    assert run_guard(GPU_ENV).stdout == "started\n"
+    for env in (CPU_ENV, {**GPU_ENV, "TOME_GPU_QUEUE": ""}, {**GPU_ENV, "TOME_ENGINE": "espeak"}):
+        refused = run_guard(env)
+        assert refused.returncode == 78, env
+        assert "started" not in refused.stdout
+        assert "TOME_ENGINE=qwen3-tts TOME_GPU_QUEUE=gpu" in refused.stderr
+
+
+def test_compose_comment_gives_the_gpu_command() -> None:
+    text = (ROOT / "docker-compose.yml").read_text()
+    assignments = " ".join(f"{key}={value}" for key, value in GPU_ENV.items())
+    assert assignments in text
+    assert "docker compose --profile gpu up -d --build" in text
+
+
+def test_dockerfile_installs_qwen_tts_as_the_makefile_does() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    makefile = (ROOT / "Makefile").read_text()
+    make_pin = re.search(r"--no-deps '?qwen-tts==([\w.]+)", makefile)
+    docker_pin = re.search(r"^ARG QWEN_TTS_VERSION=([\w.]+)$", dockerfile, re.MULTILINE)
+    assert make_pin, "the Makefile installs qwen-tts with --no-deps"
+    assert docker_pin, "the Dockerfile pins qwen-tts in ARG QWEN_TTS_VERSION"
+    assert make_pin.group(1) == docker_pin.group(1)
+    assert re.search(r"^ARG EXTRAS=\"\"$", dockerfile, re.MULTILINE), "the default image has no extras"
+    assert '--no-deps "qwen-tts==${QWEN_TTS_VERSION}"' in dockerfile

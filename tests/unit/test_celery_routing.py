@@ -1,0 +1,91 @@
+"""Which queue each task goes to: the routing table from celery_config, Celery's own router reading it, and
+real messages sent by name through an in-memory broker (as the API and the workers send them)."""
+
+from __future__ import annotations
+
+import pytest
+from celery import Celery
+
+from worker import pipeline
+from worker.celery_app import ENGINE_TASKS, celery_config, make_celery
+from worker.config import ConfigError, Settings, load_settings
+
+CPU_TASKS = (pipeline.START_JOB, pipeline.STITCH_JOB, pipeline.DELIVER_WEBHOOK, "tome.sweep")
+GPU_TASKS = (pipeline.RENDER_CHUNKS, pipeline.BUILD_VOICE)
+
+
+def queue_of(app: Celery, name: str) -> str:
+    """The queue Celery's router picks for a task sent by name (what ``send_task`` does)."""
+    return str(app.amqp.router.route({}, name)["queue"].name)
+
+
+def test_without_gpu_queue_every_task_goes_to_the_default_queue() -> None:
+    settings = load_settings({})
+    assert settings.gpu_queue == ""
+    assert celery_config(settings)["task_routes"] == {}
+    app = make_celery(settings)
+    assert {queue_of(app, name) for name in CPU_TASKS + GPU_TASKS} == {"tome"}
+
+
+def test_gpu_queue_takes_exactly_the_engine_tasks() -> None:
+    settings = load_settings({"TOME_QUEUE": "cpu-work", "TOME_GPU_QUEUE": "gpu"})
+    routes = celery_config(settings)["task_routes"]
+    assert routes == {pipeline.RENDER_CHUNKS: {"queue": "gpu"}, pipeline.BUILD_VOICE: {"queue": "gpu"}}
+    app = make_celery(settings)
+    assert {name: queue_of(app, name) for name in GPU_TASKS} == dict.fromkeys(GPU_TASKS, "gpu")
+    assert {name: queue_of(app, name) for name in CPU_TASKS} == dict.fromkeys(CPU_TASKS, "cpu-work")
+
+
+def test_engine_tasks_are_registered_task_names() -> None:
+    """A renamed task would silently fall back to the default queue; the route names must be real."""
+    app = make_celery(load_settings({}))
+    app.loader.import_default_modules()
+    registered = set(app.tasks)
+    assert set(ENGINE_TASKS) == set(GPU_TASKS)
+    assert set(GPU_TASKS + CPU_TASKS) <= registered
+
+
+def test_messages_sent_by_name_land_on_their_queue() -> None:
+    """send_task by name, as ``Tome.enqueue`` (API) and ``tasks._enqueue`` (workers) call it."""
+    settings = load_settings({"TOME_GPU_QUEUE": "gpu"})
+    app = make_celery(settings)
+    app.conf.broker_url = "memory://"
+    app.conf.broker_transport_options = {}
+    for name in CPU_TASKS + GPU_TASKS:
+        app.send_task(name, args=["x"])
+    received: dict[str, list[str]] = {}
+    with app.connection_for_write() as conn:
+        for queue in ("tome", "gpu"):
+            with conn.SimpleQueue(queue) as simple:
+                while True:
+                    try:
+                        message = simple.get(block=False)
+                    except simple.Empty:
+                        break
+                    received.setdefault(queue, []).append(message.headers["task"])
+                    message.ack()
+    assert sorted(received["gpu"]) == sorted(GPU_TASKS)
+    assert sorted(received["tome"]) == sorted(CPU_TASKS)
+
+
+def test_gpu_queue_equal_to_the_default_queue_is_refused() -> None:
+    with pytest.raises(ConfigError, match="TOME_GPU_QUEUE='tome' is the same queue as TOME_QUEUE"):
+        load_settings({"TOME_GPU_QUEUE": "tome"})
+    with pytest.raises(ConfigError, match="same queue"):
+        load_settings({"TOME_QUEUE": "work", "TOME_GPU_QUEUE": "work"})
+    with pytest.raises(ConfigError):
+        celery_config(Settings(queue="q", gpu_queue="q"))  # celery_config validates too
+
+
+@pytest.mark.parametrize("env", [{"TOME_GPU_QUEUE": "gpu,tome"}, {"TOME_GPU_QUEUE": "gpu 1"},
+                                 {"TOME_QUEUE": "a,b"}, {"TOME_QUEUE": ""}])  # fmt: skip
+def test_queue_names_that_celery_worker_queues_would_split_are_refused(env: dict[str, str]) -> None:
+    with pytest.raises(ConfigError):
+        load_settings(env)
+
+
+def test_pool_processes_get_the_start_timeout() -> None:
+    settings = load_settings({"TOME_WORKER_START_TIMEOUT": "120"})
+    assert celery_config(settings)["worker_proc_alive_timeout"] == 120.0
+    with pytest.raises(ConfigError, match="TOME_WORKER_START_TIMEOUT"):
+        load_settings({"TOME_WORKER_START_TIMEOUT": "0"})
