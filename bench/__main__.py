@@ -6,9 +6,13 @@
    cache hit against an encode in the same process.
 2. Real workers (skip with ``--workers 0``): the same job on a ``celery worker`` with that many pool
    processes, on the filesystem broker; counts again from the counters table.
+3. qwen3-tts batches (``bench/qwen3.py``; on CUDA when there is a GPU, else skipped unless
+   ``--qwen3-device cpu``): throughput, real-time factor, wall and peak GPU memory per batch size, on the
+   tests' tiny checkpoint and on the one ``TOME_QWEN3_MODEL_DIR`` names.
 
 Exits 1 if the voice was encoded other than exactly once, or a prompt file was read more often than there
-are processes rendering (the invariants this benchmark guards), or a job did not succeed.
+are processes rendering (the invariants this benchmark guards), or a job did not succeed, or a qwen3 batch
+rendered a request without audio or not in one generate call.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bench import qwen3
 from bench.inprocess import Dispatch, run_messages
 from bench.scene import Scene, create_scene
 from bench.voice_cache import (
@@ -141,6 +146,13 @@ def report_workers(run: WorkerRun, counts: CacheCounts, chunks: int) -> None:
     print(_counts_line(counts, run.concurrency))
 
 
+def _batches(text: str) -> tuple[int, ...]:
+    try:
+        return qwen3.parse_batches(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench", description=__doc__.split("\n\n")[0] if __doc__ else None
@@ -152,11 +164,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--keep", action="store_true", help="keep the temp dir (databases, audio, worker log)"
     )
+    parser.add_argument(
+        "--qwen3-device",
+        choices=qwen3.DEVICE_CHOICES,
+        default="auto",
+        help="where the qwen3-tts batch section runs; auto: cuda if available, else skip (default auto)",
+    )
+    parser.add_argument(
+        "--qwen3-batches",
+        type=_batches,
+        default=qwen3.DEFAULT_BATCHES,
+        metavar="N,N,...",
+        help=f"batch sizes of the qwen3-tts section (default {','.join(map(str, qwen3.DEFAULT_BATCHES))})",
+    )
     args = parser.parse_args(argv)
 
     base = Path(tempfile.mkdtemp(prefix="tome-bench-"))
     try:
         problems, summary = run(base, args.chunks, args.workers)
+        qwen3_problems, qwen3_summary = qwen3.run_section(args.qwen3_device, args.qwen3_batches, base)
+        problems += qwen3_problems
+        if qwen3_summary:
+            summary += f" | {qwen3_summary}"
     finally:
         if args.keep:
             print(f"kept {base}")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from models import Chunk, Job, Voice, unit_of_work
+from models import Job, Voice, unit_of_work
 from models.migrate import upgrade_head
 from worker.audio import write_wav_atomic
 from worker.config import Settings, load_settings
@@ -22,6 +22,7 @@ from worker.engines import SynthesisRequest
 from worker.pipeline import BUILD_VOICE, START_JOB
 from worker.runtime import Runtime
 from worker.script import make_chunks, parse_script
+from worker.state import insert_job
 
 OWNER = "bench"
 TRANSCRIPT = (
@@ -119,19 +120,7 @@ def create_scene(data_dir: Path, chunks: int) -> Scene:
             chunks_total=len(specs),
             output_format="mp3",
         )
-        session.add(job)
-        session.flush()
-        session.add_all(
-            Chunk(
-                job_id=job.id,
-                seq=s.seq,
-                chapter=s.chapter,
-                text=s.text,
-                pause_after=s.pause_after,
-                voice_id=voice_id,
-            )
-            for s in specs
-        )
+        insert_job(session, job, specs, [voice_id] * len(specs))
         job_id = job.id
     messages = ((BUILD_VOICE, [str(voice_id)]), (START_JOB, [str(job_id)]))
     return Scene(settings, rt, voice_id, job_id, len(specs), messages)
