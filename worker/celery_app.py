@@ -11,6 +11,9 @@ from worker.pipeline import BUILD_VOICE, RENDER_CHUNKS
 
 TASK_MODULES = ["worker.tasks"]
 
+# kombu's filesystem transport, publishing atomically (see worker.filesystem_broker for the bug it avoids)
+FILESYSTEM_TRANSPORT = "worker.filesystem_broker:Transport"
+
 # The tasks that run the TTS engine. Everything else (starting a job, stitching and ffmpeg encoding,
 # webhooks, the sweep) is CPU or I/O work and stays on ``settings.queue``, so a GPU never waits on it.
 ENGINE_TASKS = (RENDER_CHUNKS, BUILD_VOICE)
@@ -68,6 +71,7 @@ def celery_config(settings: Settings) -> dict[str, Any]:
     transport: dict[str, Any] = {"visibility_timeout": settings.visibility_timeout}
     if settings.broker_url.startswith("filesystem://"):
         folder = settings.broker_folder
+        conf["broker_transport"] = FILESYSTEM_TRANSPORT
         transport.update(
             {
                 "data_folder_in": str(folder / "queue"),
