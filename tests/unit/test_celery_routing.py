@@ -50,6 +50,7 @@ def test_messages_sent_by_name_land_on_their_queue() -> None:
     settings = load_settings({"TOME_GPU_QUEUE": "gpu"})
     app = make_celery(settings)
     app.conf.broker_url = "memory://"
+    app.conf.broker_transport = None  # the embedded default names Tome's filesystem transport
     app.conf.broker_transport_options = {}
     for name in CPU_TASKS + GPU_TASKS:
         app.send_task(name, args=["x"])
