@@ -28,6 +28,7 @@ from models import (
     utcnow,
 )
 from worker import state
+from worker.filesystem_broker import PARTIAL_PREFIX
 from worker.pipeline import (
     BUILD_VOICE,
     DELIVER_WEBHOOK,
@@ -230,16 +231,17 @@ def _resend_webhooks(rt: Runtime, enqueue: Enqueue, now: datetime) -> int:
     return len(due)
 
 
-# Our own temp files (*.tmp, .prompt-*.tmp, upload-*) and safetensors' (it writes a ".tmpXXXXXX" next to
-# the file it saves and renames it).
-TEMP_PATTERNS = (".prompt-*.tmp", "*.tmp", ".tmp*", "upload-*")
+# Our own temp files (*.tmp, .prompt-*.tmp, upload-*, the embedded broker's .partial-* messages) and
+# safetensors' (it writes a ".tmpXXXXXX" next to the file it saves and renames it).
+TEMP_PATTERNS = (".prompt-*.tmp", "*.tmp", ".tmp*", "upload-*", f"{PARTIAL_PREFIX}*")
+TEMP_FOLDERS = ("voices", "jobs", "uploads", "broker")
 
 
 def remove_stale_temp_files(data_dir: Path, older_than: datetime) -> int:
     """Temp files left by a process killed mid-write (never loadable: they were never renamed)."""
     removed = 0
     cutoff = older_than.timestamp()
-    for folder in (data_dir / "voices", data_dir / "jobs", data_dir / "uploads"):
+    for folder in (data_dir / name for name in TEMP_FOLDERS):
         if not folder.is_dir():
             continue
         for pattern in TEMP_PATTERNS:

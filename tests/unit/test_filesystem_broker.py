@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -12,9 +13,11 @@ from typing import Any
 import pytest
 from kombu.connection import Connection
 
+from models import utcnow
 from worker.celery_app import FILESYSTEM_TRANSPORT, make_celery
 from worker.config import load_settings
-from worker.filesystem_broker import Transport
+from worker.filesystem_broker import PARTIAL_PREFIX, Transport
+from worker.sweeper import TEMP_FILE_AGE, remove_stale_temp_files
 
 BODY = "x" * 4_000_000  # a write this large takes milliseconds: a consumer polling meanwhile sees the file
 MESSAGES = 30
@@ -119,3 +122,24 @@ def test_the_celery_app_uses_it_on_the_embedded_broker(tmp_path: Path) -> None:
     assert conn.get_transport_cls() is Transport
     redis = make_celery(load_settings({}, data_dir=tmp_path, broker_url="redis://127.0.0.1:6379/0"))
     assert "broker_transport" not in redis.conf or redis.conf.broker_transport is None
+
+
+def test_the_sweeper_removes_old_partial_messages_and_nothing_else(tmp_path: Path) -> None:
+    """A publisher killed between write and rename leaves a hidden file; an hour later the sweep removes
+    it. Messages, fresh partials (a live publisher) and the exchange table stay."""
+    settings = load_settings({}, data_dir=tmp_path / "var")
+    queue_folder = settings.broker_folder / "queue"
+    queue_folder.mkdir(parents=True)
+    with connect(FILESYSTEM_TRANSPORT, queue_folder) as conn:
+        conn.SimpleQueue(queue_name(queue_folder)).put({"keep": True})
+    stale = queue_folder / f"{PARTIAL_PREFIX}1_dead.{queue_name(queue_folder)}.msg"
+    fresh = queue_folder / f"{PARTIAL_PREFIX}2_live.{queue_name(queue_folder)}.msg"
+    for path in (stale, fresh):
+        path.write_bytes(b'{"half')
+    two_hours_ago = time.time() - 7200
+    os.utime(stale, (two_hours_ago, two_hours_ago))
+    before = {p.name for p in queue_folder.rglob("*")} - {stale.name}
+
+    assert remove_stale_temp_files(settings.data_dir.resolve(), utcnow() - TEMP_FILE_AGE) == 1
+    assert {p.name for p in queue_folder.rglob("*")} == before
+    assert any(name.endswith(".msg") and not name.startswith(".") for name in before)
