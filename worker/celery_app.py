@@ -50,10 +50,11 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_prefetch_multiplier": 1,
         "worker_proc_alive_timeout": settings.worker_start_timeout,
         "task_acks_late": True,
-        # Requeue a task whose worker process died (Redis puts it back on the queue). The filesystem
-        # transport cannot: its requeue leaks the consumer's prefetch slot, and after one kill per pool
-        # process the worker stops taking messages (measured by the chaos battery, scenario B). There the
-        # message is acked and the sweeper re-sends the work from the database after its lease.
+        # Requeue a task whose worker process died (Redis puts it back on the queue). On the filesystem
+        # broker the message is acked and the sweeper re-sends the work from the database after its
+        # lease: chosen when workers there stopped after kills, a wedge since traced to Celery's blocking
+        # pool (worker.filesystem_broker). One battery run with requeue on since then lost nothing (19
+        # kills); not switched on that alone.
         "task_reject_on_worker_lost": not settings.broker_url.startswith("filesystem://"),
         "task_soft_time_limit": settings.task_soft_time_limit,
         "task_time_limit": settings.task_time_limit,

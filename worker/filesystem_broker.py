@@ -1,13 +1,18 @@
-"""Kombu's filesystem transport with atomic publishing: the embedded broker of ``make run`` and the tests.
+"""Kombu's filesystem transport, fixed for Tome: the embedded broker of ``make run`` and the tests.
 
-Kombu 5.7's ``filesystem`` transport creates a message file under its final name and then writes into it.
-A consumer that lists the folder in between moves the still-empty file away, fails to decode it, and the
-Celery worker stops with "Unrecoverable error: JSONDecodeError" while the message is lost (kombu issue
-#1551; measured here: 2 worker deaths in 45 runs of the Markdown-book end-to-end test with three running
-at once). This transport writes each message under a name no queue matches and renames it into place once
-complete (a rename within one folder is atomic), so a consumer sees a whole message or none. A message
-that still cannot be decoded (written by something else) is logged and skipped instead of stopping the
-worker; the job's rows are the truth and the sweeper re-sends its work.
+1. Atomic publishing. Kombu 5.7's ``filesystem`` transport creates a message file under its final name and
+   then writes into it. A consumer that lists the folder in between moves the still-empty file away, fails
+   to decode it, and the Celery worker stops with "Unrecoverable error: JSONDecodeError" while the message
+   is lost (kombu issue #1551; measured here: 2 worker deaths in 45 runs of the Markdown-book end-to-end
+   test, three running at once). Here each message is written under a name no queue matches and renamed
+   into place once complete (atomic within one folder): a consumer sees a whole message or none. A message
+   that still cannot be decoded (written by something else) is logged and skipped, not raised; the job's
+   rows are the truth and the sweeper re-sends its work.
+2. Celery's event loop. Kombu declares this transport synchronous, so Celery runs its blocking pool, whose
+   idle children wait for tasks holding one shared lock: an idle child killed from outside (the OOM
+   killer, a stray kill) takes the lock with it and the worker never runs another task (the chaos
+   battery, scenario B with a kill every 5 s: 19 of 20 jobs never finished). Here the transport polls
+   from the event loop's timer, so the worker runs the pool it runs on Redis (one pipe per child).
 
 Selected with Celery's ``broker_transport`` setting (see worker.celery_app); imports kombu, not Celery.
 """
@@ -28,6 +33,8 @@ log = logging.getLogger(__name__)
 
 # A message being written: the leading dot keeps it out of every queue's ``<ts>_<uuid>.<queue>.msg`` match.
 PARTIAL_PREFIX = ".partial-"
+# Messages handed over per timer tick before the event loop gets its turn again.
+MAX_DELIVERIES_PER_POLL = 100
 
 
 class Channel(filesystem.Channel):
@@ -54,4 +61,19 @@ class Channel(filesystem.Channel):
 
 
 class Transport(filesystem.Transport):
+    """Polled from Celery's event loop: every ``polling_interval`` seconds, what the queues hold is
+    delivered, as far as the consumer's prefetch allows."""
+
     Channel = Channel
+    implements = filesystem.Transport.implements.extend(asynchronous=True)
+
+    def register_with_event_loop(self, connection: Any, loop: Any) -> None:
+        loop.call_repeatedly(self.polling_interval, self._deliver_ready, connection)
+
+    def _deliver_ready(self, connection: Any) -> None:
+        """Deliver what the queues hold now, without waiting."""
+        for _ in range(MAX_DELIVERIES_PER_POLL):
+            try:
+                self.drain_events(connection, timeout=0)  # type: ignore[no-untyped-call]
+            except TimeoutError:
+                return

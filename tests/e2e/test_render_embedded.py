@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Callable
 from typing import Any
@@ -78,3 +80,29 @@ def test_cancel_stops_a_running_job_within_seconds(
     assert final["progress"]["chunks_done"] == settled < final["progress"]["chunks_total"]
     assert final["output"]["url"] is None
     assert client.get(f"/v1/jobs/{job['id']}/audio", headers=user).status_code == 409
+
+
+def test_the_worker_keeps_working_after_its_idle_pool_processes_are_killed(
+    app: Flask,
+    client: FlaskClient,
+    user: dict[str, str],
+    settings: Settings,
+    reference_audio: tuple[bytes, str],
+    start_worker: Callable[..., Any],
+) -> None:
+    """An idle pool process killed from outside (the OOM killer, a stray kill) must cost nothing. Found by
+    the chaos battery: on the filesystem broker Celery used its blocking pool, whose idle children wait for
+    tasks holding one shared lock; killing the holder left every other child waiting for good, and the
+    worker took no more work. Killing every idle child at once always kills the holder."""
+    worker = start_worker(settings, concurrency=2)
+    time.sleep(1.0)  # the pool processes reach their wait for work
+    before = worker.child_pids()
+    assert len(before) == 2
+    for pid in before:
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 30
+    while not (len(after := worker.child_pids()) == 2 and not set(after) & set(before)):
+        assert time.monotonic() < deadline, "the worker did not replace its pool processes"
+        time.sleep(0.2)
+    job = submit_book(client, user, reference_audio, fmt="wav")
+    check_output(app, client, user, wait_terminal(client, user, job["id"], timeout=60))
