@@ -5,9 +5,11 @@
    to decode it, and the Celery worker stops with "Unrecoverable error: JSONDecodeError" while the message
    is lost (kombu issue #1551; measured here: 2 worker deaths in 45 runs of the Markdown-book end-to-end
    test, three running at once). Here each message is written under a name no queue matches and renamed
-   into place once complete (atomic within one folder): a consumer sees a whole message or none. A message
-   that still cannot be decoded (written by something else) is logged and skipped, not raised; the job's
-   rows are the truth and the sweeper re-sends its work.
+   into place once complete (atomic within one folder): a consumer sees a whole message or none. A
+   consumer claims a message by renaming it within the folder too (kombu moves it to the system temp
+   dir: a copy when that is another filesystem, which two consumers can both win). A message that still
+   cannot be decoded (written by something else) is logged and skipped, not raised; the job's rows are
+   the truth and the sweeper re-sends its work.
 2. Celery's event loop. Kombu declares this transport synchronous, so Celery runs its blocking pool, whose
    idle children wait for tasks holding one shared lock: an idle child killed from outside (the OOM
    killer, a stray kill) takes the lock with it and the worker never runs another task (the chaos
@@ -22,17 +24,22 @@ from __future__ import annotations
 import logging
 import os
 import uuid
+from queue import Empty
 from time import monotonic
 from typing import Any
 
 from kombu.exceptions import ChannelError
+from kombu.exceptions import ConnectionError as KombuConnectionError
 from kombu.transport import filesystem
-from kombu.utils.json import dumps
+from kombu.utils.json import dumps, loads
 
 log = logging.getLogger(__name__)
 
 # A message being written: the leading dot keeps it out of every queue's ``<ts>_<uuid>.<queue>.msg`` match.
 PARTIAL_PREFIX = ".partial-"
+# A message being read: claimed by a consumer, which removes it once read.
+TAKEN_PREFIX = ".taken-"
+MIN_POLLING_INTERVAL = 0.01
 # Messages handed over per timer tick before the event loop gets its turn again.
 MAX_DELIVERIES_PER_POLL = 100
 
@@ -52,12 +59,31 @@ class Channel(filesystem.Channel):
             raise ChannelError(f"cannot add message {name!r} to {folder!r}") from exc
 
     def _get(self, queue: Any, timeout: Any = None) -> Any:
-        """The next message of ``queue``; an undecodable one is logged and skipped, never raised."""
-        while True:
+        """The next message of ``queue``, claimed by renaming it to a hidden name in the same folder (one
+        consumer wins the rename), then read and removed. Kombu's own moves it to the system temp dir,
+        a copy and an unlink when that is another filesystem, which two consumers can both win. A message
+        that does not decode is logged and skipped, never raised."""
+        folder = self.data_folder_in
+        wanted = f"{queue}.msg"
+        for name in sorted(os.listdir(folder)):
+            if name.partition(".")[2] != wanted:
+                continue
+            taken = os.path.join(folder, TAKEN_PREFIX + name)
             try:
-                return super()._get(queue)  # type: ignore[no-untyped-call]
-            except ValueError as exc:  # json's decode error; the file is already gone
-                log.error("queue %s: skipped a message that is not valid JSON: %s", queue, exc)
+                os.rename(os.path.join(folder, name), taken)
+            except FileNotFoundError:
+                continue  # another consumer took it first
+            try:
+                with open(taken, "rb") as f:
+                    payload = f.read()
+                os.remove(taken)
+            except OSError as exc:
+                raise ChannelError(f"cannot read message {name!r} from {folder!r}") from exc
+            try:
+                return loads(payload.decode())  # type: ignore[no-untyped-call]
+            except ValueError as exc:  # not UTF-8 or not JSON
+                log.error("queue %s: skipped message %s, not valid JSON: %s", queue, name, exc)
+        raise Empty()
 
 
 class Transport(filesystem.Transport):
@@ -68,12 +94,21 @@ class Transport(filesystem.Transport):
     implements = filesystem.Transport.implements.extend(asynchronous=True)
 
     def register_with_event_loop(self, connection: Any, loop: Any) -> None:
-        loop.call_repeatedly(self.polling_interval, self._deliver_ready, connection)
+        # kombu's call_repeatedly never runs a function whose interval is 0: poll at least every 10 ms.
+        interval = max(float(self.polling_interval or 0), MIN_POLLING_INTERVAL)
+        loop.call_repeatedly(interval, self._deliver_ready, connection)
 
     def _deliver_ready(self, connection: Any) -> None:
-        """Deliver what the queues hold now, without waiting."""
+        """Deliver what the queues hold now, without waiting. Any failure is raised as a connection
+        error: the event loop would otherwise log it and go on (a vanished folder looks healthy while it
+        takes no work), and a message that failed half-way would hold a prefetch slot for good. Celery
+        answers a connection error by reconnecting with back-off, which puts unacked messages back."""
         for _ in range(MAX_DELIVERIES_PER_POLL):
             try:
                 self.drain_events(connection, timeout=0)  # type: ignore[no-untyped-call]
             except TimeoutError:
                 return
+            except KombuConnectionError:
+                raise
+            except Exception as exc:
+                raise KombuConnectionError(f"filesystem broker: {exc!r}") from exc

@@ -28,7 +28,7 @@ from models import (
     utcnow,
 )
 from worker import state
-from worker.filesystem_broker import PARTIAL_PREFIX
+from worker.filesystem_broker import PARTIAL_PREFIX, TAKEN_PREFIX
 from worker.pipeline import (
     BUILD_VOICE,
     DELIVER_WEBHOOK,
@@ -231,9 +231,9 @@ def _resend_webhooks(rt: Runtime, enqueue: Enqueue, now: datetime) -> int:
     return len(due)
 
 
-# Our own temp files (*.tmp, .prompt-*.tmp, upload-*, the embedded broker's .partial-* messages) and
-# safetensors' (it writes a ".tmpXXXXXX" next to the file it saves and renames it).
-TEMP_PATTERNS = (".prompt-*.tmp", "*.tmp", ".tmp*", "upload-*", f"{PARTIAL_PREFIX}*")
+# Our own temp files (*.tmp, .prompt-*.tmp, upload-*, the embedded broker's messages being written or
+# read) and safetensors' (it writes a ".tmpXXXXXX" next to the file it saves and renames it).
+TEMP_PATTERNS = (".prompt-*.tmp", "*.tmp", ".tmp*", "upload-*", f"{PARTIAL_PREFIX}*", f"{TAKEN_PREFIX}*")
 TEMP_FOLDERS = ("voices", "jobs", "uploads", "broker")
 
 

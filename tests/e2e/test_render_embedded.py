@@ -95,7 +95,11 @@ def test_the_worker_keeps_working_after_its_idle_pool_processes_are_killed(
     tasks holding one shared lock; killing the holder left every other child waiting for good, and the
     worker took no more work. Killing every idle child at once always kills the holder."""
     worker = start_worker(settings, concurrency=2)
-    time.sleep(1.0)  # the pool processes reach their wait for work
+    deadline = time.monotonic() + 30
+    while worker.log().count("warmed up") < 2:  # each pool process logs it just before it waits for work
+        assert time.monotonic() < deadline, worker.log()[-2000:]
+        time.sleep(0.1)
+    time.sleep(0.5)
     before = worker.child_pids()
     assert len(before) == 2
     for pid in before:

@@ -11,12 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kombu.asynchronous import Hub
 from kombu.connection import Connection
+from kombu.entity import Queue as KombuQueue
 
 from models import utcnow
 from worker.celery_app import FILESYSTEM_TRANSPORT, make_celery
 from worker.config import load_settings
-from worker.filesystem_broker import PARTIAL_PREFIX, Transport
+from worker.filesystem_broker import PARTIAL_PREFIX, TAKEN_PREFIX, Transport
 from worker.sweeper import TEMP_FILE_AGE, remove_stale_temp_files
 
 BODY = "x" * 4_000_000  # a write this large takes milliseconds: a consumer polling meanwhile sees the file
@@ -120,26 +122,68 @@ def test_the_celery_app_uses_it_on_the_embedded_broker(tmp_path: Path) -> None:
     embedded = make_celery(load_settings({}, data_dir=tmp_path))
     conn: Any = embedded.connection_for_write()
     assert conn.get_transport_cls() is Transport
+    # The worker runs Celery's event loop, hence its AsynPool (one pipe per pool process), as on Redis.
+    assert embedded.WorkController(concurrency=1).use_eventloop
     redis = make_celery(load_settings({}, data_dir=tmp_path, broker_url="redis://127.0.0.1:6379/0"))
     assert "broker_transport" not in redis.conf or redis.conf.broker_transport is None
 
 
 def test_the_sweeper_removes_old_partial_messages_and_nothing_else(tmp_path: Path) -> None:
-    """A publisher killed between write and rename leaves a hidden file; an hour later the sweep removes
-    it. Messages, fresh partials (a live publisher) and the exchange table stay."""
+    """A publisher killed between write and rename, or a consumer between claim and read, leaves a hidden
+    file; an hour later the sweep removes it. Messages, fresh files (a live process) and the exchange
+    table stay."""
     settings = load_settings({}, data_dir=tmp_path / "var")
     queue_folder = settings.broker_folder / "queue"
     queue_folder.mkdir(parents=True)
     with connect(FILESYSTEM_TRANSPORT, queue_folder) as conn:
         conn.SimpleQueue(queue_name(queue_folder)).put({"keep": True})
-    stale = queue_folder / f"{PARTIAL_PREFIX}1_dead.{queue_name(queue_folder)}.msg"
+    stale = [
+        queue_folder / f"{PARTIAL_PREFIX}1_dead.{queue_name(queue_folder)}.msg",  # its publisher died
+        queue_folder / f"{TAKEN_PREFIX}1_dead.{queue_name(queue_folder)}.msg",  # its consumer died
+    ]
     fresh = queue_folder / f"{PARTIAL_PREFIX}2_live.{queue_name(queue_folder)}.msg"
-    for path in (stale, fresh):
-        path.write_bytes(b'{"half')
     two_hours_ago = time.time() - 7200
-    os.utime(stale, (two_hours_ago, two_hours_ago))
-    before = {p.name for p in queue_folder.rglob("*")} - {stale.name}
+    for path in [*stale, fresh]:
+        path.write_bytes(b'{"half')
+    for path in stale:
+        os.utime(path, (two_hours_ago, two_hours_ago))
+    before = {p.name for p in queue_folder.rglob("*")} - {p.name for p in stale}
 
-    assert remove_stale_temp_files(settings.data_dir.resolve(), utcnow() - TEMP_FILE_AGE) == 1
+    assert remove_stale_temp_files(settings.data_dir.resolve(), utcnow() - TEMP_FILE_AGE) == 2
     assert {p.name for p in queue_folder.rglob("*")} == before
     assert any(name.endswith(".msg") and not name.startswith(".") for name in before)
+
+
+def test_the_event_loop_timer_delivers_messages(tmp_path: Path) -> None:
+    """What a worker's event loop does: the transport's timer hands queued messages to the consumer (with
+    a polling interval of 0, as connect() sets it: kombu's timer never runs a 0 s repeating entry)."""
+    received: list[Any] = []
+
+    def on_message(body: Any, message: Any) -> None:
+        received.append(body)
+        message.ack()
+
+    hub: Any = Hub()  # type: ignore[no-untyped-call]
+    queue: Any = KombuQueue(queue_name(tmp_path), routing_key=queue_name(tmp_path))  # type: ignore[no-untyped-call]
+    with connect(FILESYSTEM_TRANSPORT, tmp_path) as conn, conn.Consumer(queue, callbacks=[on_message]):
+        conn.Producer().publish({"n": 1}, routing_key=queue.routing_key, declare=[queue])
+        conn.transport.register_with_event_loop(conn.connection, hub)
+        deadline = time.monotonic() + 5
+        while not received and time.monotonic() < deadline:
+            hub.fire_timers(max_timers=10)
+            time.sleep(0.01)
+    hub.close()
+    assert received == [{"n": 1}]
+
+
+def test_a_vanished_queue_folder_is_a_connection_error(tmp_path: Path) -> None:
+    """Raised as a connection error, Celery reconnects with back-off; any other error would be logged by
+    the event loop and forgotten, the worker looking healthy while taking no work."""
+    folder = tmp_path / "queue"
+    folder.mkdir()
+    with connect(FILESYSTEM_TRANSPORT, folder) as conn:
+        queue: Any = KombuQueue(queue_name(folder), routing_key=queue_name(folder))  # type: ignore[no-untyped-call]
+        with conn.Consumer(queue, callbacks=[]):
+            folder.rename(tmp_path / "gone")
+            with pytest.raises(conn.connection_errors):
+                conn.transport._deliver_ready(conn.connection)
