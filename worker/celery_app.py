@@ -11,7 +11,8 @@ from worker.pipeline import BUILD_VOICE, RENDER_CHUNKS
 
 TASK_MODULES = ["worker.tasks"]
 
-# kombu's filesystem transport, publishing atomically (see worker.filesystem_broker for the bug it avoids)
+# kombu's filesystem transport with atomic publishing and claiming, polled from Celery's event loop (see
+# worker.filesystem_broker for the bugs this avoids)
 FILESYSTEM_TRANSPORT = "worker.filesystem_broker:Transport"
 
 # The tasks that run the TTS engine. Everything else (starting a job, stitching and ffmpeg encoding,
@@ -53,8 +54,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         # Requeue a task whose worker process died (Redis puts it back on the queue). On the filesystem
         # broker the message is acked and the sweeper re-sends the work from the database after its
         # lease: chosen when workers there stopped after kills, a wedge since traced to Celery's blocking
-        # pool (worker.filesystem_broker). One battery run with requeue on since then lost nothing (19
-        # kills); not switched on that alone.
+        # pool (worker.filesystem_broker). With requeue on, the battery's scenario B lost nothing either
+        # and took as long (four CI-sized runs and one of 40 jobs): no gain that would justify a switch.
         "task_reject_on_worker_lost": not settings.broker_url.startswith("filesystem://"),
         "task_soft_time_limit": settings.task_soft_time_limit,
         "task_time_limit": settings.task_time_limit,
