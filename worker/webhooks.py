@@ -1,6 +1,13 @@
 """Completion webhooks: signed with the submitting key's secret, delivered at least once, retried with
-exponential backoff, never sent to private, loopback or link-local addresses (unless configured), and
-never following redirects (every hop would need the same check). No Flask or Celery imports."""
+exponential backoff, and never following redirects (every hop would need the same check). No Flask or
+Celery imports.
+
+A webhook URL is http or https with a host and no credentials, whitespace or control characters; its port
+is the scheme's default, 80 or 443 (``allowed_ports`` widens that; ``allow_private`` allows any port). Its
+host must resolve to globally routable unicast addresses only, and any IPv4 address an IPv6 address carries
+(IPv4-mapped or -compatible, NAT64, 6to4, Teredo) must be one too; ``allow_private`` (tests, LANs) lifts
+the address rule, nothing else.
+"""
 
 from __future__ import annotations
 
@@ -9,14 +16,19 @@ import hmac
 import ipaddress
 import json
 import logging
+import re
 import socket
 import time
+import unicodedata
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
+from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from sqlalchemy import and_, or_, select, update
 from sqlalchemy.engine import CursorResult
@@ -29,10 +41,58 @@ log = logging.getLogger(__name__)
 SIGNATURE_HEADER = "X-Tome-Signature"
 TIMEOUT_SECONDS = 10.0
 CLAIM = timedelta(seconds=60)
+DEFAULT_PORTS = frozenset({80, 443})
+SCHEME_PORTS = {"http": 80, "https": 443}
+
+IPAddress = IPv4Address | IPv6Address
+# (host, port) -> the addresses it resolves to; ``resolve`` (the system resolver) unless a test injects one.
+Resolver = Callable[[str, int], Sequence[str]]
+
+# Inside what ``is_global`` accepts, ranges no webhook receiver lives in (IANA special-purpose registries).
+_V4_REFUSED = tuple(
+    IPv4Network(n)
+    for n in (
+        "0.0.0.0/8",  # "this network"
+        "10.0.0.0/8",
+        "100.64.0.0/10",  # shared address space (carrier-grade NAT)
+        "127.0.0.0/8",
+        "169.254.0.0/16",
+        "172.16.0.0/12",
+        "192.0.0.0/24",  # IETF protocol assignments
+        "192.0.2.0/24",  # documentation (TEST-NET-1)
+        "192.88.99.0/24",  # 6to4 relay anycast
+        "192.168.0.0/16",
+        "198.18.0.0/15",  # benchmarking
+        "198.51.100.0/24",  # documentation (TEST-NET-2)
+        "203.0.113.0/24",  # documentation (TEST-NET-3)
+        "224.0.0.0/4",  # multicast
+        "240.0.0.0/4",  # reserved, and the broadcast address
+    )
+)
+_V6_GLOBAL_UNICAST = IPv6Network("2000::/3")
+_V6_REFUSED = tuple(
+    IPv6Network(n)
+    for n in (
+        "2001::/23",  # IETF protocol assignments: Teredo (2001::/32), benchmarking, ORCHID
+        "2001:db8::/32",  # documentation
+        "3fff::/20",  # documentation
+    )
+)
+_NAT64 = IPv6Network("64:ff9b::/96")  # the well-known NAT64 prefix: the low 32 bits are the IPv4 address
+_PRINTABLE_ASCII = "".join(chr(c) for c in range(0x21, 0x7F))
+_NOT_PUBLIC = "webhook_url host must resolve, and only to public addresses"
+_NO_PUBLIC = "no public address"
+_HOST_NAME = re.compile(r"[a-z0-9_-]+(\.[a-z0-9_-]+)*\.?")
 
 
 class WebhookRefused(ValueError):
-    """The URL is not one Tome will call (scheme, host, or an address it may not reach)."""
+    """The URL is not one Tome will call (scheme, host, port, or an address it may not reach).
+
+    ``reason`` is a short fixed phrase, safe to show in a delivery error."""
+
+    def __init__(self, message: str, reason: str = "invalid URL") -> None:
+        super().__init__(message)
+        self.reason = reason
 
 
 def sign(secret: str, body: bytes, timestamp: int) -> str:
@@ -52,23 +112,135 @@ def verify(secret: str, body: bytes, header: str, tolerance_s: int = 300, now: f
     return hmac.compare_digest(sign(secret, body, timestamp), header)
 
 
-def check_url(url: str, allow_private: bool) -> None:
-    """Refuse anything but http(s) to a public address (all resolved addresses are checked)."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise WebhookRefused("webhook_url must be an http or https URL with a host")
-    if parts.username or parts.password:
-        raise WebhookRefused("webhook_url must not carry credentials")
-    if allow_private:
-        return
+def resolve(host: str, port: int) -> list[str]:
+    """The addresses ``host`` resolves to for TCP, in the system resolver's order, without repeats."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+def embedded_ipv4(address: IPv6Address) -> list[IPv4Address]:
+    """The IPv4 addresses an IPv6 address carries: IPv4-mapped, IPv4-compatible, NAT64, 6to4 and Teredo
+    (its server and its client) forms."""
+    found: list[IPv4Address] = []
+    low32 = IPv4Address(int(address) & 0xFFFFFFFF)
+    if address.ipv4_mapped is not None:
+        found.append(address.ipv4_mapped)
+    if int(address) >> 32 == 0 or address in _NAT64:
+        found.append(low32)
+    if address.sixtofour is not None:
+        found.append(address.sixtofour)
+    if address.teredo is not None:
+        found.extend(address.teredo)
+    return found
+
+
+def is_public(address: IPAddress) -> bool:
+    """Whether ``address`` is globally routable unicast, and so is every IPv4 address it carries."""
+    if isinstance(address, IPv4Address):
+        return address.is_global and not address.is_multicast and not any(address in n for n in _V4_REFUSED)
+    if address.scope_id:
+        return False  # a zone index makes it link-scoped whatever the bits say
+    if address.ipv4_mapped is not None:
+        return is_public(address.ipv4_mapped)  # a dual-stack socket connects to the IPv4 address itself
+    if not all(is_public(inner) for inner in embedded_ipv4(address)):
+        return False
+    if address in _NAT64:
+        return True  # a translator reaches the (public) IPv4 address checked above
+    return (
+        address in _V6_GLOBAL_UNICAST
+        and address.is_global
+        and not address.is_reserved
+        and not any(address in n for n in _V6_REFUSED)
+    )
+
+
+def port_allowed(scheme: str, port: int, allowed_ports: Collection[int] | None, allow_private: bool) -> bool:
+    """The scheme's default port always; otherwise ``allowed_ports``, or when that is None: 80 and 443,
+    or any port with ``allow_private``."""
+    if not 0 < port < 65536:
+        return False
+    if port == SCHEME_PORTS[scheme]:
+        return True
+    if allowed_ports is None:
+        return allow_private or port in DEFAULT_PORTS
+    return port in allowed_ports
+
+
+def check_url(
+    url: str,
+    allow_private: bool,
+    *,
+    allowed_ports: Collection[int] | None = None,
+    resolver: Resolver | None = None,
+) -> None:
+    """Refuse a URL Tome will not call: its syntax, its port, and (unless ``allow_private``) every address
+    its host resolves to now. Delivery checks again, on the addresses it then connects to."""
+    target = _Target.parse(url, allowed_ports, allow_private)
+    if not allow_private:
+        target.addresses(allow_private, resolver or resolve)
+
+
+@dataclass(frozen=True)
+class _Target:
+    """Where a webhook URL points: scheme, ASCII host (IDNA name or bare IP literal), port, request path."""
+
+    scheme: str
+    host: str
+    port: int
+    path: str
+
+    @classmethod
+    def parse(cls, url: str, allowed_ports: Collection[int] | None, allow_private: bool) -> _Target:
+        # urlsplit silently drops tabs and newlines, and http.client refuses them later: refuse them now.
+        if any(ch.isspace() or unicodedata.category(ch).startswith("C") for ch in url):
+            raise WebhookRefused("webhook_url must not contain whitespace or control characters")
+        try:
+            parts = urlsplit(url)
+            port = parts.port
+        except ValueError as exc:
+            raise WebhookRefused("webhook_url is not a valid URL") from exc
+        if parts.scheme not in SCHEME_PORTS or not parts.hostname:
+            raise WebhookRefused("webhook_url must be an http or https URL with a host")
+        if "@" in parts.netloc:
+            raise WebhookRefused("webhook_url must not carry credentials")
+        host = _ascii_host(parts.hostname)
+        port = SCHEME_PORTS[parts.scheme] if port is None else port
+        if not port_allowed(parts.scheme, port, allowed_ports, allow_private):
+            raise WebhookRefused(f"webhook_url port {port} is not allowed", reason="port not allowed")
+        path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        return cls(parts.scheme, host, port, quote(path, safe=_PRINTABLE_ASCII))
+
+    def addresses(self, allow_private: bool, resolver: Resolver) -> list[IPAddress]:
+        """Resolve the host once; every address must be public unless ``allow_private``."""
+        try:
+            found = [ipaddress.ip_address(self.host)]
+        except ValueError:
+            try:
+                found = [ipaddress.ip_address(a) for a in resolver(self.host, self.port)]
+            except (OSError, UnicodeError, ValueError):
+                found = []
+        if not found:
+            # One message for "does not resolve" and "resolves privately": no probe of internal DNS.
+            raise WebhookRefused(_NOT_PUBLIC, reason="host did not resolve" if allow_private else _NO_PUBLIC)
+        if not allow_private and not all(is_public(a) for a in found):
+            raise WebhookRefused(_NOT_PUBLIC, reason=_NO_PUBLIC)
+        return found
+
+
+def _ascii_host(hostname: str) -> str:
+    if ":" in hostname:  # an IPv6 literal (urlsplit took it out of its brackets)
+        try:
+            ipaddress.IPv6Address(hostname)
+        except ValueError as exc:
+            raise WebhookRefused("webhook_url has an invalid IPv6 address") from exc
+        return hostname
     try:
-        infos = socket.getaddrinfo(parts.hostname, parts.port or 443, proto=socket.IPPROTO_TCP)
-    except (socket.gaierror, UnicodeError) as exc:
-        raise WebhookRefused(f"webhook host {parts.hostname!r} does not resolve") from exc
-    for info in infos:
-        address = ipaddress.ip_address(info[4][0])
-        if not address.is_global:
-            raise WebhookRefused(f"webhook host {parts.hostname!r} resolves to a non-public address")
+        ascii_host = hostname.encode("idna").decode("ascii")
+    except UnicodeError as exc:
+        raise WebhookRefused("webhook_url host is not a valid host name") from exc
+    if len(ascii_host) > 254 or not _HOST_NAME.fullmatch(ascii_host):
+        raise WebhookRefused("webhook_url host is not a valid host name")
+    return ascii_host
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
