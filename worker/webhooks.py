@@ -229,6 +229,8 @@ class _Target:
 
 def _ascii_host(hostname: str) -> str:
     if ":" in hostname:  # an IPv6 literal (urlsplit took it out of its brackets)
+        if "%" in hostname:
+            raise WebhookRefused("webhook_url must not name a link-local zone")
         try:
             ipaddress.IPv6Address(hostname)
         except ValueError as exc:

@@ -149,6 +149,7 @@ def test_whitespace_and_control_characters_are_refused(url: str) -> None:
         "http://a..b/hook",
         "http://exa$mple.org/hook",
         "http://%31%32%37.0.0.1/hook",
+        "http://[fe80::1%25eth0]/hook",  # a zone index: link-scoped
     ],
 )
 def test_malformed_urls_are_refused_even_when_private_addresses_are_allowed(url: str) -> None:
