@@ -7,21 +7,26 @@ is the scheme's default, 80 or 443 (``allowed_ports`` widens that; ``allow_priva
 host must resolve to globally routable unicast addresses only, and any IPv4 address an IPv6 address carries
 (IPv4-mapped or -compatible, NAT64, 6to4, Teredo) must be one too; ``allow_private`` (tests, LANs) lifts
 the address rule, nothing else.
+
+Delivery resolves the host once, checks every address, and connects to a checked one itself (the Host
+header and the TLS server name stay the URL's host), so a DNS answer that changes after the check (DNS
+rebinding) is never used. Every attempt is counted, whatever fails, and a failure is recorded on the job
+in generic words ("HTTP 503", "timed out", "connection failed"); the remote's own words go to the log only.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import http.client
 import ipaddress
 import json
 import logging
 import re
 import socket
+import ssl
 import time
 import unicodedata
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
@@ -39,7 +44,8 @@ from worker.runtime import Runtime
 log = logging.getLogger(__name__)
 
 SIGNATURE_HEADER = "X-Tome-Signature"
-TIMEOUT_SECONDS = 10.0
+TIMEOUT_SECONDS = 10.0  # to connect, and for each read or write
+MAX_CONNECT_ADDRESSES = 3
 CLAIM = timedelta(seconds=60)
 DEFAULT_PORTS = frozenset({80, 443})
 SCHEME_PORTS = {"http": 80, "https": 443}
@@ -48,7 +54,7 @@ IPAddress = IPv4Address | IPv6Address
 # (host, port) -> the addresses it resolves to; ``resolve`` (the system resolver) unless a test injects one.
 Resolver = Callable[[str, int], Sequence[str]]
 
-# Inside what ``is_global`` accepts, ranges no webhook receiver lives in (IANA special-purpose registries).
+# Special-purpose ranges (IANA registries), refused whatever ``is_global`` says: it lets some through.
 _V4_REFUSED = tuple(
     IPv4Network(n)
     for n in (
@@ -82,6 +88,7 @@ _NAT64 = IPv6Network("64:ff9b::/96")  # the well-known NAT64 prefix: the low 32 
 _PRINTABLE_ASCII = "".join(chr(c) for c in range(0x21, 0x7F))
 _NOT_PUBLIC = "webhook_url host must resolve, and only to public addresses"
 _NO_PUBLIC = "no public address"
+_UNEXPECTED = "delivery failed"
 _HOST_NAME = re.compile(r"[a-z0-9_-]+(\.[a-z0-9_-]+)*\.?")
 
 
@@ -171,13 +178,13 @@ def check_url(
     allow_private: bool,
     *,
     allowed_ports: Collection[int] | None = None,
-    resolver: Resolver | None = None,
+    resolver: Resolver = resolve,
 ) -> None:
     """Refuse a URL Tome will not call: its syntax, its port, and (unless ``allow_private``) every address
     its host resolves to now. Delivery checks again, on the addresses it then connects to."""
     target = _Target.parse(url, allowed_ports, allow_private)
     if not allow_private:
-        target.addresses(allow_private, resolver or resolve)
+        target.addresses(allow_private, resolver)
 
 
 @dataclass(frozen=True)
@@ -212,9 +219,8 @@ class _Target:
 
     def addresses(self, allow_private: bool, resolver: Resolver) -> list[IPAddress]:
         """Resolve the host once; every address must be public unless ``allow_private``."""
-        try:
-            found = [ipaddress.ip_address(self.host)]
-        except ValueError:
+        found = _ip_literal(self.host)
+        if not found:
             try:
                 found = [ipaddress.ip_address(a) for a in resolver(self.host, self.port)]
             except (OSError, UnicodeError, ValueError):
@@ -225,6 +231,13 @@ class _Target:
         if not allow_private and not all(is_public(a) for a in found):
             raise WebhookRefused(_NOT_PUBLIC, reason=_NO_PUBLIC)
         return found
+
+
+def _ip_literal(host: str) -> list[IPAddress]:
+    try:
+        return [ipaddress.ip_address(host)]
+    except ValueError:
+        return []
 
 
 def _ascii_host(hostname: str) -> str:
@@ -243,11 +256,6 @@ def _ascii_host(hostname: str) -> str:
     if len(ascii_host) > 254 or not _HOST_NAME.fullmatch(ascii_host):
         raise WebhookRefused("webhook_url host is not a valid host name")
     return ascii_host
-
-
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
-        return None
 
 
 def payload(job: Job) -> dict[str, Any]:
@@ -282,9 +290,11 @@ def due_filter(now: Any, max_attempts: int) -> Any:
     )
 
 
-def deliver(rt: Runtime, job_id: uuid.UUID) -> str:
+def deliver(rt: Runtime, job_id: uuid.UUID, *, resolver: Resolver = resolve) -> str:
     """Claim the delivery (so two workers don't both send), POST once, record the outcome."""
     settings = rt.settings
+    allow_private: bool = settings.webhook_allow_private
+    allowed_ports = _ports_setting(getattr(settings, "webhook_ports", None))
     now = utcnow()
     with unit_of_work(rt.sessions) as session:
         claimed = session.execute(
@@ -301,7 +311,7 @@ def deliver(rt: Runtime, job_id: uuid.UUID) -> str:
         secret = session.scalar(select(ApiKey.webhook_secret).where(ApiKey.id == job.api_key_id))
         body = json.dumps(payload(job), separators=(",", ":")).encode()
         url, attempts = job.webhook_url, job.webhook_attempts + 1
-    error = _post(url, body, secret or "", settings.webhook_allow_private)
+    error, cause = _attempt(url, body, secret or "", allow_private, allowed_ports, resolver)
     with unit_of_work(rt.sessions) as session:
         values: dict[str, Any] = {"webhook_attempts": attempts, "webhook_error": error}
         if error is None:
@@ -310,27 +320,122 @@ def deliver(rt: Runtime, job_id: uuid.UUID) -> str:
             values["webhook_next_at"] = utcnow() + backoff(attempts)
         session.execute(update(Job).where(Job.id == job_id).values(**values))
     if error:
-        log.warning("job %s: webhook attempt %d failed: %s", job_id, attempts, error)
+        # The detail (what the remote said) stays here, in the worker log.
+        detail = f" ({cause!r})" if cause is not None else ""
+        trace = cause if error == _UNEXPECTED else None
+        log.warning(
+            "job %s: webhook attempt %d failed: %s%s", job_id, attempts, error, detail, exc_info=trace
+        )
         return "failed"
     log.info("job %s: webhook delivered", job_id)
     return "delivered"
 
 
-def _post(url: str, body: bytes, secret: str, allow_private: bool) -> str | None:
+class PinnedHTTPConnection(http.client.HTTPConnection):
+    """Connects to one of ``addresses`` (resolved and checked already) instead of resolving ``host`` again,
+    so a DNS answer that changes after the check is never used; ``host`` still names the server in the
+    Host header."""
+
+    def __init__(self, host: str, port: int, addresses: Sequence[IPAddress], *, timeout: float) -> None:
+        super().__init__(host, port, timeout=timeout)
+        self.addresses = tuple(addresses)
+
+    def connect(self) -> None:
+        self.sock = _connect(self.addresses, self.port, self.timeout)
+
+
+class PinnedHTTPSConnection(http.client.HTTPSConnection):
+    """As PinnedHTTPConnection, over TLS: the server name sent (SNI) and the name the certificate must hold
+    are ``host``, not the address connected to."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        addresses: Sequence[IPAddress],
+        *,
+        timeout: float,
+        context: ssl.SSLContext | None = None,
+    ) -> None:
+        self.tls = context or ssl.create_default_context()
+        super().__init__(host, port, timeout=timeout, context=self.tls)
+        self.addresses = tuple(addresses)
+
+    def connect(self) -> None:
+        sock = _connect(self.addresses, self.port, self.timeout)
+        try:
+            self.sock = self.tls.wrap_socket(sock, server_hostname=self.host)
+        except BaseException:
+            sock.close()
+            raise
+
+
+def _connect(addresses: Sequence[IPAddress], port: int, timeout: float | None) -> socket.socket:
+    """A TCP connection to the first of ``addresses`` that answers (only the first few are tried: a host
+    with many silent addresses must not hold a worker for minutes)."""
+    error = OSError("no address to connect to")
+    for address in addresses[:MAX_CONNECT_ADDRESSES]:
+        try:
+            return socket.create_connection((str(address), port), timeout)
+        except OSError as exc:
+            error = exc
+    raise error
+
+
+def _attempt(
+    url: str,
+    body: bytes,
+    secret: str,
+    allow_private: bool,
+    allowed_ports: Collection[int] | None,
+    resolver: Resolver,
+) -> tuple[str | None, BaseException | None]:
+    """POST once: resolve the host once, check every address, connect to a checked one. Returns None on a
+    2xx answer, else a generic error for the job (the status code, or what kind of failure, never the
+    remote's words: a webhook must not work as a port or banner probe), with the exception for the log."""
     try:
-        check_url(url, allow_private)
+        target = _Target.parse(url, allowed_ports, allow_private)
+        addresses = target.addresses(allow_private, resolver)
+        status = _send(target, addresses, body, secret)
     except WebhookRefused as exc:
-        return str(exc)
-    request = urllib.request.Request(url, data=body, method="POST")
-    request.add_header("Content-Type", "application/json")
-    request.add_header("User-Agent", "Tome-Webhook/1")
-    request.add_header(SIGNATURE_HEADER, sign(secret, body, int(time.time())))
-    opener = urllib.request.build_opener(_NoRedirect())
+        return f"refused: {exc.reason}", exc
+    except TimeoutError as exc:
+        return "timed out", exc
+    except ssl.SSLError as exc:  # certificate verification failures included
+        return "TLS failed", exc
+    except http.client.HTTPException as exc:
+        return "invalid response", exc
+    except OSError as exc:
+        return "connection failed", exc
+    except Exception as exc:  # still a failed attempt (counted, retried later), never a stuck delivery
+        return _UNEXPECTED, exc
+    return (None, None) if 200 <= status < 300 else (f"HTTP {status}", None)
+
+
+def _send(target: _Target, addresses: Sequence[IPAddress], body: bytes, secret: str) -> int:
+    """POST ``body`` to ``target`` through ``addresses``; the answer's status (redirects are not followed)."""
+    connection: http.client.HTTPConnection
+    if target.scheme == "https":
+        connection = PinnedHTTPSConnection(target.host, target.port, addresses, timeout=TIMEOUT_SECONDS)
+    else:
+        connection = PinnedHTTPConnection(target.host, target.port, addresses, timeout=TIMEOUT_SECONDS)
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": "Tome-Webhook/1",
+        "Connection": "close",
+        SIGNATURE_HEADER: sign(secret, body, int(time.time())),
+    }
     try:
-        with opener.open(request, timeout=TIMEOUT_SECONDS) as response:
-            status = int(response.status)
-    except urllib.error.HTTPError as exc:
-        return f"HTTP {exc.code}"
-    except (urllib.error.URLError, OSError, ValueError) as exc:
-        return f"{type(exc).__name__}: {exc}"
-    return None if 200 <= status < 300 else f"HTTP {status}"
+        connection.request("POST", target.path, body=body, headers=headers)
+        return connection.getresponse().status
+    finally:
+        connection.close()
+
+
+def _ports_setting(value: str | Collection[int] | None) -> frozenset[int] | None:
+    """``allowed_ports`` from a setting: None or "" for the default policy, else "80,443,8443" or ints."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str):
+        return frozenset(int(p) for p in value.split(",") if p.strip())
+    return frozenset(value)
