@@ -10,7 +10,7 @@ the address rule, nothing else.
 
 Delivery resolves the host once, checks every address, and connects to a checked one itself (the Host
 header and the TLS server name stay the URL's host), so a DNS answer that changes after the check (DNS
-rebinding) is never used. Every attempt is counted, whatever fails, and a failure is recorded on the job
+rebinding) is never used. Each attempt is counted when it is claimed, and a failure is recorded on the job
 in generic words ("HTTP 503", "timed out", "connection failed"); the remote's own words go to the log only.
 """
 
@@ -291,7 +291,10 @@ def due_filter(now: Any, max_attempts: int) -> Any:
 
 
 def deliver(rt: Runtime, job_id: uuid.UUID, *, resolver: Resolver = resolve) -> str:
-    """Claim the delivery (so two workers don't both send), POST once, record the outcome."""
+    """Claim the delivery (so two workers don't both send), POST once, record the outcome.
+
+    The claim counts the attempt in the same write, so that every attempt is counted whatever happens
+    next (an error of any kind, or the worker killed mid-POST) and retries always end."""
     settings = rt.settings
     allow_private: bool = settings.webhook_allow_private
     allowed_ports = _ports_setting(getattr(settings, "webhook_ports", None))
@@ -300,7 +303,7 @@ def deliver(rt: Runtime, job_id: uuid.UUID, *, resolver: Resolver = resolve) -> 
         claimed = session.execute(
             update(Job)
             .where(Job.id == job_id, due_filter(now, settings.webhook_max_attempts))
-            .values(webhook_next_at=now + CLAIM)
+            .values(webhook_next_at=now + CLAIM, webhook_attempts=Job.webhook_attempts + 1)
         )
         assert isinstance(claimed, CursorResult)
         if claimed.rowcount != 1:
@@ -310,10 +313,10 @@ def deliver(rt: Runtime, job_id: uuid.UUID, *, resolver: Resolver = resolve) -> 
         assert job.webhook_url
         secret = session.scalar(select(ApiKey.webhook_secret).where(ApiKey.id == job.api_key_id))
         body = json.dumps(payload(job), separators=(",", ":")).encode()
-        url, attempts = job.webhook_url, job.webhook_attempts + 1
+        url, attempts = job.webhook_url, job.webhook_attempts
     error, cause = _attempt(url, body, secret or "", allow_private, allowed_ports, resolver)
     with unit_of_work(rt.sessions) as session:
-        values: dict[str, Any] = {"webhook_attempts": attempts, "webhook_error": error}
+        values: dict[str, Any] = {"webhook_error": error}
         if error is None:
             values["webhook_delivered_at"] = utcnow()
         else:

@@ -396,6 +396,25 @@ def test_any_exception_during_an_attempt_is_counted_and_retries_end(
     assert webhooks.deliver(rt, job_id) == "not_due"
 
 
+def test_an_attempt_is_counted_even_when_the_worker_dies_during_it(
+    make_rt: Callable[..., Runtime], network: FakeNetwork
+) -> None:
+    class Killed(BaseException):
+        pass
+
+    def dies(host: str, port: int) -> list[str]:
+        raise Killed
+
+    rt = make_rt()
+    job_id = add_job(rt, "http://dies.test/hook")
+    with pytest.raises(Killed):
+        webhooks.deliver(rt, job_id, resolver=dies)
+    attempts, _, next_at, delivered_at = webhook_state(rt, job_id)
+    assert attempts == 1
+    assert delivered_at is None
+    assert next_at is not None, "claimed: the sweeper sends it again once the claim runs out"
+
+
 class WithPorts:
     """Settings plus ``webhook_ports`` (not a Settings field yet)."""
 
