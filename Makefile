@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: run test lint format bench chaos migrate clean
+.PHONY: run test test-fast lint format bench chaos migrate clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,10 @@ format: $(STAMP)
 
 test: lint
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The inner loop: lint, then the unit, API and cache tests (no worker processes, no chaos): about a minute.
+test-fast: lint
+	$(PY) -m pytest tests/unit tests/api tests/cache tests/test_migrations.py $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(PY) -m bench

@@ -38,7 +38,7 @@ from bench.voice_cache import (
 )
 from bench.workers import WorkerRun, run_with_workers
 from models import Job
-from worker import pipeline
+from worker import task_names
 
 
 def _job(scene: Scene) -> Job:
@@ -82,9 +82,7 @@ def report_inprocess(scene: Scene, run: Dispatch, counts: CacheCounts, t: CacheT
         n = run.tasks[name]
         return f"{label} {run.seconds[name]:.2f} s ({n} task{'' if n == 1 else 's'})"
 
-    print(
-        f"[in-process] {scene.chunks} chunks, 1 process: the real task bodies (worker.pipeline, build_voice)"
-    )
+    print(f"[in-process] {scene.chunks} chunks, 1 process: the real task bodies (worker.dispatch)")
     print("  on SQLite in a temp dir (kept with --keep), messages delivered by a synchronous local queue")
     print(f"  engine       {engine.name} {engine.version}, {scene.settings.chunks_per_task} chunks per task")
     print(
@@ -92,9 +90,9 @@ def report_inprocess(scene: Scene, run: Dispatch, counts: CacheCounts, t: CacheT
         f"mp3 of {job.output_bytes} bytes"
     )
     print(
-        f"  wall         {run.wall_seconds:.2f} s = {task(pipeline.BUILD_VOICE, 'build')}, "
-        f"{task(pipeline.START_JOB, 'start')}, {task(pipeline.RENDER_CHUNKS, 'render')}, "
-        f"{task(pipeline.STITCH_JOB, 'stitch')}; {run.retries} retries"
+        f"  wall         {run.wall_seconds:.2f} s = {task(task_names.BUILD_VOICE, 'build')}, "
+        f"{task(task_names.START_JOB, 'start')}, {task(task_names.RENDER_CHUNKS, 'render')}, "
+        f"{task(task_names.STITCH_JOB, 'stitch')}; {run.waits} starts waited for a voice"
     )
     print(f"  audio        {audio:.1f} s, real-time factor {_rtf(audio, run.wall_seconds):.0f}x")
     print(_counts_line(counts, 1))
@@ -138,7 +136,7 @@ def report_workers(run: WorkerRun, counts: CacheCounts, chunks: int) -> None:
     print(f"  worker start {run.startup_seconds:.2f} s before the clock (not counted)")
     print(f"  job          {run.status}; chunks rendered per pool process: {spread}")
     print(f"  wall         {run.wall_seconds:.2f} s = {', '.join(phases)} (status polled every 50 ms)")
-    print(f"  retries      {retries} (start_job waits for the voice with a 2 s countdown)")
+    print(f"  retries      {retries} (transient failures only; a start that waits for a voice ends)")
     print(
         f"  audio        {run.audio_seconds:.1f} s, "
         f"real-time factor {_rtf(run.audio_seconds, run.wall_seconds):.0f}x"

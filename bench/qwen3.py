@@ -33,8 +33,9 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from worker.config import load_settings
 from worker.engines.base import EngineError, SpeakerPrompt, SynthesisRequest
-from worker.engines.qwen3 import MODEL_DIR_ENV, Qwen3Engine, import_qwen_tts
+from worker.engines.qwen3 import Qwen3Engine, import_qwen_tts
 
 DEFAULT_BATCHES = (1, 2, 4, 8, 16, 32)
 DEVICE_CHOICES = ("auto", "cuda", "cpu", "skip")
@@ -428,11 +429,13 @@ def run_section(
     if "flash-attn is not installed" in note:
         print("  note         flash-attn is not installed: qwen_tts runs its manual PyTorch attention")
     checkpoints = [("tiny", build_tiny_checkpoint(scratch / "qwen3-tiny"))]
-    real = os.environ.get(MODEL_DIR_ENV)
+    real = load_settings().qwen3_model_dir
     if real:
         checkpoints.append((Path(real).name or real, Path(real)))
     else:
-        print(f"  (set {MODEL_DIR_ENV} to a checkpoint, e.g. Qwen3-TTS-12Hz-0.6B-Base, to measure it too)")
+        print(
+            "  (set TOME_QWEN3_MODEL_DIR to a checkpoint, e.g. Qwen3-TTS-12Hz-0.6B-Base, to measure it too)"
+        )
     problems: list[str] = []
     parts: list[str] = []
     for label, model_dir in checkpoints:

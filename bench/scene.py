@@ -19,10 +19,10 @@ from models.migrate import upgrade_head
 from worker.audio import write_wav_atomic
 from worker.config import Settings, load_settings
 from worker.engines import SynthesisRequest
-from worker.pipeline import BUILD_VOICE, START_JOB
+from worker.jobs.state import insert_job
 from worker.runtime import Runtime
 from worker.script import make_chunks, parse_script
-from worker.state import insert_job
+from worker.task_names import BUILD_VOICE, START_JOB
 
 OWNER = "bench"
 TRANSCRIPT = (

@@ -27,9 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from models import Voice
-from worker import counters, voice_prompts
+from worker import counters
 from worker.audio import read_wav
 from worker.runtime import Runtime
+from worker.voices import prompts as voice_prompts
 from worker.voices.store import load_prompt, save_prompt
 
 HIT_REPEATS = 50

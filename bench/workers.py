@@ -17,12 +17,14 @@ from sqlalchemy import select
 
 from bench.scene import Scene
 from models import TERMINAL, Job
-from tests.support.workers import WorkerProcess
 from worker.celery_app import ensure_broker_folders, make_celery
+from worker.processes import WorkerProcess
 
 JOB_TIMEOUT = 90.0
 POLL_SECONDS = 0.05
-RENDERED = re.compile(r"^\S+ \S+ INFO (\S+) worker\.pipeline: job \S+: (\d+) chunks rendered", re.MULTILINE)
+RENDERED = re.compile(
+    r"^\S+ \S+ INFO (\S+) worker\.jobs\.render job=\S+: (\d+) chunks rendered", re.MULTILINE
+)
 RETRIED = re.compile(r"^\S+ \S+ INFO \S+ celery\.app\.trace: Task (\S+)\[\S+\] retry: ", re.MULTILINE)
 
 

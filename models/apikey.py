@@ -42,7 +42,3 @@ class ApiKey(Base):
     # Signs this key's webhooks (HMAC-SHA256). It must be readable to sign, so it is stored as is;
     # it grants nothing on the API.
     webhook_secret: Mapped[str] = mapped_column(String(64), default=lambda: secrets.token_hex(32))
-
-    @property
-    def is_admin(self) -> bool:
-        return self.role == Role.ADMIN.value

@@ -103,6 +103,8 @@ class Chunk(Base):
     attempt_token: Mapped[str | None] = mapped_column(String(32), default=None)
     lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
     enqueued_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
+    # Reserved for reusing a chunk's audio across jobs and edits by content (DESIGN: engine version, voice
+    # cache key, text, params, seed); nothing writes it yet.
     content_key: Mapped[str | None] = mapped_column(String(64), default=None)
     audio_path: Mapped[str | None] = mapped_column(String(500), default=None)
     duration: Mapped[float | None] = mapped_column(Float, default=None)

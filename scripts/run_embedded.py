@@ -20,13 +20,10 @@ from webapi import create_app
 from webapi.cli import mint_key
 from worker.celery_app import ensure_broker_folders
 from worker.config import load_settings
-
-HOST = os.environ.get("TOME_HOST", "127.0.0.1")
-PORT = os.environ.get("TOME_PORT", "8000")
+from worker.processes import api_command, beat_command, worker_command
 
 
-def ensure_admin_key(data_dir: Path) -> Path:
-    path = data_dir / "admin.key"
+def ensure_admin_key(path: Path) -> Path:
     if not path.exists():
         key = mint_key(create_app(), owner="admin", name="first-start", admin=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -44,50 +41,15 @@ def main() -> int:
     data_dir.mkdir(parents=True, exist_ok=True)
     ensure_broker_folders(settings)
     upgrade_head(settings.sqlalchemy_url)
-    ensure_admin_key(data_dir)
-    bin_dir = Path(sys.executable).parent
+    ensure_admin_key(settings.layout.admin_key)
+    bind = f"{settings.api_host}:{settings.api_port}"
     commands = [
-        [
-            str(bin_dir / "gunicorn"),
-            "--bind",
-            f"{HOST}:{PORT}",
-            "--workers",
-            "2",
-            "--timeout",
-            "120",
-            "--access-logfile",
-            "-",
-            "webapi:create_app()",
-        ],
-        [
-            str(bin_dir / "celery"),
-            "-A",
-            "worker.main",
-            "worker",
-            "--loglevel",
-            "INFO",
-            "--concurrency",
-            "2",
-            "--queues",
-            ",".join(dict.fromkeys(q for q in (settings.queue, settings.gpu_queue) if q)),
-        ],
-        # The sweeper's clock as its own process, as in production: a crashed worker child can't take it
-        # along (an embedded `--beat` runs as a child of the worker and is not restarted if it dies).
-        [
-            str(bin_dir / "celery"),
-            "-A",
-            "worker.main",
-            "beat",
-            "--loglevel",
-            "INFO",
-            "--schedule",
-            str(data_dir / "celerybeat-schedule"),
-        ],
+        api_command(bind),
+        worker_command(2, [settings.queue, settings.gpu_queue]),
+        beat_command(settings.layout.beat_schedule),
     ]
     children = [subprocess.Popen(cmd) for cmd in commands]
-    print(
-        f"tome: API on http://{HOST}:{PORT}, worker and sweeper (beat) running; Ctrl-C stops all", flush=True
-    )
+    print(f"tome: API on http://{bind}, worker and sweeper (beat) running; Ctrl-C stops all", flush=True)
 
     def stop(*_: object) -> None:
         for child in children:

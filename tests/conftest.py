@@ -15,14 +15,17 @@ from typing import Any
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
+from sqlalchemy.orm import Session, scoped_session
 
 from models.migrate import upgrade_head
+from tests.support.apps import tome_of
 from tests.support.audio import reference_wav
 from tests.support.services import Services, postgres_database, require_services
-from tests.support.workers import WorkerProcess
 from webapi import create_app
 from webapi.cli import mint_key
 from worker.config import Settings, load_settings
+from worker.processes import WorkerProcess
+from worker.runtime import Runtime
 
 
 @pytest.fixture
@@ -35,6 +38,18 @@ def app(settings: Settings) -> Flask:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     upgrade_head(settings.sqlalchemy_url)
     return create_app({"settings": settings})
+
+
+@pytest.fixture
+def db(app: Flask) -> scoped_session[Session]:
+    """The app's database sessions (the same registry its views use)."""
+    return tome_of(app).sessions
+
+
+@pytest.fixture
+def rt(app: Flask) -> Runtime:
+    """The worker-side services on the app's database: what a task body is given."""
+    return tome_of(app).runtime
 
 
 @pytest.fixture

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,4 +32,21 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     for blueprint in (health.bp, metrics.bp, voices.bp, jobs.bp, admin.bp):
         app.register_blueprint(blueprint)
     register_cli(app)
+    _log_through_gunicorn()
     return app
+
+
+def _log_through_gunicorn() -> None:
+    """Under gunicorn, the API's own log lines (``webapi.*``, ``worker.*``) go where gunicorn's error log
+    goes, at its level; without this they are dropped, as the root logger has no handler there. Outside
+    gunicorn (tests, the CLI) logging is left as the caller set it up."""
+    gunicorn = logging.getLogger("gunicorn.error")
+    root = logging.getLogger()
+    if not gunicorn.handlers or root.handlers:
+        return
+    formatter = logging.Formatter("%(asctime)s %(levelname)s [%(process)d] %(name)s: %(message)s")
+    for handler in gunicorn.handlers:
+        handler.setFormatter(formatter)
+        root.addHandler(handler)
+    root.setLevel(gunicorn.level)
+    gunicorn.propagate = False  # its own lines are already written by these handlers

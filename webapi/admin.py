@@ -16,8 +16,8 @@ from webapi.extensions import tome
 from webapi.openapi import Operation, operation
 from webapi.schemas import ListQuery, Strict, VoiceOut
 from webapi.validation import json_body, parse_id, query
-from worker.pipeline import BUILD_VOICE
-from worker.voice_prompts import request_build
+from worker.task_names import BUILD_VOICE
+from worker.voices.prompts import request_build
 
 bp = Blueprint("admin", __name__, url_prefix="/v1/admin")
 

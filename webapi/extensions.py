@@ -33,7 +33,7 @@ class Tome:
         return Runtime.sharing(self.settings, self.db)
 
     def engine(self) -> Engine:
-        return get_engine(self.settings.engine)
+        return get_engine(self.settings.engine, self.settings)
 
     def enqueue(self, name: str, args: list[Any]) -> None:
         """Send a task after its rows are committed. A broker outage loses nothing: the sweeper re-sends

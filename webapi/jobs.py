@@ -8,6 +8,7 @@ import logging
 import re
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from flask import Blueprint, Response, jsonify, request, send_file, url_for
@@ -30,9 +31,9 @@ from webapi.schemas import (
     WebhookOut,
 )
 from webapi.validation import json_body, parse_id, query
-from worker import state as job_state
-from worker.pipeline import DELIVER_WEBHOOK, START_JOB
-from worker.script import ChunkSpec, ScriptError, VoiceDirective, make_chunks, parse_document
+from worker.jobs import state as jobs
+from worker.script import Chapter, ChunkSpec, ScriptError, VoiceDirective, make_chunks, parse_document
+from worker.task_names import DELIVER_WEBHOOK, START_JOB
 from worker.webhooks import WebhookRefused, check_url
 
 log = logging.getLogger(__name__)
@@ -204,6 +205,15 @@ def _idempotent_replay(owner: str, key: str, request_sha: str) -> Job | None:
     return job
 
 
+@dataclass(frozen=True)
+class ScriptPlan:
+    """A script parsed and cut into chunks, each with the voice that reads it."""
+
+    chapters: list[Chapter]
+    specs: list[ChunkSpec]
+    chunk_voices: list[uuid.UUID]
+
+
 @bp.post("")
 @operation(
     Operation(
@@ -214,86 +224,124 @@ def _idempotent_replay(owner: str, key: str, request_sha: str) -> Job | None:
     )
 )
 def create_job() -> tuple[Response, int]:
-    state = tome()
     body = json_body(JobCreate)
-    principal = current_principal()
-    owner = principal.owner
-    idempotency_key = request.headers.get("Idempotency-Key")
-    if idempotency_key is not None and not 1 <= len(idempotency_key) <= 200:
-        raise Invalid("Idempotency-Key must be 1 to 200 characters", field="Idempotency-Key")
+    owner = current_principal().owner
+    idempotency_key = _idempotency_key()
     request_sha = hashlib.sha256(body.model_dump_json().encode()).hexdigest()
     if idempotency_key and (earlier := _idempotent_replay(owner, idempotency_key, request_sha)):
-        return jsonify(job_out(earlier).model_dump(mode="json")), 202
-    if body.webhook_url is not None:
-        try:
-            check_url(body.webhook_url, state.settings.webhook_allow_private)
-        except (WebhookRefused, ValueError) as exc:  # urlsplit raises ValueError on a bad port or IPv6
-            raise Invalid(str(exc), code="webhook_refused", field="webhook_url") from exc
-    limit = state.settings.max_script_chars
-    if len(body.script) > limit:
-        raise Invalid(
-            f"script has {len(body.script)} characters; the limit is {limit}",
-            code="script_too_long",
-            field="script",
-        )
+        return _accepted(earlier)
+    _check_webhook(body.webhook_url)
+    _check_script_size(body.script)
     voice = _resolve_voice(owner, body.voice)
-    # Every paragraph is at least one chunk: refuse an over-long script before the costly parse.
-    paragraphs = len(PARAGRAPH_BREAK.findall(body.script)) + 1
-    if paragraphs > state.settings.max_chunks_per_job:
+    plan = _plan(owner, body, voice)
+    job = _new_job(body, voice, plan, idempotency_key, request_sha)
+    earlier = _insert(job, plan, owner, idempotency_key, request_sha)
+    if earlier is not None:
+        return _accepted(earlier)
+    tome().enqueue(START_JOB, [str(job.id)])
+    log.info("job %s: accepted, %d chunks in %d chapters", job.id, len(plan.specs), len(plan.chapters))
+    return _accepted(job)
+
+
+def _accepted(job: Job) -> tuple[Response, int]:
+    return jsonify(job_out(job).model_dump(mode="json")), 202
+
+
+def _idempotency_key() -> str | None:
+    key = request.headers.get("Idempotency-Key")
+    if key is not None and not 1 <= len(key) <= 200:
+        raise Invalid("Idempotency-Key must be 1 to 200 characters", field="Idempotency-Key")
+    return key
+
+
+def _check_webhook(url: str | None) -> None:
+    if url is None:
+        return
+    try:
+        check_url(url, tome().settings.webhook_allow_private)
+    except (WebhookRefused, ValueError) as exc:  # urlsplit raises ValueError on a bad port or IPv6
+        raise Invalid(str(exc), code="webhook_refused", field="webhook_url") from exc
+
+
+def _check_script_size(script: str) -> None:
+    """Refuse an over-long script before the costly parse: by characters, and by paragraphs (every
+    paragraph is at least one chunk)."""
+    settings = tome().settings
+    if len(script) > settings.max_script_chars:
         raise Invalid(
-            f"script has at least {paragraphs} paragraphs; "
-            f"the limit is {state.settings.max_chunks_per_job} chunks",
+            f"script has {len(script)} characters; the limit is {settings.max_script_chars}",
             code="script_too_long",
             field="script",
         )
+    paragraphs = len(PARAGRAPH_BREAK.findall(script)) + 1
+    if paragraphs > settings.max_chunks_per_job:
+        raise Invalid(
+            f"script has at least {paragraphs} paragraphs; the limit is {settings.max_chunks_per_job} chunks",
+            code="script_too_long",
+            field="script",
+        )
+
+
+def _plan(owner: str, body: JobCreate, voice: Voice) -> ScriptPlan:
+    """Parse the script (errors name line and column), resolve its voice directives, cut it into chunks."""
     try:
         parsed = parse_document(body.script, body.script_format)
     except ScriptError as exc:
         raise Invalid(
             exc.message, code="script_invalid", field="script", line=exc.line, column=exc.column
         ) from exc
-    chapters = parsed.chapters
     resolved = _script_voices(owner, voice, parsed.directives)
-    engine = state.engine()
-    specs = make_chunks(chapters, engine.max_chunk_chars)
-    if len(specs) > state.settings.max_chunks_per_job:
+    specs = make_chunks(parsed.chapters, tome().engine().max_chunk_chars)
+    limit = tome().settings.max_chunks_per_job
+    if len(specs) > limit:
         raise Invalid(
-            f"script makes {len(specs)} chunks; the limit is {state.settings.max_chunks_per_job}",
-            code="script_too_long",
-            field="script",
+            f"script makes {len(specs)} chunks; the limit is {limit}", code="script_too_long", field="script"
         )
     chunk_voices = [_chunk_voice(s, voice, resolved) for s in specs]
-    job = Job(
-        owner=owner,
+    return ScriptPlan(list(parsed.chapters), specs, chunk_voices)
+
+
+def _new_job(
+    body: JobCreate, voice: Voice, plan: ScriptPlan, idempotency_key: str | None, request_sha: str
+) -> Job:
+    principal = current_principal()
+    return Job(
+        owner=principal.owner,
         title=body.title,
         script_format=body.script_format,
         voice_id=voice.id,
-        engine=engine.name,
+        engine=tome().engine().name,
         options={
             "bitrate_kbps": body.output.bitrate_kbps,
             "pauses": body.pauses.model_dump(),
-            "voice_ids": [str(v) for v in _used_voice_ids(chunk_voices, voice.id)],
+            "voice_ids": [str(v) for v in _used_voice_ids(plan.chunk_voices, voice.id)],
         },
-        chapters=[{"index": i, "title": c.title} for i, c in enumerate(chapters)],
-        chunks_total=len(specs),
+        chapters=[{"index": i, "title": c.title} for i, c in enumerate(plan.chapters)],
+        chunks_total=len(plan.specs),
         output_format=body.output.format,
         idempotency_key=idempotency_key,
         request_sha256=request_sha,
         webhook_url=body.webhook_url,
         api_key_id=uuid.UUID(principal.key_id),
     )
+
+
+def _insert(
+    job: Job, plan: ScriptPlan, owner: str, idempotency_key: str | None, request_sha: str
+) -> Job | None:
+    """Insert the job and its chunks in one transaction. None when inserted; the earlier job when a
+    concurrent request with the same Idempotency-Key won the insert."""
+    sessions = tome().sessions
     try:
-        job_state.insert_job(state.sessions(), job, specs, chunk_voices)
-        state.sessions.commit()
-    except IntegrityError:  # a concurrent request with the same Idempotency-Key won the insert
-        state.sessions.rollback()
-        earlier = _idempotent_replay(owner, str(idempotency_key), request_sha) if idempotency_key else None
+        jobs.insert_job(sessions(), job, plan.specs, plan.chunk_voices)
+        sessions.commit()
+    except IntegrityError:
+        sessions.rollback()
+        earlier = _idempotent_replay(owner, idempotency_key, request_sha) if idempotency_key else None
         if earlier is None:
             raise
-        return jsonify(job_out(earlier).model_dump(mode="json")), 202
-    state.enqueue(START_JOB, [str(job.id)])
-    log.info("job %s: accepted, %d chunks in %d chapters", job.id, len(specs), len(chapters))
-    return jsonify(job_out(job).model_dump(mode="json")), 202
+        return earlier
+    return None
 
 
 @bp.get("")
@@ -348,7 +396,7 @@ def job_audio(job_id: str) -> Response:
 def cancel_job(job_id: str) -> Response:
     state = tome()
     job = owned_job(job_id)
-    if not job_state.cancel_job(state.sessions(), job.id, utcnow()):
+    if not jobs.cancel_job(state.sessions(), job.id, utcnow()):
         state.sessions.rollback()
         raise Conflict(f"job is already {job.status}", code="not_cancellable")
     state.sessions.commit()

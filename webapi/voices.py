@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flask import Blueprint, Response, jsonify, request
-from sqlalchemy import exists, func, or_, select
+from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from werkzeug.datastructures import FileStorage
 
-from models import ACTIVE, CacheStatus, Chunk, Job, Voice, utcnow
+from models import ACTIVE, Voice, utcnow
 from webapi.auth import current_principal, require_key
 from webapi.errors import Conflict, Invalid, NotFound, TooLarge, UnsupportedMediaType
 from webapi.extensions import tome
@@ -24,7 +24,9 @@ from webapi.openapi import Operation, operation
 from webapi.schemas import ListQuery, VoiceForm, VoiceList, VoiceOut, VoiceUpdate
 from webapi.validation import parse_id, query, validate
 from worker.audio import AudioError, AudioLimits, decode_reference, write_wav_atomic
-from worker.pipeline import BUILD_VOICE
+from worker.jobs.state import jobs_using_voice
+from worker.task_names import BUILD_VOICE
+from worker.voices.state import reset_for_new_reference
 
 log = logging.getLogger(__name__)
 bp = Blueprint("voices", __name__, url_prefix="/v1/voices")
@@ -38,7 +40,7 @@ def voice_out(voice: Voice) -> VoiceOut:
 
 
 def voice_dir(voice_id: uuid.UUID) -> Path:
-    return tome().settings.data_dir.resolve() / "voices" / str(voice_id)
+    return tome().settings.layout.voice_dir(voice_id)
 
 
 def owned_voice(voice_id: str) -> Voice:
@@ -84,7 +86,7 @@ class StoredReference:
     sample_rate: int
 
 
-def _store_reference(upload: FileStorage, folder: Path) -> StoredReference:
+def _store_reference(upload: FileStorage, voice_id: uuid.UUID) -> StoredReference:
     """Receive, decode under the configured caps, and keep the reference as mono 16-bit WAV under a new
     server-generated name (a re-upload never overwrites a file a running build may be reading)."""
     settings = tome().settings
@@ -95,14 +97,15 @@ def _store_reference(upload: FileStorage, folder: Path) -> StoredReference:
         # 48 kHz is plenty for a voice; higher rates let a tiny FLAC of silence decode to hundreds of MB.
         max_sample_rate=48_000,
     )
-    tmp = _save_upload(upload, settings.max_upload_bytes, settings.data_dir.resolve() / "uploads")
+    layout = settings.layout
+    tmp = _save_upload(upload, settings.max_upload_bytes, layout.uploads)
     try:
         try:
             decoded = decode_reference(tmp, limits)
         except AudioError as exc:
             raise Invalid(exc.message, code=exc.code, field="audio") from exc
-        folder.mkdir(parents=True, exist_ok=True)
-        reference = folder / f"reference-{uuid.uuid4().hex[:12]}.wav"
+        reference = layout.new_reference(voice_id)
+        reference.parent.mkdir(parents=True, exist_ok=True)
         write_wav_atomic(reference, decoded.samples, decoded.sample_rate)
     finally:
         tmp.unlink(missing_ok=True)
@@ -116,18 +119,9 @@ def _require_multipart() -> None:
 
 
 def _in_use(voice: Voice) -> int:
-    """Unfinished jobs that use the voice: as their default voice, or in a chunk (a script's voice
-    directive). The chunk check runs per unfinished job, over that job's chunks (indexed by job)."""
-    active = [s.value for s in ACTIVE]
-    in_a_chunk = exists().where(Chunk.job_id == Job.id, Chunk.voice_id == voice.id)
-    return int(
-        tome().sessions.scalar(
-            select(func.count())
-            .select_from(Job)
-            .where(Job.status.in_(active), or_(Job.voice_id == voice.id, in_a_chunk))
-        )
-        or 0
-    )
+    """Unfinished jobs that use the voice: as their default voice, or in a chunk (a voice directive)."""
+    using = jobs_using_voice(voice.id, ACTIVE).subquery()
+    return int(tome().sessions.scalar(select(func.count()).select_from(using)) or 0)
 
 
 @bp.post("")
@@ -155,7 +149,7 @@ def create_voice() -> tuple[Response, int]:
     voice_id = uuid.uuid4()
     folder = voice_dir(voice_id)
     try:
-        ref = _store_reference(upload, folder)
+        ref = _store_reference(upload, voice_id)
         voice = Voice(
             id=voice_id,
             owner=owner,
@@ -204,7 +198,7 @@ def replace_voice(voice_id: str) -> tuple[Response, int]:
     if in_use := _in_use(voice):
         raise Conflict(f"voice is used by {in_use} unfinished job(s); cancel them or wait", field="voice_id")
     old_audio = voice.audio_path
-    ref = _store_reference(upload, voice_dir(voice.id)) if upload is not None else None
+    ref = _store_reference(upload, voice.id) if upload is not None else None
     if ref is not None:
         voice.audio_path, voice.audio_sha256 = str(ref.path), ref.sha256
         voice.audio_duration, voice.audio_sample_rate = ref.duration, ref.sample_rate
@@ -212,9 +206,7 @@ def replace_voice(voice_id: str) -> tuple[Response, int]:
         voice.ref_text = form.ref_text
     if form.language is not None:
         voice.language = form.language
-    # Whatever build is running now was for the old recording: it will find the voice changed and
-    # discard its result. The new build starts from pending.
-    voice.cache_status, voice.cache_error, voice.cache_lease_until = CacheStatus.PENDING.value, None, None
+    reset_for_new_reference(voice)
     state.sessions.commit()
     if ref is not None:
         Path(old_audio).unlink(missing_ok=True)

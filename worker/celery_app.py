@@ -7,7 +7,8 @@ from typing import Any
 from celery import Celery
 
 from worker.config import Settings
-from worker.pipeline import BUILD_VOICE, RENDER_CHUNKS
+from worker.logs import install_record_factory
+from worker.task_names import ENGINE_TASKS, SWEEP
 
 TASK_MODULES = ["worker.tasks"]
 
@@ -15,13 +16,11 @@ TASK_MODULES = ["worker.tasks"]
 # worker.filesystem_broker for the bugs this avoids)
 FILESYSTEM_TRANSPORT = "worker.filesystem_broker:Transport"
 
-# The tasks that run the TTS engine. Everything else (starting a job, stitching and ffmpeg encoding,
-# webhooks, the sweep) is CPU or I/O work and stays on ``settings.queue``, so a GPU never waits on it.
-ENGINE_TASKS = (RENDER_CHUNKS, BUILD_VOICE)
-
 
 def task_routes(settings: Settings) -> dict[str, dict[str, str]]:
     """Where tasks go besides the default queue: the engine tasks to ``gpu_queue`` when it is set.
+    Everything else (starting a job, stitching and ffmpeg encoding, webhooks, the sweep) is CPU or I/O
+    work and stays on ``settings.queue``, so a GPU never waits on it.
 
     Routes are part of the app's config, so they apply to every ``send_task`` by name, from the API and
     from workers alike. A retried task goes back to the queue it came from (Celery keeps its delivery info).
@@ -52,22 +51,22 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "worker_proc_alive_timeout": settings.worker_start_timeout,
         "task_acks_late": True,
         # Requeue a task whose worker process died (Redis puts it back on the queue). On the filesystem
-        # broker the message is acked and the sweeper re-sends the work from the database after its
-        # lease: chosen when workers there stopped after kills, a wedge since traced to Celery's blocking
-        # pool (worker.filesystem_broker). With requeue on, the battery's scenario B lost nothing either
-        # and took as long (four CI-sized runs and one of 40 jobs): no gain that would justify a switch.
+        # broker the message is acked instead and the sweeper re-sends the work from the database after
+        # its lease; requeueing there lost nothing either in the chaos battery, and gained nothing.
         "task_reject_on_worker_lost": not settings.broker_url.startswith("filesystem://"),
         "task_soft_time_limit": settings.task_soft_time_limit,
         "task_time_limit": settings.task_time_limit,
         "worker_hijack_root_logger": False,
-        "worker_log_format": "%(asctime)s %(levelname)s %(processName)s %(name)s: %(message)s",
+        # %(job)s is " job=<id>" while a task works on a job (worker.logs), else empty.
+        "worker_log_format": "%(asctime)s %(levelname)s %(processName)s %(name)s%(job)s: %(message)s",
         "worker_task_log_format": (
-            "%(asctime)s %(levelname)s %(processName)s %(task_name)s[%(task_id)s] %(name)s: %(message)s"
+            "%(asctime)s %(levelname)s %(processName)s %(task_name)s[%(task_id)s] %(name)s%(job)s: "
+            "%(message)s"
         ),
         "beat_schedule": {
-            "tome-sweep": {"task": "tome.sweep", "schedule": settings.sweep_interval_seconds},
+            "tome-sweep": {"task": SWEEP, "schedule": settings.sweep_interval_seconds},
         },
-        "beat_schedule_filename": str(settings.data_dir.resolve() / "celerybeat-schedule"),
+        "beat_schedule_filename": str(settings.layout.beat_schedule),
         "imports": TASK_MODULES,
     }
     transport: dict[str, Any] = {"visibility_timeout": settings.visibility_timeout}
@@ -95,6 +94,7 @@ def ensure_broker_folders(settings: Settings) -> None:
 
 
 def make_celery(settings: Settings) -> Celery:
+    install_record_factory()  # the log formats above use %(job)s
     app = Celery("tome")
     app.config_from_object(celery_config(settings))
     return app

@@ -12,6 +12,8 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from worker.storage.layout import Layout
+
 
 class ConfigError(ValueError):
     """A setting is missing, malformed or inconsistent with another one."""
@@ -54,14 +56,30 @@ class Settings:
     webhook_max_attempts: int = 8
     webhook_allow_private: bool = False  # allow webhooks to loopback/private addresses (tests, LANs)
     rate_limit_per_minute: int = 600  # requests per API key per minute; 0 disables
+    # Where `make run` serves the API.
+    api_host: str = "127.0.0.1"
+    api_port: int = 8000
+    # The qwen3-tts engine (worker/engines/qwen3.py); the registry hands these to it.
+    qwen3_model_dir: str = ""  # the checkpoint directory; required by that engine
+    qwen3_device: str = ""  # cpu, cuda or cuda:N; empty: cuda:0 when CUDA is available, else cpu
+    qwen3_max_batch: int = 0  # rows per generate call; 0: from free GPU memory (8 on a CPU)
+    qwen3_max_new_tokens: int = 0  # cap on codec frames per chunk (12.5 a second); 0: the model's own
+    # The espeak-paced engine (worker/engines/paced.py, for the chaos battery).
+    paced_seconds_per_chunk: float = 0.25
+    paced_warm_up_seconds: float = 0.0
+
+    @property
+    def layout(self) -> Layout:
+        """Where every file lives under ``data_dir``."""
+        return Layout.under(self.data_dir)
 
     @property
     def sqlalchemy_url(self) -> str:
-        return self.database_url or f"sqlite:///{(self.data_dir / 'tome.db').resolve()}"
+        return self.database_url or f"sqlite:///{self.layout.database}"
 
     @property
     def broker_folder(self) -> Path:
-        return (self.data_dir / "broker").resolve()
+        return self.layout.broker
 
     def validate(self) -> Settings:
         """Refuse settings that would lose or duplicate work (see README, "Reliability")."""
@@ -76,6 +94,16 @@ class Settings:
             raise ConfigError("TOME_WORKER_START_TIMEOUT must be a positive number of seconds")
         if self.chunks_per_task < 1 or self.max_chunk_attempts < 1:
             raise ConfigError("TOME_CHUNKS_PER_TASK and TOME_MAX_CHUNK_ATTEMPTS must be at least 1")
+        for name in (
+            "qwen3_max_batch",
+            "qwen3_max_new_tokens",
+            "paced_seconds_per_chunk",
+            "paced_warm_up_seconds",
+        ):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"TOME_{name.upper()} must not be negative")
+        if not 0 < self.api_port < 65536:
+            raise ConfigError("TOME_API_PORT must be a TCP port (1-65535)")
         self._validate_queues()
         return self
 

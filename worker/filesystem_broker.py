@@ -3,8 +3,7 @@
 1. Atomic publishing. Kombu 5.7's ``filesystem`` transport creates a message file under its final name and
    then writes into it. A consumer that lists the folder in between moves the still-empty file away, fails
    to decode it, and the Celery worker stops with "Unrecoverable error: JSONDecodeError" while the message
-   is lost (kombu issue #1551; measured here: 2 worker deaths in 45 runs of the Markdown-book end-to-end
-   test, three running at once). Here each message is written under a name no queue matches and renamed
+   is lost (kombu issue #1551). Here each message is written under a name no queue matches and renamed
    into place once complete (atomic within one folder): a consumer sees a whole message or none. A
    consumer claims a message by renaming it within the folder too (kombu moves it to the system temp
    dir: a copy when that is another filesystem, which two consumers can both win). A message that still
@@ -12,9 +11,8 @@
    the truth and the sweeper re-sends its work.
 2. Celery's event loop. Kombu declares this transport synchronous, so Celery runs its blocking pool, whose
    idle children wait for tasks holding one shared lock: an idle child killed from outside (the OOM
-   killer, a stray kill) takes the lock with it and the worker never runs another task (the chaos
-   battery, scenario B with a kill every 5 s: 19 of 20 jobs never finished). Here the transport polls
-   from the event loop's timer, so the worker runs the pool it runs on Redis (one pipe per child).
+   killer, a stray kill) takes the lock with it and the worker never runs another task. Here the transport
+   polls from the event loop's timer, so the worker runs the pool it runs on Redis (one pipe per child).
 
 Selected with Celery's ``broker_transport`` setting (see worker.celery_app); imports kombu, not Celery.
 """

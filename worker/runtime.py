@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from models import make_engine, make_session_factory
 from worker.config import Settings, load_settings
 from worker.engines import Engine, get_engine
+from worker.storage.layout import Layout
 
 
 @dataclass
@@ -34,11 +35,11 @@ class Runtime:
         return make_session_factory(self.db)
 
     def engine(self, name: str | None = None) -> Engine:
-        return get_engine(name or self.settings.engine)
+        return get_engine(name or self.settings.engine, self.settings)
 
-    @property
-    def data_dir(self) -> os.PathLike[str]:
-        return self.settings.data_dir.resolve()
+    @cached_property
+    def layout(self) -> Layout:
+        return self.settings.layout
 
 
 _runtime: tuple[int, Runtime] | None = None

@@ -1,33 +1,37 @@
-"""Celery tasks: thin wrappers that take ids, call worker.pipeline, and send follow-ups after commit."""
+"""Celery tasks: thin wrappers that run :mod:`worker.dispatch`'s handler of their name, with follow-ups
+sent through Celery. Every task has a stable name, takes ids, and retries transient failures."""
 
 from __future__ import annotations
 
 import logging
 import time
-import uuid
 from typing import Any
 
-from celery import Task, shared_task
+from celery import shared_task
 from celery.signals import celeryd_after_setup, worker_process_init
 from sqlalchemy.exc import OperationalError
 
-from worker import pipeline, webhooks
+from worker import dispatch
 from worker.celery_app import engine_queue
 from worker.engines import warm_up
 from worker.runtime import runtime
-from worker.sweeper import sweep
-from worker.voice_prompts import VoiceNotReady, build_voice
+from worker.task_names import BUILD_VOICE, DELIVER_WEBHOOK, RENDER_CHUNKS, START_JOB, STITCH_JOB, SWEEP
 
 log = logging.getLogger(__name__)
 
-BUILD_REQUEST_EVERY = 20
+# Database and broker outages, and an engine out of memory: retried with backoff.
 TRANSIENT = (OperationalError, ConnectionError, TimeoutError, MemoryError)
+RETRIES = {"autoretry_for": TRANSIENT, "retry_backoff": True, "max_retries": 8}
 
 
 def _enqueue(name: str, args: list[Any]) -> None:
     from celery import current_app
 
     current_app.send_task(name, args=args)
+
+
+def _run(name: str, *args: Any) -> Any:
+    return dispatch.run(runtime(), name, list(args), _enqueue)
 
 
 # Whether this worker's pool children warm the engine up: decided in the worker's main process before the
@@ -63,44 +67,38 @@ def _warm_up(**_: Any) -> None:
         log.exception("engine warm-up failed")
 
 
-@shared_task(name=pipeline.START_JOB, bind=True, autoretry_for=TRANSIENT, retry_backoff=True, max_retries=8)
-def start_job(self: Task, job_id: str) -> str:
-    try:
-        # Build messages on the first try and every BUILD_REQUEST_EVERY retries (about 10 s at 0.5 s):
-        # enough to survive a lost message, without hundreds of no-op builds on a one-slot GPU queue.
-        ask = self.request.retries % BUILD_REQUEST_EVERY == 0
-        return pipeline.start_job(runtime(), uuid.UUID(job_id), _enqueue, request_builds=ask)
-    except pipeline.WaitForVoice as exc:
-        # The job stays queued; if retries run out, the sweeper starts it again.
-        raise self.retry(countdown=0.5, max_retries=1200, exc=exc) from exc
+@shared_task(name=START_JOB, **RETRIES)
+def start_job(job_id: str) -> str:
+    result: str = _run(START_JOB, job_id)
+    return result
 
 
-@shared_task(
-    name=pipeline.RENDER_CHUNKS, bind=True, autoretry_for=TRANSIENT, retry_backoff=True, max_retries=8
-)
-def render_chunks(self: Task, job_id: str, seqs: list[int]) -> int:
-    try:
-        return pipeline.render_chunks(runtime(), uuid.UUID(job_id), [int(s) for s in seqs], _enqueue)
-    except VoiceNotReady as exc:
-        raise self.retry(countdown=2, max_retries=300, exc=exc) from exc
+@shared_task(name=RENDER_CHUNKS, **RETRIES)
+def render_chunks(job_id: str, seqs: list[int]) -> int:
+    result: int = _run(RENDER_CHUNKS, job_id, seqs)
+    return result
 
 
-@shared_task(name=pipeline.STITCH_JOB, autoretry_for=TRANSIENT, retry_backoff=True, max_retries=8)
+@shared_task(name=STITCH_JOB, **RETRIES)
 def stitch_job(job_id: str, token: str) -> bool:
-    return pipeline.stitch_job(runtime(), uuid.UUID(job_id), token, _enqueue)
+    result: bool = _run(STITCH_JOB, job_id, token)
+    return result
 
 
-@shared_task(name=pipeline.DELIVER_WEBHOOK, autoretry_for=TRANSIENT, retry_backoff=True, max_retries=8)
+@shared_task(name=DELIVER_WEBHOOK, **RETRIES)
 def deliver_webhook(job_id: str) -> str:
     """One delivery attempt; failures are retried by the sweeper on the job's backoff schedule."""
-    return webhooks.deliver(runtime(), uuid.UUID(job_id))
+    result: str = _run(DELIVER_WEBHOOK, job_id)
+    return result
 
 
-@shared_task(name=pipeline.BUILD_VOICE, autoretry_for=TRANSIENT, retry_backoff=True, max_retries=8)
-def build_voice_task(voice_id: str, force: bool = False) -> str:
-    return build_voice(runtime(), uuid.UUID(voice_id), force=force).value
+@shared_task(name=BUILD_VOICE, **RETRIES)
+def build_voice(voice_id: str) -> str:
+    result: str = _run(BUILD_VOICE, voice_id)
+    return result
 
 
-@shared_task(name="tome.sweep", ignore_result=True)
-def sweep_task() -> dict[str, Any]:
-    return sweep(runtime(), _enqueue).__dict__
+@shared_task(name=SWEEP, ignore_result=True)
+def sweep() -> dict[str, Any]:
+    result: dict[str, Any] = _run(SWEEP)
+    return result

@@ -11,6 +11,7 @@ from flask.testing import FlaskClient
 from sqlalchemy import select
 
 from models import Chunk
+from tests.support.apps import tome_of
 
 
 def upload_voice(
@@ -34,7 +35,7 @@ def submit_job(client: FlaskClient, headers: dict[str, str], voice: str, **body:
 
 def chunk_voice_ids(app: Flask, job_id: str) -> list[str]:
     """The voice id of each chunk of a job, in chunk order, straight from the database."""
-    sessions = app.extensions["tome"].sessions
+    sessions = tome_of(app).sessions
     rows = sessions.scalars(
         select(Chunk.voice_id).where(Chunk.job_id == uuid.UUID(job_id)).order_by(Chunk.seq)
     ).all()

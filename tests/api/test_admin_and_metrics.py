@@ -8,13 +8,16 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy import update
+from sqlalchemy.orm import Session, scoped_session
 
 from models import CacheStatus, Voice
 from tests.api.helpers import submit_job, upload_voice
+from tests.support.apps import tome_of
 from tests.support.audio import speak
 from worker import counters
 from worker.audio import write_wav_atomic
-from worker.voice_prompts import build_voice
+from worker.runtime import Runtime
+from worker.voices.prompts import build_voice
 
 
 @pytest.fixture
@@ -24,13 +27,13 @@ def voice(client: FlaskClient, user: dict[str, str], reference_audio: tuple[byte
 
 
 def _set_status(app: Flask, voice_id: str, status: CacheStatus) -> None:
-    sessions = app.extensions["tome"].sessions
+    sessions = tome_of(app).sessions
     sessions.execute(update(Voice).where(Voice.id == uuid.UUID(voice_id)).values(cache_status=status.value))
     sessions.commit()
 
 
 def _build(app: Flask, voice_id: str) -> str:
-    return build_voice(app.extensions["tome"].runtime, uuid.UUID(voice_id)).value
+    return build_voice(tome_of(app).runtime, uuid.UUID(voice_id)).value
 
 
 def test_user_keys_get_403_on_every_admin_endpoint(
@@ -69,7 +72,7 @@ def test_admin_lists_every_owners_voices_with_cache_state(
 
 
 def test_rebuild_one_is_idempotent_unless_forced(
-    app: Flask, client: FlaskClient, admin: dict[str, str], voice: dict[str, Any]
+    app: Flask, client: FlaskClient, admin: dict[str, str], voice: dict[str, Any], db: scoped_session[Session]
 ) -> None:
     assert _build(app, voice["id"]) == "built"
     url = f"/v1/admin/voices/{voice['id']}/cache"
@@ -84,8 +87,7 @@ def test_rebuild_one_is_idempotent_unless_forced(
     assert repeated.json["queued"] is False, "a second request while one is pending queues nothing new"
     assert _build(app, voice["id"]) == "built"
     assert _build(app, voice["id"]) == "already_ready"
-    sessions = app.extensions["tome"].sessions
-    assert counters.read_all(sessions())[(counters.BUILDS, "espeak")] == 2
+    assert counters.read_all(db())[(counters.BUILDS, "espeak")] == 2
     assert client.post(f"/v1/admin/voices/{uuid.uuid4()}/cache", json={}, headers=admin).status_code == 404
     assert client.post(url, json={"force": "yes please"}, headers=admin).status_code == 422
 
@@ -121,23 +123,19 @@ def test_rebuild_many_by_status_or_all(
 
 
 def test_job_with_a_failed_voice_fails_naming_the_voice(
-    app: Flask, client: FlaskClient, user: dict[str, str], voice: dict[str, Any]
+    app: Flask, client: FlaskClient, user: dict[str, str], voice: dict[str, Any], db: scoped_session[Session]
 ) -> None:
-    from worker.pipeline import start_job
+    from worker.jobs.start import start_job
 
-    sessions = app.extensions["tome"].sessions
-    sessions.execute(
+    db.execute(
         update(Voice)
         .where(Voice.id == uuid.UUID(voice["id"]))
         .values(cache_status="failed", cache_error="EngineError: reference too quiet")
     )
-    sessions.commit()
+    db.commit()
     job = submit_job(client, user, voice["name"]).json
     sent: list[tuple[str, list[Any]]] = []
-    assert (
-        start_job(app.extensions["tome"].runtime, uuid.UUID(job["id"]), lambda n, a: sent.append((n, a)))
-        == "failed"
-    )
+    assert start_job(tome_of(app).runtime, uuid.UUID(job["id"]), lambda n, a: sent.append((n, a))) == "failed"
     failed = client.get(f"/v1/jobs/{job['id']}", headers=user).json
     assert failed["status"] == "failed"
     assert "narrator" in failed["error"]
@@ -146,11 +144,10 @@ def test_job_with_a_failed_voice_fails_naming_the_voice(
 
 
 def test_metrics_report_cache_counters_by_engine(
-    app: Flask, client: FlaskClient, voice: dict[str, Any]
+    app: Flask, client: FlaskClient, voice: dict[str, Any], rt: Runtime
 ) -> None:
-    from worker.voice_prompts import load_voice_prompt
+    from worker.voices.prompts import load_voice_prompt
 
-    rt = app.extensions["tome"].runtime
     assert _build(app, voice["id"]) == "built"
     load_voice_prompt(rt, uuid.UUID(voice["id"]))
     load_voice_prompt(rt, uuid.UUID(voice["id"]))
@@ -183,7 +180,7 @@ def test_reupload_replaces_audio_and_rebuilds(
     assert replaced["cache_status"] == "pending"
     assert replaced["audio_sha256"] != voice["audio_sha256"]
     assert _build(app, voice["id"]) == "built"
-    folder = app.extensions["tome"].settings.data_dir / "voices" / voice["id"]
+    folder = tome_of(app).settings.data_dir / "voices" / voice["id"]
     assert len(list(folder.glob("reference-*.wav"))) == 1, "the old recording is removed"
     assert len(list(folder.glob("prompt-*.safetensors"))) == 1, "the old prompt is removed"
     empty = client.put(f"/v1/voices/{voice['id']}", data={}, headers=user, content_type="multipart/form-data")

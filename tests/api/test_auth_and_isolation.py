@@ -8,6 +8,7 @@ from sqlalchemy import select
 
 from models import ApiKey
 from tests.api.helpers import submit_job, upload_voice
+from tests.support.apps import tome_of
 from webapi.cli import mint_key
 
 
@@ -26,7 +27,7 @@ def test_health_and_spec_need_no_key(client: FlaskClient) -> None:
 
 def test_only_the_hash_of_a_key_is_stored(app: Flask) -> None:
     key = mint_key(app, "erin", "laptop", admin=False)
-    state = app.extensions["tome"]
+    state = tome_of(app)
     rows = state.sessions.scalars(select(ApiKey).where(ApiKey.owner == "erin")).all()
     assert len(rows) == 1
     assert key not in (rows[0].key_sha256, rows[0].name)
@@ -61,9 +62,7 @@ def test_malformed_ids_are_404_not_500(client: FlaskClient, user: dict[str, str]
 def test_revoked_key_is_refused(app: Flask) -> None:
     key = mint_key(app, "frank", "k", admin=False)
     runner = app.test_cli_runner()
-    key_id = str(
-        app.extensions["tome"].sessions.scalars(select(ApiKey.id).where(ApiKey.owner == "frank")).one()
-    )
+    key_id = str(tome_of(app).sessions.scalars(select(ApiKey.id).where(ApiKey.owner == "frank")).one())
     assert runner.invoke(args=["tome-keys", "revoke", key_id]).exit_code == 0
     assert app.test_client().get("/v1/jobs", headers={"Authorization": f"Bearer {key}"}).status_code == 401
 

@@ -9,6 +9,7 @@ from sqlalchemy import select
 
 from models import Chunk
 from tests.api.helpers import submit_job, upload_voice
+from tests.support.apps import tome_of
 from webapi.extensions import Tome
 
 MARKDOWN = """# Chapter One
@@ -50,7 +51,7 @@ def test_submit_job_stores_chunks_in_order_and_reports_progress(
     }
     assert [c["title"] for c in job["chapters"]] == ["Chapter One", "Chapter Two"]
     assert job["output"]["url"] is None
-    state: Tome = app.extensions["tome"]
+    state: Tome = tome_of(app)
     chunks = state.sessions.scalars(
         select(Chunk).where(Chunk.job_id == uuid.UUID(job["id"])).order_by(Chunk.seq)
     ).all()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,10 +14,13 @@ from sqlalchemy import select, update
 
 from models import CacheStatus, Chunk, Voice, unit_of_work, utcnow
 from tests.api.helpers import chunk_voice_ids, submit_job, upload_voice
+from tests.support.apps import tome_of
 from tests.support.inline import Inline
-from worker.pipeline import BUILD_VOICE, START_JOB, WaitForVoice, start_job
+from worker.jobs.start import StartOutcome, start_job
+from worker.runtime import Runtime
 from worker.sweeper import sweep
-from worker.voice_prompts import build_voice
+from worker.task_names import BUILD_VOICE, START_JOB
+from worker.voices.prompts import build_voice
 
 DIALOGUE = """# The Visit
 
@@ -67,7 +71,7 @@ def test_plain_scripts_switch_voices_and_directives_are_not_spoken(
     script = "Narration.\n<!-- voice: bob -->\nBob speaks.\n<!-- voice: narrator -->\nNarration again."
     job = submit_job(client, user, "narrator", script=script).json
     assert chunk_voice_ids(app, job["id"]) == [cast["narrator"], cast["bob"], cast["narrator"]]
-    texts = app.extensions["tome"].sessions.scalars(
+    texts = tome_of(app).sessions.scalars(
         select(Chunk.text).where(Chunk.job_id == uuid.UUID(job["id"])).order_by(Chunk.seq)
     )
     assert list(texts) == ["Narration.", "Bob speaks.", "Narration again."]
@@ -211,7 +215,7 @@ def test_openapi_documents_voice_ids(client: FlaskClient) -> None:
 
 
 def _set_cache(app: Flask, voice_id: str, status: CacheStatus, error: str | None = None) -> None:
-    with unit_of_work(app.extensions["tome"].runtime.sessions) as session:
+    with unit_of_work(tome_of(app).runtime.sessions) as session:
         session.execute(
             update(Voice)
             .where(Voice.id == uuid.UUID(voice_id))
@@ -224,34 +228,62 @@ def _builds(inline: Inline) -> list[str]:
 
 
 def test_start_waits_for_every_used_voice_and_builds_each(
-    app: Flask, client: FlaskClient, user: dict[str, str], cast: dict[str, str]
+    app: Flask, client: FlaskClient, user: dict[str, str], cast: dict[str, str], rt: Runtime
 ) -> None:
-    rt = app.extensions["tome"].runtime
     job = submit_job(client, user, "narrator", script="Narration.\n<!-- voice: bob -->\nBob.").json
     job_id = uuid.UUID(job["id"])
     inline = Inline(rt)
-    with pytest.raises(WaitForVoice):
-        start_job(rt, job_id, inline.enqueue)
+    assert start_job(rt, job_id, inline.enqueue) == StartOutcome.WAITING
     assert sorted(_builds(inline)) == sorted([cast["narrator"], cast["bob"]])  # not Ann: unused
     build_voice(rt, uuid.UUID(cast["narrator"]))
     inline.sent.clear()
-    with pytest.raises(WaitForVoice, match=cast["bob"]):  # one ready voice is not enough
-        start_job(rt, job_id, inline.enqueue)
+    assert start_job(rt, job_id, inline.enqueue) == StartOutcome.WAITING  # one ready voice is not enough
     assert _builds(inline) == [cast["bob"]]
-    inline.sent.clear()
-    with pytest.raises(WaitForVoice, match=cast["bob"]):  # a retry between build requests: waits quietly
-        start_job(rt, job_id, inline.enqueue, request_builds=False)
-    assert _builds(inline) == []
+    assert [name for name, _ in inline.sent] == [BUILD_VOICE], "a waiting start sends nothing else"
     assert client.get(f"/v1/jobs/{job['id']}", headers=user).json["status"] == "queued"
     build_voice(rt, uuid.UUID(cast["bob"]))
-    assert start_job(rt, job_id, inline.enqueue) == "started"
+    assert start_job(rt, job_id, inline.enqueue) == StartOutcome.STARTED
     assert client.get(f"/v1/jobs/{job['id']}", headers=user).json["status"] == "running"
 
 
-def test_the_jobs_own_voice_is_not_needed_when_no_chunk_uses_it(
-    app: Flask, client: FlaskClient, user: dict[str, str], cast: dict[str, str]
+def test_a_finished_build_wakes_the_jobs_that_wait_for_it(
+    app: Flask, client: FlaskClient, user: dict[str, str], cast: dict[str, str], rt: Runtime
 ) -> None:
-    rt = app.extensions["tome"].runtime
+    """No polling: the start of a waiting job is sent again by the end of its voice's build (the build
+    task's handler), not by a retry loop."""
+    build_voice(rt, uuid.UUID(cast["narrator"]))
+    waiting = submit_job(client, user, "narrator", script="Narration.\n<!-- voice: bob -->\nBob.").json
+    unrelated = submit_job(client, user, "narrator", script="Only the narrator.").json
+    inline = Inline(rt)
+    assert start_job(rt, uuid.UUID(waiting["id"]), inline.enqueue) == StartOutcome.WAITING
+    inline.sent.clear()
+    inline.queue.clear()
+    inline.enqueue(BUILD_VOICE, [cast["bob"]])
+    inline.run(max_messages=1)  # the build alone
+    assert (START_JOB, [waiting["id"]]) in inline.sent
+    assert (START_JOB, [unrelated["id"]]) not in inline.sent, "a job that does not use the voice sleeps"
+    inline.run()
+    assert client.get(f"/v1/jobs/{waiting['id']}", headers=user).json["status"] == "succeeded"
+
+
+def test_a_failed_build_wakes_its_jobs_to_fail_them(
+    app: Flask, client: FlaskClient, user: dict[str, str], cast: dict[str, str], rt: Runtime
+) -> None:
+    job = submit_job(client, user, "bob", script="Bob speaks.").json
+    inline = Inline(rt)
+    assert start_job(rt, uuid.UUID(job["id"]), inline.enqueue) == StartOutcome.WAITING
+    voice = tome_of(app).sessions.get(Voice, uuid.UUID(cast["bob"]))
+    assert voice is not None
+    Path(voice.audio_path).write_bytes(b"not audio")  # the build will fail on it
+    inline.run()
+    body = client.get(f"/v1/jobs/{job['id']}", headers=user).json
+    assert body["status"] == "failed"
+    assert "bob" in body["error"]
+
+
+def test_the_jobs_own_voice_is_not_needed_when_no_chunk_uses_it(
+    app: Flask, client: FlaskClient, user: dict[str, str], cast: dict[str, str], rt: Runtime
+) -> None:
     _set_cache(app, cast["narrator"], CacheStatus.FAILED, "bad recording")
     build_voice(rt, uuid.UUID(cast["ann"]))
     job = submit_job(client, user, "narrator", script="<!-- voice: ann -->\nOnly Ann speaks.").json
@@ -261,9 +293,8 @@ def test_the_jobs_own_voice_is_not_needed_when_no_chunk_uses_it(
 
 
 def test_a_failed_voice_fails_the_job_naming_it(
-    app: Flask, client: FlaskClient, user: dict[str, str], cast: dict[str, str]
+    app: Flask, client: FlaskClient, user: dict[str, str], cast: dict[str, str], rt: Runtime
 ) -> None:
-    rt = app.extensions["tome"].runtime
     build_voice(rt, uuid.UUID(cast["narrator"]))
     _set_cache(app, cast["bob"], CacheStatus.FAILED, "AudioError: silent recording")
     job = submit_job(client, user, "narrator", script="Narration.\n<!-- voice: bob -->\nBob.").json
@@ -298,11 +329,10 @@ def test_a_voice_only_a_directive_uses_cannot_be_deleted_or_replaced_mid_job(
 
 
 def test_a_voice_deleted_in_a_race_with_submission_fails_the_job_naming_it(
-    app: Flask, client: FlaskClient, user: dict[str, str], cast: dict[str, str]
+    app: Flask, client: FlaskClient, user: dict[str, str], cast: dict[str, str], rt: Runtime
 ) -> None:
     """The API refuses to delete a voice an unfinished job uses; a delete that committed between the
     job's voice check and its insert is caught when the job starts."""
-    rt = app.extensions["tome"].runtime
     build_voice(rt, uuid.UUID(cast["narrator"]))
     job = submit_job(client, user, "narrator", script="Narration.\n<!-- voice: bob -->\nBob.").json
     with unit_of_work(rt.sessions) as session:
@@ -314,9 +344,8 @@ def test_a_voice_deleted_in_a_race_with_submission_fails_the_job_naming_it(
 
 
 def test_sweeper_rebuilds_a_stale_voice_that_only_a_directive_uses(
-    app: Flask, client: FlaskClient, user: dict[str, str], cast: dict[str, str]
+    app: Flask, client: FlaskClient, user: dict[str, str], cast: dict[str, str], rt: Runtime
 ) -> None:
-    rt = app.extensions["tome"].runtime
     submit_job(client, user, "narrator", script="Narration.\n<!-- voice: bob -->\nBob.")
     _set_cache(app, cast["bob"], CacheStatus.STALE)
     _set_cache(app, cast["ann"], CacheStatus.STALE)  # not used by any job: left alone
@@ -327,9 +356,8 @@ def test_sweeper_rebuilds_a_stale_voice_that_only_a_directive_uses(
 
 
 def test_a_two_voice_job_renders_inline_with_each_chunk_in_its_voice(
-    app: Flask, client: FlaskClient, user: dict[str, str], cast: dict[str, str]
+    app: Flask, client: FlaskClient, user: dict[str, str], cast: dict[str, str], rt: Runtime
 ) -> None:
-    rt = app.extensions["tome"].runtime
     job = submit_job(
         client, user, "narrator", script="Narration.\n<!-- voice: bob -->\nBob.", output={"format": "wav"}
     ).json

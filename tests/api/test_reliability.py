@@ -20,16 +20,18 @@ from sqlalchemy import select, update
 from models import ApiKey, Job, unit_of_work, utcnow
 from tests.api.helpers import submit_job, upload_voice
 from tests.conftest import bearer
+from tests.support.apps import tome_of
 from tests.support.inline import Inline
-from tests.support.workers import settings_env
 from webapi import create_app
 from webapi.cli import mint_key
 from worker import webhooks
 from worker.config import ConfigError, load_settings
-from worker.pipeline import START_JOB, start_job
-from worker.state import claim_chunks
+from worker.jobs.start import start_job
+from worker.jobs.state import claim_chunks
+from worker.processes import settings_env
 from worker.sweeper import expire_outputs, sweep
-from worker.voice_prompts import build_voice
+from worker.task_names import START_JOB
+from worker.voices.prompts import build_voice
 
 
 @pytest.fixture
@@ -148,7 +150,7 @@ def test_completed_job_sends_a_signed_webhook_and_retries_failures(
     headers = bearer(key)
     upload_voice(client, headers, reference_audio[0], ref_text=reference_audio[1])
     job = submit_job(client, headers, "narrator", webhook_url=receiver.url, output={"format": "wav"}).json
-    state = app.extensions["tome"]
+    state = tome_of(app)
     inline = Inline(state.runtime)
 
     receiver.status = 500
@@ -169,6 +171,7 @@ def test_completed_job_sends_a_signed_webhook_and_retries_failures(
     assert len(receiver.requests) == 2
     sent_headers, body = receiver.requests[-1]
     secret = state.sessions.scalar(select(ApiKey.webhook_secret).where(ApiKey.owner == "wendy"))
+    assert secret is not None
     assert webhooks.verify(secret, body, sent_headers[webhooks.SIGNATURE_HEADER])
     assert not webhooks.verify("wrong secret", body, sent_headers[webhooks.SIGNATURE_HEADER])
     assert not webhooks.verify(secret, body + b" ", sent_headers[webhooks.SIGNATURE_HEADER])
@@ -186,7 +189,7 @@ def test_outputs_expire_and_the_job_says_so(
     headers = bearer(mint_key(app, "xena", "k", admin=False))
     upload_voice(client, headers, reference_audio[0], ref_text=reference_audio[1])
     job = submit_job(client, headers, "narrator", output={"format": "flac"}).json
-    state = app.extensions["tome"]
+    state = tome_of(app)
     inline = Inline(state.runtime)
     inline.enqueue(START_JOB, [job["id"]])
     inline.run()
@@ -238,7 +241,7 @@ def test_a_chunk_whose_worker_keeps_dying_fails_the_job_clearly(
     headers = bearer(mint_key(app, "pia", "k", admin=False))
     upload_voice(client, headers, reference_audio[0], ref_text=reference_audio[1])
     job = submit_job(client, headers, "narrator", script="First part.\n\nSecond part.").json
-    state = app.extensions["tome"]
+    state = tome_of(app)
     rt = state.runtime
     inline = Inline(rt)
     build_voice(rt, uuid.UUID(job["voice_id"]))

@@ -19,10 +19,11 @@ from sqlalchemy import update
 from models import CacheStatus, Voice, unit_of_work, utcnow
 from models.migrate import upgrade_head
 from tests.support.audio import TRANSCRIPT, speak
-from worker import counters, voice_prompts
+from worker import counters
 from worker.audio import write_wav_atomic
 from worker.config import load_settings
 from worker.runtime import Runtime
+from worker.voices import prompts as voice_prompts
 
 Samples = npt.NDArray[np.float32]
 

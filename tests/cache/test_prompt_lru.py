@@ -1,4 +1,4 @@
-"""The per-process prompt LRU (worker/voices/lru.py) and ``process_lru`` (worker/voice_prompts.py)."""
+"""The per-process prompt LRU (worker/voices/lru.py) and ``process_lru`` (worker/voices/prompts.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from worker import voice_prompts
+from worker.voices import prompts as voice_prompts
 from worker.voices.lru import PromptLru, prompt_bytes
 
 Prompt = dict[str, npt.NDArray[np.generic]]

@@ -23,14 +23,13 @@ import pytest
 from safetensors import safe_open
 
 from models import utcnow
+from worker.storage.layout import Layout
 from worker.sweeper import remove_stale_temp_files
 from worker.voices.store import (
     Prompt,
     PromptFileError,
     cache_key,
-    confine,
     load_prompt,
-    prompt_path,
     save_prompt,
 )
 
@@ -126,89 +125,6 @@ def test_load_of_a_truncated_file_is_a_prompt_file_error(tmp_path: Path) -> None
         path.write_bytes(data[:cut])
         with pytest.raises(PromptFileError):
             load_prompt(path)
-
-
-def test_confine_returns_resolved_paths_inside_the_root(tmp_path: Path) -> None:
-    root = tmp_path / "data"
-    (root / "voices" / "a").mkdir(parents=True)
-    assert confine(root, root / "voices" / "a" / "x.safetensors") == root.resolve() / "voices/a/x.safetensors"
-    # ".." that stays inside is fine, and comes back normalised.
-    assert confine(root, root / "voices" / ".." / "voices" / "a") == root.resolve() / "voices" / "a"
-    # A symlink inside the root that points inside the root is fine too.
-    (root / "link").symlink_to(root / "voices" / "a")
-    assert confine(root, root / "link" / "p") == root.resolve() / "voices" / "a" / "p"
-
-
-@pytest.mark.parametrize(
-    "escape",
-    [
-        lambda root: root / ".." / "elsewhere",
-        lambda root: root / "voices" / ".." / ".." / "data-evil" / "p.safetensors",
-        lambda root: Path("/etc/passwd"),
-        lambda root: root.parent / "outside.safetensors",
-        lambda root: root / "voices" / "out" / "p.safetensors",  # "out" is a symlink leaving the root
-        lambda root: root / "voices" / "secret.safetensors",  # a file symlink leaving the root
-    ],
-    ids=["dotdot", "dotdot-sibling-prefix", "absolute", "absolute-sibling", "dir-symlink", "file-symlink"],
-)
-def test_confine_refuses_paths_that_escape_the_root(tmp_path: Path, escape: Callable[[Path], Path]) -> None:
-    root = tmp_path / "data"
-    (root / "voices").mkdir(parents=True)
-    (tmp_path / "outside").mkdir()
-    (root / "voices" / "out").symlink_to(tmp_path / "outside", target_is_directory=True)
-    (root / "voices" / "secret.safetensors").symlink_to(tmp_path / "outside" / "secret")
-    with pytest.raises(PromptFileError, match="outside the data root"):
-        confine(root, escape(root))
-
-
-def test_prompt_path_is_a_server_generated_name_in_the_voice_folder(tmp_path: Path) -> None:
-    voice_id = uuid.uuid4()
-    key = cache_key("espeak", "1.0", SHA_A, "hello")
-    path = prompt_path(tmp_path, voice_id, key)
-    assert path.parent == tmp_path.resolve() / "voices" / str(voice_id)
-    digest = hashlib.sha256(key.encode()).hexdigest()[:24]
-    assert path.name == f"prompt-{digest}.safetensors"
-    assert prompt_path(tmp_path, voice_id, key) == path  # deterministic
-    assert prompt_path(tmp_path, voice_id, cache_key("espeak", "1.1", SHA_A, "hello")) != path
-    other = prompt_path(tmp_path, uuid.uuid4(), key)
-    assert other.name == path.name
-    assert other.parent != path.parent
-    # A key full of path syntax still yields a flat file name in the voice's folder.
-    odd = prompt_path(tmp_path, voice_id, "../../../etc/passwd")
-    assert odd.parent == path.parent
-
-
-def test_each_build_gets_its_own_prompt_file(tmp_path: Path) -> None:
-    voice_id = uuid.uuid4()
-    key = cache_key("espeak", "1.0", SHA_A, "hello")
-    plain = prompt_path(tmp_path, voice_id, key)
-    first = prompt_path(tmp_path, voice_id, key, "0123456789abcdef0123456789abcdef")
-    second = prompt_path(tmp_path, voice_id, key, "fedcba9876543210fedcba9876543210")
-    assert first.parent == second.parent == plain.parent
-    assert first.name == f"{plain.stem}-0123456789abcdef.safetensors"
-    assert len({plain, first, second}) == 3
-
-
-@pytest.mark.parametrize("build", ["../../x", "a/b", "-", "ab cd", "tok\x00en"])
-def test_prompt_path_refuses_a_build_token_that_is_not_alphanumeric(tmp_path: Path, build: str) -> None:
-    with pytest.raises(PromptFileError, match="letters and digits"):
-        prompt_path(tmp_path, uuid.uuid4(), "espeak/1/a/b", build)
-
-
-def test_prompt_path_refuses_a_voice_folder_that_is_a_symlink_out_of_the_root(tmp_path: Path) -> None:
-    root, voice_id = tmp_path / "data", uuid.uuid4()
-    (root / "voices").mkdir(parents=True)
-    (tmp_path / "elsewhere").mkdir()
-    (root / "voices" / str(voice_id)).symlink_to(tmp_path / "elsewhere", target_is_directory=True)
-    with pytest.raises(PromptFileError, match="outside the data root"):
-        prompt_path(root, voice_id, "espeak/1/a/b")
-
-
-@pytest.mark.parametrize("bad", ["../../etc", "not-a-uuid", "", "/tmp/x", f"{uuid.uuid4()}/.."])
-def test_prompt_path_refuses_a_voice_id_that_is_not_a_uuid(tmp_path: Path, bad: str) -> None:
-    with pytest.raises(ValueError, match="badly formed"):
-        prompt_path(tmp_path, bad, "espeak/1/a/b")  # type: ignore[arg-type]
-    assert not (tmp_path / "voices").exists()
 
 
 def test_cache_key_changes_with_each_thing_a_prompt_depends_on() -> None:
@@ -319,7 +235,7 @@ def kill_writers(path: Path, rng: random.Random, done: Callable[[KillCampaign], 
 
 def test_writer_killed_mid_write_never_leaves_a_partial_file_at_the_final_path(tmp_path: Path) -> None:
     data_dir = tmp_path / "var"
-    path = prompt_path(data_dir, uuid.uuid4(), cache_key("espeak", "1", SHA_A, "text"))
+    path = Layout.under(data_dir).prompt(uuid.uuid4(), cache_key("espeak", "1", SHA_A, "text"))
     # At least 10 kills; a few more (bounded) if none of them happened to leave a temp file behind.
     campaign = kill_writers(
         path,
@@ -347,7 +263,7 @@ def test_sweeper_removes_every_temp_file_a_killed_prompt_writer_leaves(tmp_path:
     file; a writer killed inside it leaves that file too, as large as the prompt (found here: the sweeper's
     patterns did not match it until ".tmp*" was added)."""
     data_dir = tmp_path / "var"
-    path = prompt_path(data_dir, uuid.uuid4(), cache_key("espeak", "1", SHA_A, "text"))
+    path = Layout.under(data_dir).prompt(uuid.uuid4(), cache_key("espeak", "1", SHA_A, "text"))
     campaign = kill_writers(path, random.Random(7), lambda c: c.safetensors_temps_seen > 0)
     if not campaign.safetensors_temps_seen:
         pytest.skip(f"none of {campaign.kills} kills landed inside safetensors' own write")

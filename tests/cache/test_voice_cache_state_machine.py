@@ -1,4 +1,4 @@
-"""The voice speaker-prompt cache as a state machine (worker/voice_prompts.py), on a real SQLite database,
+"""The voice speaker-prompt cache as a state machine (worker/voices/prompts.py), on a real SQLite database,
 the real espeak engine and real files.
 
 A hypothesis RuleBasedStateMachine drives one or two voices through uploads, re-uploads, deletions, build
@@ -53,12 +53,14 @@ from tests.cache.conftest import (
     voice_folder,
 )
 from tests.support.audio import TRANSCRIPT
-from worker import counters, voice_prompts
+from worker import counters
 from worker.audio import AudioError, read_wav
 from worker.config import load_settings
 from worker.engines import EngineError
 from worker.runtime import Runtime
-from worker.voice_prompts import (
+from worker.storage.layout import Layout
+from worker.voices import prompts as voice_prompts
+from worker.voices.prompts import (
     BuildClaim,
     BuildOutcome,
     VoiceCacheFailed,
@@ -72,7 +74,7 @@ from worker.voice_prompts import (
     publish_build,
     request_build,
 )
-from worker.voices.store import Prompt, PromptFileError, cache_key, load_prompt, prompt_path, save_prompt
+from worker.voices.store import Prompt, PromptFileError, cache_key, load_prompt, save_prompt
 
 # -- reference recordings ------------------------------------------------------------------------------
 # Rendered once, at import: espeak reading a short sentence at eight different pitches, so that every
@@ -244,9 +246,7 @@ class VoiceCacheMachine(RuleBasedStateMachine):
             if not tracked.deleted:  # a stale build's failure never touches the voice's current state
                 assert (after.cache_status, after.cache_error) == (before.cache_status, before.cache_error)
             return
-        assert path == prompt_path(
-            self.rt.settings.data_dir, tracked.voice_id, held.claim.key, held.claim.token
-        )
+        assert path == self.rt.layout.prompt(tracked.voice_id, held.claim.key, held.claim.token)
         assert all(path != h.path for h in tracked.claims)  # every build writes its own file
         assert path.parent == voice_folder(self.rt, tracked.voice_id)
         assert_same_prompt(
@@ -533,7 +533,7 @@ class VoiceCacheMachine(RuleBasedStateMachine):
                 assert voice.cache_path is not None
                 assert Path(voice.cache_path).parent == folder
                 assert Path(voice.cache_path).name.startswith(
-                    prompt_path(data_dir, tracked.voice_id, key).stem
+                    Layout.under(data_dir).prompt(tracked.voice_id, key).stem
                 )
                 assert voice.cache_engine == f"{self.engine.name} {self.engine.version}"
                 assert voice.cache_built_at is not None
@@ -593,9 +593,7 @@ def test_build_publishes_a_ready_prompt_and_counts_one_build(rt: Runtime, voice_
     assert (voice.cache_error, voice.cache_lease_until) == (None, None)
     assert voice.cache_path is not None
     assert voice.cache_build_token is not None
-    assert voice.cache_path == str(
-        prompt_path(rt.settings.data_dir, voice_id, voice.cache_key, voice.cache_build_token)
-    )
+    assert voice.cache_path == str(rt.layout.prompt(voice_id, voice.cache_key, voice.cache_build_token))
     assert prompt_files(rt, voice_id) == [Path(voice.cache_path)]
     assert_same_prompt(
         load_prompt(Path(voice.cache_path), engine.prompt_shapes),
@@ -832,7 +830,7 @@ def test_prompt_written_after_the_voice_was_deleted_is_removed_when_its_build_is
     samples, rate = read_wav(claim.audio_path)
     tensors = rt.engine().encode_speaker(samples, rate, claim.ref_text)
     delete_voice(rt, voice_id)  # ... the voice is deleted and its folder removed ...
-    path = prompt_path(rt.settings.data_dir, claim.voice_id, claim.key, claim.token)  # ... then it writes
+    path = rt.layout.prompt(claim.voice_id, claim.key, claim.token)  # ... then it writes
     save_prompt(path, tensors, {"cache_key": claim.key, "voice_id": str(claim.voice_id)})
 
     assert publish_build(rt, claim, path) == BuildOutcome.DISCARDED

@@ -38,12 +38,13 @@ from sqlalchemy import select
 from models import Chunk, Job
 from models.migrate import upgrade_head
 from tests.chaos.services import OwnPostgres, OwnRedis
+from tests.support.apps import tome_of
 from tests.support.audio import reference_wav
-from tests.support.workers import BeatProcess, WorkerProcess
 from webapi import create_app
 from webapi.cli import mint_key
 from worker.audio import Pauses
 from worker.config import Settings, load_settings
+from worker.processes import BeatProcess, WorkerProcess
 from worker.sweeper import TEMP_PATTERNS
 
 TERMINAL = {"succeeded", "failed", "cancelled"}
@@ -286,12 +287,13 @@ def wait_terminal(
 
 def verify_outputs(app: Flask, jobs: dict[str, dict[str, Any]], figures: Figures) -> None:
     """Every succeeded job's WAV is exactly its chunks, in order, each once, with the pauses between."""
-    state = app.extensions["tome"]
+    state = tome_of(app)
     state.sessions.remove()
     for job_id, job in jobs.items():
         if job["status"] != "succeeded":
             continue
         row = state.sessions.get(Job, uuid.UUID(job_id))
+        assert row is not None
         chunks = state.sessions.scalars(select(Chunk).where(Chunk.job_id == row.id).order_by(Chunk.seq)).all()
         if [c.seq for c in chunks] != list(range(row.chunks_total)) or row.chunks_done != row.chunks_total:
             figures.missing += 1
@@ -326,7 +328,7 @@ def verify_outputs(app: Flask, jobs: dict[str, dict[str, Any]], figures: Figures
 
 def describe(app: Flask, job_id: str) -> str:
     """A job's row and its unfinished chunks, for the report of a job that did not finish."""
-    state = app.extensions["tome"]
+    state = tome_of(app)
     state.sessions.remove()
     job = state.sessions.get(Job, uuid.UUID(job_id))
     if job is None:
@@ -405,8 +407,8 @@ def run_scenario(
         beat.stop()
         for worker in workers:
             worker.stop()
-        app.extensions["tome"].sessions.remove()
-        app.extensions["tome"].db.dispose()
+        tome_of(app).sessions.remove()
+        tome_of(app).db.dispose()
     return figures
 
 

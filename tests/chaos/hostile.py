@@ -46,6 +46,7 @@ from flask import Flask
 from werkzeug.datastructures import Headers
 from werkzeug.test import EnvironBuilder
 
+from tests.support.apps import tome_of
 from webapi.cli import mint_key
 from worker.config import Settings
 
@@ -751,7 +752,7 @@ def _chunks(body: bytes) -> int | None:
 def run_hostile(app: Flask, headers: Mapping[str, str], corpus: Corpus | None = None) -> HostileReport:
     """Send every corpus item (see the module docstring) and report statuses, times and memory."""
     started = time.perf_counter()
-    settings: Settings = app.extensions["tome"].settings
+    settings: Settings = tome_of(app).settings
     data_dir = settings.data_dir.resolve()
     tag = os.urandom(4).hex()
     corpus = corpus or build_corpus(settings, tag)

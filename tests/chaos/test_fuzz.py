@@ -24,6 +24,7 @@ from tests.chaos.hostile import (
     seed_voice,
 )
 from tests.conftest import bearer
+from tests.support.apps import tome_of
 from webapi.cli import mint_key
 from worker.config import Settings
 
@@ -41,7 +42,7 @@ def _keys(app: Flask) -> tuple[dict[str, str], dict[str, str]]:
 
 
 def _settings(app: Flask) -> Settings:
-    settings = app.extensions["tome"].settings
+    settings = tome_of(app).settings
     assert isinstance(settings, Settings)
     return settings
 

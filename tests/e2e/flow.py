@@ -14,6 +14,7 @@ from sqlalchemy import select
 
 from models import Chunk
 from tests.api.helpers import submit_job, upload_voice
+from tests.support.apps import tome_of
 from worker.audio import Pauses, decode_to_pcm, read_wav
 
 BOOK = """# The Harbour
@@ -73,7 +74,7 @@ def check_output(app: Flask, client: FlaskClient, headers: dict[str, str], job: 
     assert partial.status_code == 206
     assert partial.data == download.data[10:110]
 
-    state = app.extensions["tome"]
+    state = tome_of(app)
     chunks = state.sessions.scalars(
         select(Chunk).where(Chunk.job_id == uuid.UUID(job["id"])).order_by(Chunk.seq)
     ).all()

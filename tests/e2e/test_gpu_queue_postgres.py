@@ -18,10 +18,10 @@ from flask import Flask
 from tests.conftest import bearer
 from tests.e2e.flow import check_output, submit_book, wait_terminal
 from tests.support.apps import app_on
-from tests.support.workers import WorkerProcess
 from webapi.cli import mint_key
-from worker import pipeline
+from worker import task_names
 from worker.config import Settings
+from worker.processes import WorkerProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
@@ -59,15 +59,15 @@ def test_engine_tasks_run_only_on_the_gpu_queue_worker(
     check_output(gpu_app, client, headers, wait_terminal(client, headers, job["id"]))
 
     on_gpu, on_cpu = tasks_in(gpu, RECEIVED), tasks_in(cpu, RECEIVED)
-    engine_tasks = {pipeline.RENDER_CHUNKS, pipeline.BUILD_VOICE}
+    engine_tasks = {task_names.RENDER_CHUNKS, task_names.BUILD_VOICE}
     assert set(on_gpu) == engine_tasks, (on_gpu, gpu.log()[-3000:])
     assert engine_tasks.isdisjoint(on_cpu), (on_cpu, cpu.log()[-3000:])
-    assert {pipeline.START_JOB, pipeline.STITCH_JOB} <= set(on_cpu), on_cpu
+    assert {task_names.START_JOB, task_names.STITCH_JOB} <= set(on_cpu), on_cpu
     # Received is not enough: the work itself was done where it was routed.
-    assert tasks_in(gpu, SUCCEEDED)[pipeline.RENDER_CHUNKS] >= 1
-    assert tasks_in(gpu, SUCCEEDED)[pipeline.BUILD_VOICE] >= 1
-    assert tasks_in(cpu, SUCCEEDED)[pipeline.STITCH_JOB] == 1
-    rendered = sum(int(n) for n in re.findall(r"job \S+: (\d+) chunks rendered", gpu.log()))
+    assert tasks_in(gpu, SUCCEEDED)[task_names.RENDER_CHUNKS] >= 1
+    assert tasks_in(gpu, SUCCEEDED)[task_names.BUILD_VOICE] >= 1
+    assert tasks_in(cpu, SUCCEEDED)[task_names.STITCH_JOB] == 1
+    rendered = sum(int(n) for n in re.findall(r"job=\S+: (\d+) chunks rendered", gpu.log()))
     assert rendered == job["progress"]["chunks_total"]
     assert "chunks rendered" not in cpu.log()
     # Only the worker that renders warms the engine up (a CPU worker never loads a model).

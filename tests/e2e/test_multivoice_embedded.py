@@ -18,6 +18,7 @@ from sqlalchemy import select
 from models import Chunk
 from tests.api.helpers import submit_job, upload_voice
 from tests.e2e.flow import check_output, wait_terminal
+from tests.support.apps import tome_of
 from tests.support.audio import TRANSCRIPT, pitched_reference
 from worker.audio import read_wav
 from worker.config import Settings
@@ -79,7 +80,7 @@ def test_two_voice_markdown_book_renders_each_chunk_in_its_voice(
     check_output(app, client, user, finished)  # every chunk is in the output, in order, with its pauses
 
     chunks = (
-        app.extensions["tome"]
+        tome_of(app)
         .sessions.scalars(select(Chunk).where(Chunk.job_id == uuid.UUID(finished["id"])).order_by(Chunk.seq))
         .all()
     )

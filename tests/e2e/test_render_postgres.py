@@ -18,7 +18,7 @@ from models import Chunk, ChunkStatus
 from tests.api.helpers import submit_job, upload_voice
 from tests.conftest import bearer
 from tests.e2e.flow import check_output, submit_book, wait_terminal
-from tests.support.apps import app_on
+from tests.support.apps import app_on, tome_of
 from webapi.cli import mint_key
 from worker.config import Settings
 
@@ -72,11 +72,11 @@ def _kill_mid_chunk_then_finish(
         f"Paragraph number {i} of the long night. The wind kept blowing." for i in range(150)
     )
     job = submit_job(client, headers, "narrator", title="Long", script=script, output={"format": "wav"}).json
-    state = pg_app.extensions["tome"]
+    state = tome_of(pg_app)
 
     def count(status: ChunkStatus) -> int:
         state.sessions.remove()
-        return int(state.sessions.scalar(
+        return int(state.sessions.scalar(  # type: ignore[arg-type]
             select(func.count()).where(Chunk.job_id == uuid.UUID(job["id"]), Chunk.status == status.value)
         ))  # fmt: skip
 

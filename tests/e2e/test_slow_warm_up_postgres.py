@@ -21,9 +21,9 @@ from flask import Flask
 from tests.conftest import bearer
 from tests.e2e.flow import submit_book, wait_terminal
 from tests.support.apps import app_on
-from tests.support.workers import WorkerProcess
 from webapi.cli import mint_key
 from worker.config import Settings
+from worker.processes import WorkerProcess
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 

@@ -20,7 +20,7 @@ from models import Voice
 from tests.api.helpers import submit_job, upload_voice
 from tests.conftest import bearer
 from tests.e2e.flow import BOOK, wait_terminal
-from tests.support.apps import app_on
+from tests.support.apps import app_on, tome_of
 from tests.support.audio import speak
 from webapi.cli import mint_key
 from webapi.extensions import Tome
@@ -41,18 +41,18 @@ def pg_app(pg_settings: Settings) -> Iterator[Flask]:
 
 
 def _settings(app: Flask) -> Settings:
-    settings: Settings = app.extensions["tome"].settings
+    settings: Settings = tome_of(app).settings
     return settings
 
 
 def _counter(app: Flask, name: str) -> float:
-    state = app.extensions["tome"]
+    state = tome_of(app)
     state.sessions.remove()
     return counters.read_all(state.sessions()).get((name, "espeak"), 0.0)
 
 
 def _voice_status(app: Flask, voice_id: str) -> str | None:
-    state: Tome = app.extensions["tome"]
+    state: Tome = tome_of(app)
     state.sessions.remove()
     return state.sessions.scalar(select(Voice.cache_status).where(Voice.id == uuid.UUID(voice_id)))
 

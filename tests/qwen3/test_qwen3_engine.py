@@ -8,7 +8,6 @@ Needs the optional ``qwen3`` extra (torch, transformers, qwen-tts), which ``make
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -23,12 +22,12 @@ import torch
 from safetensors.numpy import load_file, save_file
 
 from tests.qwen3.tiny_checkpoint import HIDDEN, NUM_QUANTIZERS, build_tiny_checkpoint
+from worker.config import ConfigError, load_settings
+from worker.engines import registry
 from worker.engines.base import Engine, EngineError, SynthesisRequest
 from worker.engines.qwen3 import (
-    DEVICE_ENV,
+    DEVICE_SETTING,
     MAX_BATCH,
-    MAX_BATCH_ENV,
-    MODEL_DIR_ENV,
     Qwen3Engine,
     _identity_cached,
     _Layout,
@@ -62,11 +61,12 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def engine(tiny_dir: Path) -> Iterator[Qwen3Engine]:
-    mp = pytest.MonkeyPatch()
-    mp.setenv(MODEL_DIR_ENV, str(tiny_dir))
-    yield Qwen3Engine(device="cpu")  # model dir from the environment, as in a worker
-    mp.undo()
+def engine(tiny_dir: Path) -> Qwen3Engine:
+    # Built by the registry from settings, as in a worker.
+    settings = load_settings({"TOME_QWEN3_MODEL_DIR": str(tiny_dir), "TOME_QWEN3_DEVICE": "cpu"})
+    engine = registry._qwen3_factory(settings)
+    assert isinstance(engine, Qwen3Engine)
+    return engine
 
 
 @pytest.fixture(scope="module")
@@ -118,10 +118,9 @@ def test_construction_does_not_hash_the_checkpoint(tiny_dir: Path, tmp_path: Pat
     assert _identity_cached.cache_info().misses == hashed + 1
 
 
-def test_missing_model_dir_is_an_engine_error(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.delenv(MODEL_DIR_ENV, raising=False)
-    with pytest.raises(EngineError):
-        Qwen3Engine()
+def test_missing_model_dir_is_an_engine_error(tmp_path: Path) -> None:
+    with pytest.raises(EngineError, match="TOME_QWEN3_MODEL_DIR"):
+        registry._qwen3_factory(load_settings({}))
     with pytest.raises(EngineError):
         Qwen3Engine(tmp_path)  # exists, but holds no checkpoint
 
@@ -273,17 +272,17 @@ def test_free_memory_counts_what_torch_holds_cached() -> None:
     assert free_gpu_bytes(SimpleNamespace(cuda=cuda), "cuda:1") == 9 * gib
 
 
-def test_device_setting_is_checked(tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_device_setting_is_checked(tiny_dir: Path) -> None:
     for good in ("cpu", "cuda", "cuda:1"):
         assert check_device(good) == good
     for bad in ("auto", "gpu", "cuda:", "cuda:x", ""):
-        with pytest.raises(EngineError, match=DEVICE_ENV):
+        with pytest.raises(EngineError, match=DEVICE_SETTING):
             check_device(bad)
-    with pytest.raises(EngineError, match=DEVICE_ENV):
+    with pytest.raises(EngineError, match=DEVICE_SETTING):
         Qwen3Engine(tiny_dir, device="auto")
-    monkeypatch.setenv(DEVICE_ENV, "gpu0")
+    settings = load_settings({"TOME_QWEN3_MODEL_DIR": str(tiny_dir), "TOME_QWEN3_DEVICE": "gpu0"})
     with pytest.raises(EngineError, match="gpu0"):
-        Qwen3Engine(tiny_dir)
+        registry._qwen3_factory(settings)
 
 
 def test_real_checkpoint_layout_sizes_a_frame(tiny_dir: Path) -> None:
@@ -301,13 +300,16 @@ def test_real_checkpoint_layout_sizes_a_frame(tiny_dir: Path) -> None:
     assert tiny.hidden == HIDDEN
 
 
-def test_environment_settings_are_checked(tiny_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv(MAX_BATCH_ENV, "4")
-    assert Qwen3Engine(tiny_dir, device="cpu").max_batch_size == 4
-    for bad in ("0", "-2", "many"):
-        monkeypatch.setenv(MAX_BATCH_ENV, bad)
-        with pytest.raises(EngineError, match=MAX_BATCH_ENV):
-            Qwen3Engine(tiny_dir, device="cpu")
+def test_engine_settings_are_checked(tiny_dir: Path) -> None:
+    env = {"TOME_QWEN3_MODEL_DIR": str(tiny_dir), "TOME_QWEN3_DEVICE": "cpu", "TOME_QWEN3_MAX_BATCH": "4"}
+    engine = registry._qwen3_factory(load_settings(env))
+    assert isinstance(engine, Qwen3Engine)
+    assert engine.max_batch_size == 4
+    for bad in ("-2", "many"):
+        with pytest.raises(ConfigError, match="TOME_QWEN3_MAX_BATCH"):
+            load_settings({**env, "TOME_QWEN3_MAX_BATCH": bad})
+    with pytest.raises(EngineError, match="max_batch"):
+        Qwen3Engine(tiny_dir, device="cpu", max_batch=0)
 
 
 def test_bad_requests_fail_before_rendering(

@@ -24,6 +24,7 @@ from sqlalchemy import select
 from tests.api.helpers import submit_job, upload_voice
 from tests.e2e.flow import check_output, wait_terminal
 from tests.qwen3 import require_qwen_tts
+from tests.support.apps import tome_of
 
 require_qwen_tts()
 
@@ -34,7 +35,6 @@ from webapi.cli import mint_key
 from worker import counters
 from worker.audio import read_wav
 from worker.config import Settings, load_settings
-from worker.engines import qwen3
 
 pytestmark = pytest.mark.e2e
 
@@ -65,23 +65,25 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture
-def engine_env(model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
-    """The engine's variables, for this process (the API builds the engine to size chunks) and workers."""
-    env = {qwen3.MODEL_DIR_ENV: str(model_dir), qwen3.DEVICE_ENV: "cpu", qwen3.MAX_NEW_TOKENS_ENV: "40"}
-    for name, value in env.items():
-        monkeypatch.setenv(name, value)
-    return env
+def engine_env(model_dir: Path) -> dict[str, str]:
+    """The engine's settings: given to this process's app (the API builds the engine to size chunks) and
+    to the workers through their environment."""
+    return {
+        "TOME_QWEN3_MODEL_DIR": str(model_dir),
+        "TOME_QWEN3_DEVICE": "cpu",
+        "TOME_QWEN3_MAX_NEW_TOKENS": "40",
+    }
 
 
 def _counts(app: Flask) -> dict[str, float]:
-    all_counts = counters.read_all(app.extensions["tome"].sessions())
+    all_counts = counters.read_all(tome_of(app).sessions())
     return {name: value for (name, engine), value in all_counts.items() if engine == "qwen3-tts"}
 
 
 def _chunk_audio(app: Flask, job_id: str) -> list[tuple[str, np.ndarray]]:
     from models import Chunk
 
-    sessions = app.extensions["tome"].sessions
+    sessions = tome_of(app).sessions
     chunks = sessions.scalars(
         select(Chunk).where(Chunk.job_id == uuid.UUID(job_id)).order_by(Chunk.seq)
     ).all()
@@ -104,7 +106,7 @@ def test_two_voice_job_renders_through_real_workers_and_reuses_prompts(
     engine_env: dict[str, str],
     start_worker: Callable[..., Any],
 ) -> None:
-    settings: Settings = load_settings({}, data_dir=tmp_path / "var", engine="qwen3-tts")
+    settings: Settings = load_settings(engine_env, data_dir=tmp_path / "var", engine="qwen3-tts")
     with app_on(settings) as app:
         client = app.test_client()
         user = {"Authorization": f"Bearer {mint_key(app, owner='alice', name='test', admin=False)}"}

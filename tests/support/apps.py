@@ -9,7 +9,15 @@ from flask import Flask
 
 from models.migrate import upgrade_head
 from webapi import create_app
+from webapi.extensions import Tome
 from worker.config import Settings
+
+
+def tome_of(app: Flask) -> Tome:
+    """What the app holds (settings, sessions, runtime), for helpers handed an app outside a request."""
+    state = app.extensions["tome"]
+    assert isinstance(state, Tome)
+    return state
 
 
 @contextlib.contextmanager
@@ -20,5 +28,5 @@ def app_on(settings: Settings) -> Iterator[Flask]:
     try:
         yield app
     finally:
-        app.extensions["tome"].sessions.remove()
-        app.extensions["tome"].db.dispose()
+        tome_of(app).sessions.remove()
+        tome_of(app).db.dispose()

@@ -6,12 +6,13 @@ from __future__ import annotations
 import pytest
 from celery import Celery
 
-from worker import pipeline
-from worker.celery_app import ENGINE_TASKS, celery_config, make_celery
+from worker import task_names
+from worker.celery_app import celery_config, make_celery
 from worker.config import ConfigError, Settings, load_settings
+from worker.task_names import ENGINE_TASKS
 
-CPU_TASKS = (pipeline.START_JOB, pipeline.STITCH_JOB, pipeline.DELIVER_WEBHOOK, "tome.sweep")
-GPU_TASKS = (pipeline.RENDER_CHUNKS, pipeline.BUILD_VOICE)
+CPU_TASKS = (task_names.START_JOB, task_names.STITCH_JOB, task_names.DELIVER_WEBHOOK, "tome.sweep")
+GPU_TASKS = (task_names.RENDER_CHUNKS, task_names.BUILD_VOICE)
 
 
 def queue_of(app: Celery, name: str) -> str:
@@ -30,7 +31,7 @@ def test_without_gpu_queue_every_task_goes_to_the_default_queue() -> None:
 def test_gpu_queue_takes_exactly_the_engine_tasks() -> None:
     settings = load_settings({"TOME_QUEUE": "cpu-work", "TOME_GPU_QUEUE": "gpu"})
     routes = celery_config(settings)["task_routes"]
-    assert routes == {pipeline.RENDER_CHUNKS: {"queue": "gpu"}, pipeline.BUILD_VOICE: {"queue": "gpu"}}
+    assert routes == {task_names.RENDER_CHUNKS: {"queue": "gpu"}, task_names.BUILD_VOICE: {"queue": "gpu"}}
     app = make_celery(settings)
     assert {name: queue_of(app, name) for name in GPU_TASKS} == dict.fromkeys(GPU_TASKS, "gpu")
     assert {name: queue_of(app, name) for name in CPU_TASKS} == dict.fromkeys(CPU_TASKS, "cpu-work")

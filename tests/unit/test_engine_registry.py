@@ -8,6 +8,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from worker.config import Settings, load_settings
 from worker.engines import Engine, SynthesisRequest, available_engines, get_engine, registry
 from worker.engines.base import Waveform
 
@@ -60,7 +61,7 @@ def test_unknown_engine_raises_key_error_naming_the_choices() -> None:
 def test_register_custom_factory() -> None:
     calls: list[int] = []
 
-    def factory() -> Engine:
+    def factory(settings: Settings) -> Engine:
         calls.append(1)
         return FakeEngine()
 
@@ -78,7 +79,7 @@ def test_register_custom_factory() -> None:
 
 @pytest.mark.usefixtures("clean_registry")
 def test_instances_are_recreated_in_another_process(monkeypatch: pytest.MonkeyPatch) -> None:
-    registry.register("fake", FakeEngine)
+    registry.register("fake", lambda settings: FakeEngine())
     engine = get_engine("fake")
     # As seen from a forked child: the cache was filled by another pid.
     monkeypatch.setattr(registry, "_instances_pid", -1)
@@ -87,4 +88,28 @@ def test_instances_are_recreated_in_another_process(monkeypatch: pytest.MonkeyPa
 
 def test_register_rejects_empty_names() -> None:
     with pytest.raises(ValueError, match="non-empty"):
-        registry.register(" ", FakeEngine)
+        registry.register(" ", lambda settings: FakeEngine())
+
+
+@pytest.mark.usefixtures("clean_registry")
+def test_factories_get_their_settings_from_the_caller() -> None:
+    """Engines read no environment: the registry hands each factory the settings it was asked with."""
+    seen: list[Settings] = []
+
+    def factory(settings: Settings) -> Engine:
+        seen.append(settings)
+        return FakeEngine()
+
+    registry.register("fake", factory)
+    settings = load_settings({"TOME_PACED_SECONDS_PER_CHUNK": "0.5"})
+    get_engine("fake", settings)
+    assert seen == [settings]
+
+
+def test_the_paced_engine_takes_its_pace_from_the_settings() -> None:
+    from worker.engines.paced import PacedEspeakEngine
+
+    settings = load_settings({"TOME_PACED_SECONDS_PER_CHUNK": "0.5", "TOME_PACED_WARM_UP_SECONDS": "2"})
+    engine = registry._paced_factory(settings)
+    assert isinstance(engine, PacedEspeakEngine)
+    assert (engine.seconds_per_chunk, engine.warm_up_seconds) == (0.5, 2.0)

@@ -12,7 +12,7 @@ import pytest
 from worker import tasks
 from worker.engines import SynthesisRequest
 from worker.engines.base import Waveform
-from worker.pipeline import EngineOutOfMemory, is_out_of_memory, synthesize_in_halves
+from worker.jobs.render import EngineOutOfMemory, is_out_of_memory, synthesize_in_halves
 
 
 class OutOfMemoryError(RuntimeError):

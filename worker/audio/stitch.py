@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import numpy as np
 import soundfile as sf
 
-from worker.audio.atomic import commit, discard, make_temp
 from worker.audio.errors import StitchError
 from worker.audio.ffmpeg import OUTPUT_FORMATS, FfmpegEncoder, OutputFormat
+from worker.storage.atomic import atomic_file
 
 PAUSE_KINDS = ("none", "sentence", "paragraph", "chapter")
 
@@ -96,29 +96,22 @@ def stitch(
     if sample_rate <= 0:
         raise ValueError(f"sample_rate must be positive, got {sample_rate}")
 
-    fd, tmp = make_temp(out_path)
-    os.close(fd)
     total = 0
     chapters: list[ChapterMark] = []
     seen_chapters: set[int] = set()
-    try:
-        with FfmpegEncoder(tmp, fmt, sample_rate, bitrate_kbps) as encoder:
-            for piece in pieces:
-                pause = round(pauses.seconds(piece.pause_after) * sample_rate)
-                if not chapters or chapters[-1].index != piece.chapter:
-                    if piece.chapter in seen_chapters:
-                        raise ValueError(f"the pieces of chapter {piece.chapter} are not contiguous")
-                    seen_chapters.add(piece.chapter)
-                    chapters.append(ChapterMark(index=piece.chapter, start=total / sample_rate))
-                total += _send_chunk(encoder, piece.path, sample_rate)
-                encoder.write_silence(pause)
-                total += pause
-            if not chapters:
-                raise ValueError("nothing to stitch: no pieces")
-        commit(tmp, out_path)
-    except BaseException:
-        discard(tmp)
-        raise
+    with atomic_file(out_path) as tmp, FfmpegEncoder(tmp, fmt, sample_rate, bitrate_kbps) as encoder:
+        for piece in pieces:
+            pause = round(pauses.seconds(piece.pause_after) * sample_rate)
+            if not chapters or chapters[-1].index != piece.chapter:
+                if piece.chapter in seen_chapters:
+                    raise ValueError(f"the pieces of chapter {piece.chapter} are not contiguous")
+                seen_chapters.add(piece.chapter)
+                chapters.append(ChapterMark(index=piece.chapter, start=total / sample_rate))
+            total += _send_chunk(encoder, piece.path, sample_rate)
+            encoder.write_silence(pause)
+            total += pause
+        if not chapters:
+            raise ValueError("nothing to stitch: no pieces")
     return StitchResult(duration=total / sample_rate, bytes=os.path.getsize(out_path), chapters=chapters)
 
 

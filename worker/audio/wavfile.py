@@ -9,9 +9,9 @@ import numpy as np
 import numpy.typing as npt
 import soundfile as sf
 
-from worker.audio.atomic import commit, discard, make_temp
 from worker.audio.errors import AudioError
 from worker.audio.pcm import Waveform, downmix, to_pcm16
+from worker.storage.atomic import atomic_file
 
 _BLOCK = 1 << 18
 
@@ -33,24 +33,18 @@ def write_wav_atomic(
     if data.ndim != 1:
         raise ValueError(f"samples must be a 1-D mono array, got shape {data.shape}")
 
-    fd, tmp = make_temp(path)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            w = wave.open(f, "wb")  # noqa: SIM115 - closed explicitly; it must not close ``f``
-            try:
-                w.setnchannels(1)
-                w.setsampwidth(2)
-                w.setframerate(int(sample_rate))
-                for start in range(0, data.size, _BLOCK):
-                    w.writeframesraw(to_pcm16(data[start : start + _BLOCK]).data.cast("B"))
-            finally:
-                w.close()
-            f.flush()
-            size = f.tell()
-        commit(tmp, path)
-    except BaseException:
-        discard(tmp)
-        raise
+    with atomic_file(path) as tmp, open(tmp, "wb") as f:
+        w = wave.open(f, "wb")  # noqa: SIM115 - closed explicitly; it must not close ``f``
+        try:
+            w.setnchannels(1)
+            w.setsampwidth(2)
+            w.setframerate(int(sample_rate))
+            for start in range(0, data.size, _BLOCK):
+                w.writeframesraw(to_pcm16(data[start : start + _BLOCK]).data.cast("B"))
+        finally:
+            w.close()
+        f.flush()
+        size = f.tell()
     return size
 
 

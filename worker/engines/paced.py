@@ -2,16 +2,15 @@
 
 espeak renders about 1000x faster than real time, so crashes, restarts and leases are hard to exercise
 with it: every chunk is done before anything can go wrong. This engine returns exactly espeak's audio but
-makes each synthesize call take at least ``TOME_PACED_SECONDS_PER_CHUNK`` (default 0.25 s) per chunk, a
-realistic time for a neural engine on a GPU. It is what the chaos battery runs; it stands in only for the
-GPU's timing, which this machine cannot provide. Its version differs from espeak's, so prompts are not
-shared between the two. ``TOME_PACED_WARM_UP_SECONDS`` (default 0) makes its warm-up take that long, as
-loading a model onto a GPU does when a worker process starts.
+makes each synthesize call take at least ``seconds_per_chunk`` per chunk (``TOME_PACED_SECONDS_PER_CHUNK``,
+default 0.25 s), a realistic time for a neural engine on a GPU. It is what the chaos battery runs; it
+stands in only for the GPU's timing, which this machine cannot provide. Its version differs from
+espeak's, so prompts are not shared between the two. ``warm_up_seconds`` (``TOME_PACED_WARM_UP_SECONDS``,
+default 0) makes its warm-up take that long, as loading a model onto a GPU does when a worker starts.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Mapping, Sequence
 
@@ -25,11 +24,10 @@ from worker.engines.espeak import EspeakEngine
 class PacedEspeakEngine:
     name = "espeak-paced"
 
-    def __init__(self, seconds_per_chunk: float | None = None) -> None:
+    def __init__(self, seconds_per_chunk: float = 0.25, warm_up_seconds: float = 0.0) -> None:
         self._inner = EspeakEngine()
-        pace = os.environ.get("TOME_PACED_SECONDS_PER_CHUNK", "0.25")
-        self.seconds_per_chunk = float(pace) if seconds_per_chunk is None else seconds_per_chunk
-        self.warm_up_seconds = float(os.environ.get("TOME_PACED_WARM_UP_SECONDS", "0"))
+        self.seconds_per_chunk = seconds_per_chunk
+        self.warm_up_seconds = warm_up_seconds
         self.version = f"{self._inner.version}/paced"
         self.sample_rate = self._inner.sample_rate
         self.max_chunk_chars = self._inner.max_chunk_chars

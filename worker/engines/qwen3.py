@@ -1,7 +1,8 @@
 """The ``qwen3-tts`` engine: Qwen3-TTS 12 Hz *Base* voice cloning through the official ``qwen-tts`` package.
 
 Pure module (no Flask, no Celery). ``torch`` and ``qwen_tts`` are imported lazily (optional extra), so the
-module itself imports anywhere. The checkpoint directory is named by ``TOME_QWEN3_MODEL_DIR``; it holds the
+module itself imports anywhere. The checkpoint directory (``TOME_QWEN3_MODEL_DIR``, handed over by the
+engine registry with the other ``TOME_QWEN3_*`` settings: this module reads no environment) holds the
 published layout (``config.json``, ``model.safetensors``, text tokenizer files, ``generation_config.json`` and
 a ``speech_tokenizer/`` sub-folder). The model is loaded once per process (:func:`load_model`), on first use
 or by :meth:`Qwen3Engine.warm_up`; one instance is not safe for concurrent ``generate`` calls, so every call
@@ -29,7 +30,6 @@ import hashlib
 import importlib.machinery
 import importlib.util
 import json
-import os
 import re
 import sys
 import threading
@@ -48,7 +48,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from qwen_tts import Qwen3TTSModel, VoiceClonePromptItem
 
 __all__ = [
-    "MODEL_DIR_ENV",
     "PROMPT_LAYOUT",
     "Qwen3Engine",
     "import_qwen_tts",
@@ -57,10 +56,7 @@ __all__ = [
     "prompt_from_arrays",
 ]
 
-MODEL_DIR_ENV = "TOME_QWEN3_MODEL_DIR"
-DEVICE_ENV = "TOME_QWEN3_DEVICE"  # e.g. "cuda:0", "cpu"; default: cuda:0 when available, else cpu
-MAX_NEW_TOKENS_ENV = "TOME_QWEN3_MAX_NEW_TOKENS"  # cap on codec frames per chunk (12.5 per second)
-MAX_BATCH_ENV = "TOME_QWEN3_MAX_BATCH"  # rows per generate call; unset: from free GPU memory (GPU), 8 (CPU)
+DEVICE_SETTING = "TOME_QWEN3_DEVICE"  # named in errors about the device
 PROMPT_LAYOUT = "prompt-v1"  # bump when the prompt arrays or their meaning change
 MIN_REFERENCE_SECONDS = 0.5
 # Batch size from free GPU memory: rows are sized by their expected sequence length times the bytes one
@@ -150,16 +146,13 @@ _DEVICE = re.compile(r"cpu|cuda(:\d+)?")
 def check_device(device: str) -> str:
     """``cpu``, ``cuda`` or ``cuda:N``; anything else is an EngineError naming the setting."""
     if not _DEVICE.fullmatch(device):
-        raise EngineError(f"{DEVICE_ENV}={device!r}: use cpu, cuda or cuda:N")
+        raise EngineError(f"{DEVICE_SETTING}={device!r}: use cpu, cuda or cuda:N")
     return device
 
 
 def _default_device() -> str:
     import torch
 
-    configured = os.environ.get(DEVICE_ENV, "").strip()
-    if configured:
-        return check_device(configured)
     return "cuda:0" if torch.cuda.is_available() else "cpu"
 
 
@@ -339,15 +332,24 @@ class Qwen3Engine:
     name = "qwen3-tts"
     max_chunk_chars = 500
 
-    def __init__(self, model_dir: Path | str | None = None, *, device: str | None = None) -> None:
-        directory = model_dir if model_dir is not None else os.environ.get(MODEL_DIR_ENV)
-        if not directory:
-            raise EngineError(f"no Qwen3-TTS model directory: set {MODEL_DIR_ENV}")
+    def __init__(
+        self,
+        model_dir: Path | str | None,
+        *,
+        device: str | None = None,
+        max_batch: int | None = None,
+        max_new_tokens: int | None = None,
+    ) -> None:
+        """``device``: cpu, cuda or cuda:N (None: cuda:0 when available, else cpu); ``max_batch``: rows
+        per generate call (None: from free GPU memory, CPU_BATCH on a CPU); ``max_new_tokens``: a cap on
+        codec frames per chunk (None: the model's own)."""
+        if not model_dir:
+            raise EngineError("no Qwen3-TTS model directory: set TOME_QWEN3_MODEL_DIR")
+        directory = model_dir
         self.model_dir = Path(directory).resolve()
         if not self.model_dir.is_dir():
             raise EngineError(f"Qwen3-TTS model directory {self.model_dir} does not exist")
-        configured = device or os.environ.get(DEVICE_ENV, "").strip()
-        self._device = check_device(configured) if configured else None
+        self._device = check_device(device) if device else None
         self._layout = _read_layout(self.model_dir)
         self.sample_rate: int = self._layout.sample_rate
         self.prompt_shapes: Mapping[str, tuple[int, ...]] = {
@@ -357,9 +359,12 @@ class Qwen3Engine:
             "ref_text_utf8": (-1,),
         }
         self._generate_lock = threading.Lock()
-        self._max_new_tokens: int | None = _positive_env(MAX_NEW_TOKENS_ENV)
+        for name, value in (("max_batch", max_batch), ("max_new_tokens", max_new_tokens)):
+            if value is not None and value < 1:
+                raise EngineError(f"{name}={value!r} must be a positive whole number")
+        self._max_new_tokens = max_new_tokens
         # Rows per generate call; None: chosen per call from free GPU memory (CPU_BATCH on a CPU).
-        self.max_batch_size: int | None = _positive_env(MAX_BATCH_ENV)
+        self.max_batch_size: int | None = max_batch
         # Rows of each generate call the last synthesize made (how a batch was split; tests, benchmarks).
         self.last_calls: tuple[int, ...] = ()
 
@@ -569,19 +574,6 @@ def batch_size_for(free_bytes: int, row_bytes: int, cap: int = MAX_BATCH) -> int
     if row_bytes <= 0:
         return cap
     return max(1, min(cap, int(free_bytes * MEMORY_HEADROOM) // row_bytes))
-
-
-def _positive_env(name: str) -> int | None:
-    raw = os.environ.get(name, "").strip()
-    if not raw:
-        return None
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise EngineError(f"{name}={raw!r} must be a positive whole number")
-    return value
 
 
 def _torch() -> Any:

@@ -1,10 +1,11 @@
 """Engine registry: one engine instance per process per name, created on first use (pure module).
 
-Factories are registered by name; :func:`get_engine` builds the engine the first time a process asks for
-it and caches it. A forked child (Celery prefork) inherits the parent's cache, so the cache remembers the
-pid that filled it and is discarded when :func:`os.getpid` differs. Importing this module loads no engine
-and no native library: the built-in ``espeak`` engine is registered as a factory that imports its module
-when called.
+Factories are registered by name and take the settings (each picks its own fields, so that the engine
+classes take plain arguments and read no environment). :func:`get_engine` builds the engine the first
+time a process asks for it and caches it. A forked child (Celery prefork) inherits the parent's cache,
+so the cache remembers the pid that filled it and is discarded when :func:`os.getpid` differs. Importing
+this module loads no engine and no native library: each built-in engine is registered as a factory that
+imports its module when called.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ import os
 import threading
 from collections.abc import Callable
 
+from worker.config import Settings
 from worker.engines.base import Engine
 
 __all__ = ["EngineFactory", "available_engines", "get_engine", "register"]
 
-EngineFactory = Callable[[], Engine]
+EngineFactory = Callable[[Settings], Engine]
 
 _factories: dict[str, EngineFactory] = {}
 _instances: dict[str, Engine] = {}
@@ -48,8 +50,9 @@ def available_engines() -> list[str]:
         return sorted(_factories)
 
 
-def get_engine(name: str) -> Engine:
-    """The engine registered as ``name``: one instance per process, created on first use.
+def get_engine(name: str, settings: Settings | None = None) -> Engine:
+    """The engine registered as ``name``: one instance per process, created on first use from
+    ``settings`` (default: the defaults).
 
     Raises KeyError for an unknown name.
     """
@@ -66,12 +69,12 @@ def get_engine(name: str) -> Engine:
         if factory is None:
             known = ", ".join(sorted(_factories)) or "none"
             raise KeyError(f"unknown TTS engine {name!r} (available: {known})")
-        engine = factory()
+        engine = factory(settings or Settings())
         _instances[name] = engine
         return engine
 
 
-def _espeak_factory() -> Engine:
+def _espeak_factory(settings: Settings) -> Engine:
     from worker.engines.espeak import EspeakEngine
 
     return EspeakEngine()
@@ -80,19 +83,24 @@ def _espeak_factory() -> Engine:
 register("espeak", _espeak_factory)
 
 
-def _paced_factory() -> Engine:
+def _paced_factory(settings: Settings) -> Engine:
     from worker.engines.paced import PacedEspeakEngine
 
-    return PacedEspeakEngine()
+    return PacedEspeakEngine(settings.paced_seconds_per_chunk, settings.paced_warm_up_seconds)
 
 
 register("espeak-paced", _paced_factory)
 
 
-def _qwen3_factory() -> Engine:
+def _qwen3_factory(settings: Settings) -> Engine:
     from worker.engines.qwen3 import Qwen3Engine
 
-    return Qwen3Engine()
+    return Qwen3Engine(
+        settings.qwen3_model_dir or None,
+        device=settings.qwen3_device or None,
+        max_batch=settings.qwen3_max_batch or None,
+        max_new_tokens=settings.qwen3_max_new_tokens or None,
+    )
 
 
 register("qwen3-tts", _qwen3_factory)

@@ -1,4 +1,6 @@
-"""Real Celery worker processes for end-to-end tests, configured only through TOME_* variables."""
+"""Tome's processes as children of this one, configured only through TOME_* variables: the commands that
+`make run` starts (the API under gunicorn, a Celery worker, Celery beat), and the worker and beat
+processes that the end-to-end tests, the chaos battery and the benchmarks start and stop by their PIDs."""
 
 from __future__ import annotations
 
@@ -19,10 +21,38 @@ READY_TIMEOUT = 60.0
 
 
 def settings_env(settings: Settings) -> dict[str, str]:
+    """This process's environment with every TOME_* variable replaced by ``settings``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOME_")}
     for field in dataclasses.fields(Settings):
         env[f"TOME_{field.name.upper()}"] = str(getattr(settings, field.name))
     return env
+
+
+def celery_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "celery", "-A", "worker.main", *args]
+
+
+def worker_command(concurrency: int, queues: Sequence[str], *extra: str) -> list[str]:
+    """A Celery worker consuming ``queues`` with ``concurrency`` pool processes."""
+    consumed = ",".join(dict.fromkeys(q for q in queues if q))
+    if not consumed:
+        raise ValueError("a worker needs at least one queue")
+    return celery_command(
+        "worker", "--loglevel", "INFO", "--concurrency", str(concurrency), "--queues", consumed, *extra
+    )
+
+
+def beat_command(schedule: Path) -> list[str]:
+    """Celery beat, the sweeper's clock, as its own process (a crashed worker child can't take it along;
+    an embedded ``worker --beat`` runs as a child of the worker and is not restarted if it dies)."""
+    return celery_command("beat", "--loglevel", "INFO", "--schedule", str(schedule))
+
+
+def api_command(bind: str, workers: int = 2) -> list[str]:
+    """The API under gunicorn (its access log on stdout)."""
+    gunicorn = str(Path(sys.executable).parent / "gunicorn")
+    return [gunicorn, "--bind", bind, "--workers", str(workers), "--timeout", "120", "--access-logfile", "-",
+            "webapi:create_app()"]  # fmt: skip
 
 
 class BeatProcess:
@@ -31,8 +61,7 @@ class BeatProcess:
     def __init__(self, settings: Settings, log_dir: Path, extra_env: dict[str, str] | None = None):
         self.log_path = log_dir / f"beat-{uuid.uuid4().hex[:6]}.log"
         schedule = log_dir / f"{self.log_path.stem}-schedule"
-        cmd = [sys.executable, "-m", "celery", "-A", "worker.main", "beat", "--loglevel", "INFO",
-               "--schedule", str(schedule)]  # fmt: skip
+        cmd = beat_command(schedule)
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             cmd,
@@ -71,14 +100,11 @@ class WorkerProcess:
     ):
         self.name = f"w{uuid.uuid4().hex[:6]}"
         self.log_path = log_dir / f"{self.name}.log"
-        consumed = ",".join(queues) if queues is not None else settings.queue
-        if not consumed:
-            raise ValueError("a worker needs at least one queue")
-        cmd = [
-            sys.executable, "-m", "celery", "-A", "worker.main", "worker",
-            "--loglevel", "INFO", "--concurrency", str(concurrency), "--queues", consumed,
+        cmd = worker_command(
+            concurrency,
+            list(queues) if queues is not None else [settings.queue],
             "--hostname", f"{self.name}@%h", "--without-gossip", "--without-mingle",
-        ]  # fmt: skip
+        )  # fmt: skip
         if beat:
             cmd += ["--beat", "--schedule", str(log_dir / f"{self.name}-beat")]
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()

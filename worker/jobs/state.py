@@ -1,4 +1,10 @@
-"""Job and chunk state transitions, each one a conditional UPDATE (compare-and-set) on the database.
+"""Job and chunk state transitions, each one a conditional UPDATE (compare-and-set) on the database,
+and the queries that find work to resume (the one answer to "where does a job or chunk change state").
+
+    job:   queued ──start_job──> running ──begin_stitch──> stitching ──finish_stitch──> succeeded
+           (any active state) ──fail_job──> failed, ──cancel_job──> cancelled
+    chunk: pending ──claim_chunks──> running ──complete_chunk──> done
+           running ──release_chunk──> pending, (pending | running) ──fail_chunk──> failed
 
 Broker messages are hints that may arrive twice, late, or never; these functions decide what actually
 happens. A chunk is claimed with a fresh attempt token and a lease; only the holder of the current token
@@ -9,11 +15,11 @@ can mark it done, so a duplicate delivery can never write a second copy. The wor
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import Select, and_, exists, or_, select, update
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 
@@ -217,4 +223,100 @@ def finish_stitch(
 def mark_enqueued(session: Session, job_id: uuid.UUID, seqs: list[int], now: datetime | None = None) -> None:
     session.execute(
         update(Chunk).where(Chunk.job_id == job_id, Chunk.seq.in_(seqs)).values(enqueued_at=now or utcnow())
+    )
+
+
+def unsend(session: Session, job_id: uuid.UUID, seqs: list[int]) -> None:
+    """Forget that these chunks were sent: they wait for a voice, and its build re-sends them."""
+    session.execute(update(Chunk).where(Chunk.job_id == job_id, Chunk.seq.in_(seqs)).values(enqueued_at=None))
+
+
+def is_running(session: Session, job_id: uuid.UUID) -> bool:
+    """The one check "may work on this job go on": false once it is cancelled, failed or finished."""
+    return session.scalar(select(Job.status).where(Job.id == job_id)) == JobStatus.RUNNING.value
+
+
+def jobs_using_voice(voice_id: uuid.UUID, statuses: Iterable[JobStatus]) -> Select[uuid.UUID]:
+    """Ids of the jobs in ``statuses`` whose own voice, or one of whose chunks' voices, is ``voice_id``
+    (the chunk check runs per job, over that job's chunks, which are indexed by job)."""
+    in_a_chunk = exists().where(Chunk.job_id == Job.id, Chunk.voice_id == voice_id)
+    return select(Job.id).where(
+        Job.status.in_([s.value for s in statuses]), or_(Job.voice_id == voice_id, in_a_chunk)
+    )
+
+
+def unsent_chunks_of_voice(session: Session, voice_id: uuid.UUID) -> dict[uuid.UUID, list[int]]:
+    """Pending, unsent chunks (see :func:`unsend`) of running jobs that ``voice_id`` reads, by job."""
+    rows = session.execute(
+        select(Chunk.job_id, Chunk.seq)
+        .join(Job, Job.id == Chunk.job_id)
+        .where(
+            Job.status == JobStatus.RUNNING.value,
+            Chunk.voice_id == voice_id,
+            Chunk.status == ChunkStatus.PENDING.value,
+            Chunk.enqueued_at.is_(None),
+        )
+    ).all()
+    by_job: dict[uuid.UUID, list[int]] = {}
+    for row in rows:
+        by_job.setdefault(row.job_id, []).append(row.seq)
+    return by_job
+
+
+# -- what the sweeper looks for --------------------------------------------------------------------------
+
+
+def take_quiet_queued(session: Session, quiet_since: datetime, now: datetime) -> list[uuid.UUID]:
+    """Queued jobs untouched since ``quiet_since`` (a lost start message, or a wait for a voice whose
+    wake-up was lost): touched now, so the next sweep leaves them alone a while, and returned."""
+    queued = list(
+        session.scalars(
+            select(Job.id).where(Job.status == JobStatus.QUEUED.value, Job.updated_at < quiet_since)
+        )
+    )
+    if queued:
+        session.execute(update(Job).where(Job.id.in_(queued)).values(updated_at=now))
+    return queued
+
+
+@dataclass(frozen=True)
+class Overdue:
+    chunk_id: int
+    job_id: uuid.UUID
+    seq: int
+    attempts: int
+    running: bool  # True: its lease expired (worker lost); False: pending, its message may be lost
+
+
+def overdue_chunks(session: Session, now: datetime, sent_before: datetime) -> list[Overdue]:
+    """Chunks of running jobs whose lease expired, or that are pending and unsent or sent long ago."""
+    rows = session.execute(
+        select(Chunk.id, Chunk.job_id, Chunk.seq, Chunk.attempts, Chunk.status)
+        .join(Job, Job.id == Chunk.job_id)
+        .where(
+            Job.status == JobStatus.RUNNING.value,
+            or_(
+                and_(Chunk.status == ChunkStatus.RUNNING.value, Chunk.lease_until < now),
+                and_(
+                    Chunk.status == ChunkStatus.PENDING.value,
+                    or_(Chunk.enqueued_at.is_(None), Chunk.enqueued_at < sent_before),
+                ),
+            ),
+        )
+    ).all()
+    return [Overdue(r.id, r.job_id, r.seq, r.attempts, r.status == ChunkStatus.RUNNING) for r in rows]
+
+
+def unstitched_jobs(session: Session) -> list[uuid.UUID]:
+    """Running jobs whose every chunk is done but whose stitch never began (a worker died in between)."""
+    return list(
+        session.scalars(
+            select(Job.id).where(Job.status == JobStatus.RUNNING.value, Job.chunks_done == Job.chunks_total)
+        )
+    )
+
+
+def expired_stitches(session: Session, now: datetime) -> list[uuid.UUID]:
+    return list(
+        session.scalars(select(Job.id).where(Job.status == JobStatus.STITCHING.value, Job.lease_until < now))
     )

@@ -1,10 +1,9 @@
-"""Building and loading a voice's speaker prompt, guarded by compare-and-set on the voice row.
+"""Building and loading a voice's speaker prompt (the state changes themselves: :mod:`.state`).
 
-Only one build per voice runs at a time across processes (pending|failed|stale, or processing on an expired
-lease, -> processing). A build re-checks the voice before publishing: a voice deleted or re-uploaded
-meanwhile keeps its new state and the stale result is thrown away. Loading goes through a per-process,
-bytes-capped LRU keyed by the full cache key, so a hit reads no file; every hit, miss and build is counted
-in the shared counters that ``GET /metrics`` reports.
+A build claims the voice by compare-and-set, encodes the reference with the engine, writes the prompt
+file atomically and publishes it only if the voice is still the one it encoded. Loading goes through a
+per-process, bytes-capped LRU keyed by the full cache key, so a hit reads no file; every hit, miss and
+build is counted in the shared counters that ``GET /metrics`` reports.
 """
 
 from __future__ import annotations
@@ -13,32 +12,39 @@ import logging
 import os
 import time
 import uuid
-from dataclasses import dataclass
 from datetime import timedelta
-from enum import StrEnum
 from pathlib import Path
 
-from sqlalchemy import and_, literal, or_, select, update
-from sqlalchemy.engine import CursorResult
+from sqlalchemy import select
 
 from models import CacheStatus, Voice, unit_of_work, utcnow
 from worker import counters
 from worker.audio import AudioError, read_wav
 from worker.engines import Engine, EngineError
 from worker.runtime import Runtime
+from worker.voices import state
 from worker.voices.lru import PromptLru
-from worker.voices.store import Prompt, PromptFileError, cache_key, load_prompt, prompt_path, save_prompt
+from worker.voices.state import BuildClaim, BuildOutcome
+from worker.voices.store import Prompt, PromptFileError, cache_key, load_prompt, save_prompt
+
+__all__ = [
+    "BuildClaim",
+    "BuildOutcome",
+    "VoiceCacheFailed",
+    "VoiceNotReady",
+    "build_voice",
+    "claim_build",
+    "compute_prompt",
+    "ensure_ready",
+    "fail_build",
+    "key_for",
+    "load_voice_prompt",
+    "process_lru",
+    "publish_build",
+    "request_build",
+]
 
 log = logging.getLogger(__name__)
-
-
-class BuildOutcome(StrEnum):
-    BUILT = "built"
-    ALREADY_READY = "already_ready"
-    BUSY = "busy"  # another process holds the build lease
-    GONE = "gone"  # the voice was deleted
-    DISCARDED = "discarded"  # the voice changed during the build; the result was thrown away
-    FAILED = "failed"
 
 
 class VoiceNotReady(Exception):
@@ -47,18 +53,6 @@ class VoiceNotReady(Exception):
 
 class VoiceCacheFailed(Exception):
     """The voice's prompt could not be built; the message names the voice and the reason."""
-
-
-@dataclass(frozen=True)
-class BuildClaim:
-    """What a build saw when it took the lease: the prompt it publishes must still match this."""
-
-    voice_id: uuid.UUID
-    token: str
-    key: str
-    audio_path: str
-    audio_sha256: str
-    ref_text: str
 
 
 def key_for(voice: Voice, engine: Engine) -> str:
@@ -77,49 +71,22 @@ def process_lru(max_bytes: int) -> PromptLru:
 
 
 def claim_build(rt: Runtime, voice_id: uuid.UUID, force: bool = False) -> BuildClaim | BuildOutcome:
-    """Take the voice's build lease by compare-and-set, or say why not."""
+    """Take the voice's build lease, or say why not."""
     engine = rt.engine()
-    now = utcnow()
     lease = timedelta(seconds=rt.settings.voice_build_lease_seconds)
-    token = uuid.uuid4().hex
     with unit_of_work(rt.sessions) as session:
         voice = session.get(Voice, voice_id)
         if voice is None or voice.deleted_at is not None:
             return BuildOutcome.GONE
-        key = key_for(voice, engine)
-        if not force and voice.cache_status == CacheStatus.READY and voice.cache_key == key:
-            return BuildOutcome.ALREADY_READY
-        claimable = or_(
-            Voice.cache_status.in_([CacheStatus.PENDING, CacheStatus.FAILED, CacheStatus.STALE]),
-            and_(Voice.cache_status == CacheStatus.PROCESSING, Voice.cache_lease_until < now),
-            and_(Voice.cache_status == CacheStatus.READY, or_(Voice.cache_key != key, literal(force))),
+        return state.claim_build(
+            session, voice, key_for(voice, engine), force=force, lease=lease, now=utcnow()
         )
-        result = session.execute(
-            update(Voice)
-            .where(
-                Voice.id == voice_id,
-                Voice.deleted_at.is_(None),
-                Voice.audio_sha256 == voice.audio_sha256,
-                Voice.ref_text == voice.ref_text,
-                claimable,
-            )
-            .values(
-                cache_status=CacheStatus.PROCESSING,
-                cache_lease_until=now + lease,
-                cache_build_token=token,
-                cache_error=None,
-            )
-        )
-        assert isinstance(result, CursorResult)
-        if result.rowcount != 1:
-            return BuildOutcome.BUSY
-        return BuildClaim(voice_id, token, key, voice.audio_path, voice.audio_sha256, voice.ref_text)
 
 
 def compute_prompt(rt: Runtime, claim: BuildClaim) -> Path:
     """Encode the reference and write the prompt file (atomically); raises on bad input."""
     engine = rt.engine()
-    path = prompt_path(rt.settings.data_dir, claim.voice_id, claim.key, claim.token)
+    path = rt.layout.prompt(claim.voice_id, claim.key, claim.token)
     started = time.perf_counter()
     samples, sample_rate = read_wav(claim.audio_path)
     tensors = engine.encode_speaker(samples, sample_rate, claim.ref_text)
@@ -131,43 +98,14 @@ def compute_prompt(rt: Runtime, claim: BuildClaim) -> Path:
 
 def fail_build(rt: Runtime, claim: BuildClaim, reason: str) -> None:
     with unit_of_work(rt.sessions) as session:
-        session.execute(
-            update(Voice)
-            .where(
-                Voice.id == claim.voice_id,
-                Voice.cache_status == CacheStatus.PROCESSING,
-                Voice.cache_build_token == claim.token,
-            )
-            .values(cache_status=CacheStatus.FAILED, cache_error=reason, cache_lease_until=None)
-        )
+        state.fail_build(session, claim, reason)
 
 
 def publish_build(rt: Runtime, claim: BuildClaim, path: Path) -> BuildOutcome:
     """ready, if the voice is still the one that was encoded; otherwise the file is thrown away."""
     engine = rt.engine()
     with unit_of_work(rt.sessions) as session:
-        result = session.execute(
-            update(Voice)
-            .where(
-                Voice.id == claim.voice_id,
-                Voice.deleted_at.is_(None),
-                Voice.cache_status == CacheStatus.PROCESSING,
-                Voice.cache_build_token == claim.token,
-                Voice.audio_sha256 == claim.audio_sha256,
-                Voice.ref_text == claim.ref_text,
-            )
-            .values(
-                cache_status=CacheStatus.READY,
-                cache_key=claim.key,
-                cache_engine=f"{engine.name} {engine.version}",
-                cache_path=str(path),
-                cache_error=None,
-                cache_lease_until=None,
-                cache_built_at=utcnow(),
-            )
-        )
-        assert isinstance(result, CursorResult)
-        published = result.rowcount == 1
+        published = state.publish_build(session, claim, f"{engine.name} {engine.version}", str(path))
     if not published:
         discard_file(rt, claim.voice_id, path)
         log.info("voice %s changed or was deleted during its build; result discarded", claim.voice_id)
@@ -210,27 +148,13 @@ def build_voice(rt: Runtime, voice_id: uuid.UUID, force: bool = False) -> BuildO
 
 
 def request_build(rt: Runtime, voice_id: uuid.UUID, force: bool) -> bool:
-    """Mark a voice as wanting a build (ready|failed|stale -> pending). True if this call changed it;
-    False if a build is already pending or running, or its ready prompt is current and not forced."""
+    """Mark a voice as wanting a build (see :func:`worker.voices.state.request_build`)."""
     engine = rt.engine()
     with unit_of_work(rt.sessions) as session:
         voice = session.get(Voice, voice_id)
         if voice is None or voice.deleted_at is not None:
             return False
-        current = voice.cache_status == CacheStatus.READY and voice.cache_key == key_for(voice, engine)
-        if current and not force:
-            return False
-        result = session.execute(
-            update(Voice)
-            .where(
-                Voice.id == voice_id,
-                Voice.deleted_at.is_(None),
-                Voice.cache_status.in_([CacheStatus.READY, CacheStatus.FAILED, CacheStatus.STALE]),
-            )
-            .values(cache_status=CacheStatus.PENDING, cache_error=None)
-        )
-        assert isinstance(result, CursorResult)
-        return result.rowcount == 1
+        return state.request_build(session, voice, key_for(voice, engine), force=force)
 
 
 def ensure_ready(rt: Runtime, voice_id: uuid.UUID) -> bool:
@@ -246,18 +170,13 @@ def ensure_ready(rt: Runtime, voice_id: uuid.UUID) -> bool:
         if voice.deleted_at is not None:
             raise VoiceCacheFailed(f"voice {voice.name!r} ({voice.id}) was deleted")
         key = key_for(voice, engine)
-        if voice.cache_status == CacheStatus.READY and voice.cache_key == key:
+        if state.is_current(voice, key):
             return True
         if voice.cache_status == CacheStatus.FAILED:
             raise VoiceCacheFailed(
                 f"voice {voice.name!r} ({voice.id}) has no speaker prompt: {voice.cache_error}"
             )
-        if voice.cache_status == CacheStatus.READY:
-            session.execute(
-                update(Voice)
-                .where(Voice.id == voice_id, Voice.cache_key == voice.cache_key)
-                .values(cache_status=CacheStatus.STALE)
-            )
+        state.mark_stale(session, voice_id, voice.cache_key)  # a no-op unless it is ready
         return False
 
 
@@ -289,11 +208,7 @@ def load_voice_prompt(rt: Runtime, voice_id: uuid.UUID) -> tuple[Prompt, str]:
     except PromptFileError as exc:
         # A missing or damaged file: mark the voice for a rebuild rather than render with a bad prompt.
         with unit_of_work(rt.sessions) as session:
-            session.execute(
-                update(Voice)
-                .where(Voice.id == voice_id, Voice.cache_key == key, Voice.cache_status == CacheStatus.READY)
-                .values(cache_status=CacheStatus.STALE, cache_error=str(exc))
-            )
+            state.mark_stale(session, voice_id, key, str(exc))
         raise VoiceNotReady(f"{voice_id}: {exc}") from exc
     lru.put(key, prompt)
     return prompt, row.language

@@ -1,19 +1,41 @@
-"""Write-to-temp-then-rename helpers, so readers never see a partially written file."""
+"""Write-to-temp-then-rename: a reader never sees a partially written file (pure module).
+
+:func:`atomic_file` is the one way Tome writes a file that others read (chunk WAVs, outputs, speaker
+prompts): the data goes to a hidden temp file in the same folder, is fsynced, renamed onto its final
+name and the folder fsynced; on any error the temp file is removed and nothing appears under the name.
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import tempfile
+from collections.abc import Iterator
 
+# Mode of published files (the temp file is created 0600 by mkstemp).
 FILE_MODE = 0o644
+TEMP_SUFFIX = ".tmp"
+
+
+@contextlib.contextmanager
+def atomic_file(path: str | os.PathLike[str]) -> Iterator[str]:
+    """Yield the path of a new, empty temp file beside ``path``; on a clean exit, publish it as ``path``
+    (the caller has closed whatever it opened on it); on an error, remove it."""
+    fd, tmp = make_temp(path)
+    os.close(fd)
+    try:
+        yield tmp
+        commit(tmp, path)
+    except BaseException:
+        discard(tmp)
+        raise
 
 
 def make_temp(path: str | os.PathLike[str]) -> tuple[int, str]:
     """Create a uniquely named hidden temp file next to ``path``; returns its open fd and its path."""
     final = os.path.abspath(os.fspath(path))
     directory, base = os.path.split(final)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{base}.", suffix=".tmp")
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{base}.", suffix=TEMP_SUFFIX)
     try:
         os.fchmod(fd, FILE_MODE)
     except BaseException:

@@ -1,0 +1,80 @@
+"""What each task does, by name: the one table that the Celery tasks, the in-process test runner and the
+benchmarks all run. A handler takes the runtime, the message's JSON arguments and the ``enqueue``
+function for follow-ups, and returns a JSON-able summary.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from worker import webhooks
+from worker.jobs.render import render_chunks
+from worker.jobs.start import start_job, wake_jobs_waiting_for
+from worker.jobs.stitch import stitch_job
+from worker.logs import job_context
+from worker.runtime import Runtime
+from worker.sweeper import sweep
+from worker.task_names import (
+    BUILD_VOICE,
+    DELIVER_WEBHOOK,
+    RENDER_CHUNKS,
+    START_JOB,
+    STITCH_JOB,
+    SWEEP,
+    Enqueue,
+)
+from worker.voices.prompts import BuildOutcome, build_voice
+
+Handler = Callable[[Runtime, list[Any], Enqueue], Any]
+
+
+def _start(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
+    return start_job(rt, uuid.UUID(str(args[0])), enqueue).value
+
+
+def _render(rt: Runtime, args: list[Any], enqueue: Enqueue) -> int:
+    return render_chunks(rt, uuid.UUID(str(args[0])), [int(s) for s in args[1]], enqueue)
+
+
+def _stitch(rt: Runtime, args: list[Any], enqueue: Enqueue) -> bool:
+    return stitch_job(rt, uuid.UUID(str(args[0])), str(args[1]), enqueue)
+
+
+def _build(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
+    """Build the voice's prompt; when a build ends either way, the jobs that wait for it go on."""
+    voice_id = uuid.UUID(str(args[0]))
+    outcome = build_voice(rt, voice_id)
+    if outcome in (BuildOutcome.BUILT, BuildOutcome.FAILED):
+        wake_jobs_waiting_for(rt, voice_id, enqueue)
+    return outcome.value
+
+
+def _deliver(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
+    return webhooks.deliver(rt, uuid.UUID(str(args[0])))
+
+
+def _sweep(rt: Runtime, args: list[Any], enqueue: Enqueue) -> dict[str, Any]:
+    return sweep(rt, enqueue).__dict__
+
+
+HANDLERS: dict[str, Handler] = {
+    START_JOB: _start,
+    RENDER_CHUNKS: _render,
+    STITCH_JOB: _stitch,
+    BUILD_VOICE: _build,
+    DELIVER_WEBHOOK: _deliver,
+    SWEEP: _sweep,
+}
+
+# Tasks whose first argument is a job id: their log lines carry it (worker.logs).
+_JOB_TASKS = frozenset({START_JOB, RENDER_CHUNKS, STITCH_JOB, DELIVER_WEBHOOK})
+
+
+def run(rt: Runtime, name: str, args: list[Any], enqueue: Enqueue) -> Any:
+    """Run task ``name`` on ``args``; KeyError for a name no handler has."""
+    handler = HANDLERS[name]
+    job_id = str(args[0]) if name in _JOB_TASKS and args else None
+    with job_context(job_id):
+        return handler(rt, args, enqueue)

@@ -1,0 +1,210 @@
+"""Rendering a batch of a job's chunks: claim them, synthesise them in one engine call, store each.
+
+A chunk is claimed with a fresh attempt token and a lease (:func:`worker.jobs.state.claim_chunks`); only
+that token can mark it done, so a redelivered or duplicated message never writes a second copy. The
+prompts are loaded before the claim: a chunk whose voice is not ready is sent back to wait for its build
+without using up an attempt.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import select
+
+from models import Chunk, ChunkStatus, Job, JobStatus, unit_of_work, utcnow
+from worker.audio import apply_fades, trim_silence, write_wav_atomic
+from worker.engines import Engine, EngineError, SynthesisRequest, release_memory
+from worker.jobs import actions, state
+from worker.jobs.stitch import maybe_begin_stitch
+from worker.runtime import Runtime
+from worker.task_names import BUILD_VOICE, Enqueue
+from worker.voices.prompts import VoiceCacheFailed, VoiceNotReady, ensure_ready, load_voice_prompt
+from worker.voices.store import Prompt
+
+log = logging.getLogger(__name__)
+
+
+class EngineOutOfMemory(MemoryError):
+    """One chunk alone did not fit the accelerator's memory. A MemoryError, so the render task retries it
+    later with backoff (worker.tasks.TRANSIENT), when other work may have left the device."""
+
+
+def render_chunks(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -> int:
+    """Render the chunks of ``seqs`` that this call manages to claim; returns how many it completed."""
+    engine_name = _engine_of_running_job(rt, job_id)
+    if engine_name is None:
+        return 0
+    prompts = _load_prompts(rt, job_id, seqs, enqueue)
+    if prompts is None:
+        return 0
+    token, claimed = _claim(rt, job_id, seqs)
+    if not claimed:
+        maybe_begin_stitch(rt, job_id, enqueue)
+        return 0
+    if not actions.still_running(rt, job_id):  # cancelled since the message was sent: skip the engine
+        actions.release(rt, [c.id for c in claimed], token)
+        return 0
+    engine = rt.engine(engine_name)
+    requests = [
+        SynthesisRequest(c.text, prompts[c.voice_id][0], prompts[c.voice_id][1], seed=c.seq) for c in claimed
+    ]
+    try:
+        waves = _synthesize(rt, job_id, engine, claimed, requests, token, enqueue)
+    except Exception:
+        actions.release(rt, [c.id for c in claimed], token)
+        raise
+    if waves is None:
+        return 0
+    done = _store(rt, job_id, engine, claimed, waves, token)
+    maybe_begin_stitch(rt, job_id, enqueue)
+    return done
+
+
+def _engine_of_running_job(rt: Runtime, job_id: uuid.UUID) -> str | None:
+    with rt.sessions() as session:
+        job = session.get(Job, job_id)
+        return job.engine if job is not None and job.status == JobStatus.RUNNING else None
+
+
+def _load_prompts(
+    rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue
+) -> dict[uuid.UUID, tuple[Prompt, str]] | None:
+    """The prompt and language of every voice the unfinished chunks of ``seqs`` use. None if the job
+    failed (a voice's build failed) or the chunks were sent back to wait for a build."""
+    with rt.sessions() as session:
+        voices = set(
+            session.scalars(
+                select(Chunk.voice_id).where(
+                    Chunk.job_id == job_id,
+                    Chunk.seq.in_(seqs),
+                    Chunk.status.in_([ChunkStatus.PENDING.value, ChunkStatus.RUNNING.value]),
+                )
+            )
+        )
+    prompts: dict[uuid.UUID, tuple[Prompt, str]] = {}
+    not_ready: list[uuid.UUID] = []
+    for voice_id in voices:
+        try:
+            prompts[voice_id] = load_voice_prompt(rt, voice_id)
+        except VoiceCacheFailed as exc:
+            actions.fail(rt, job_id, str(exc), enqueue)
+            return None
+        except VoiceNotReady:
+            not_ready.append(voice_id)
+    if not not_ready:
+        return prompts
+    with unit_of_work(rt.sessions) as session:
+        state.unsend(session, job_id, seqs)
+    # A build that ended between the load and the unsend above found nothing to wake: look again.
+    if all(_ready_now(rt, voice_id) for voice_id in not_ready):
+        actions.send_chunks(rt, job_id, seqs, enqueue)
+        return None
+    for voice_id in not_ready:
+        enqueue(BUILD_VOICE, [str(voice_id)])  # a no-op if a build is running or the prompt is ready
+    log.info("chunks %s wait for the prompts of %s", seqs, ", ".join(map(str, not_ready)))
+    return None
+
+
+def _ready_now(rt: Runtime, voice_id: uuid.UUID) -> bool:
+    try:
+        return ensure_ready(rt, voice_id)
+    except VoiceCacheFailed:
+        return True  # the render that follows fails the job with the reason
+
+
+def _claim(rt: Runtime, job_id: uuid.UUID, seqs: list[int]) -> tuple[str, list[state.Claimed]]:
+    settings = rt.settings
+    with unit_of_work(rt.sessions) as session:
+        return state.claim_chunks(
+            session,
+            job_id,
+            seqs,
+            timedelta(seconds=settings.chunk_lease_seconds),
+            settings.max_chunk_attempts,
+            utcnow(),
+        )
+
+
+def _synthesize(
+    rt: Runtime,
+    job_id: uuid.UUID,
+    engine: Engine,
+    claimed: Sequence[state.Claimed],
+    requests: Sequence[SynthesisRequest],
+    token: str,
+    enqueue: Enqueue,
+) -> list[Any] | None:
+    """The batch in one engine call; on bad input, chunk by chunk to name the chunk that fails the job."""
+    try:
+        return synthesize_in_halves(engine, requests)
+    except EngineError:
+        waves = []
+        for chunk, request in zip(claimed, requests, strict=True):
+            try:
+                waves.extend(engine.synthesize([request]))
+            except EngineError as exc:
+                error = f"chunk {chunk.seq} could not be rendered: {exc}"
+                actions.fail(rt, job_id, error, enqueue, chunk=(chunk.id, token))
+                actions.release(rt, [c.id for c in claimed], token)
+                return None
+        return waves
+
+
+def _store(
+    rt: Runtime,
+    job_id: uuid.UUID,
+    engine: Engine,
+    claimed: Sequence[state.Claimed],
+    waves: Sequence[Any],
+    token: str,
+) -> int:
+    """Write each chunk's audio (one file per attempt) and mark it done under the claim's token; stop,
+    giving the rest back, as soon as the job is no longer running."""
+    rate = engine.sample_rate
+    done = 0
+    for position, (chunk, wave) in enumerate(zip(claimed, waves, strict=True)):
+        if not actions.still_running(rt, job_id):
+            actions.release(rt, [c.id for c in claimed[position:]], token)
+            log.info("no longer running; stopped after %d chunks", done)
+            return done
+        samples = apply_fades(trim_silence(wave, rate), rate)
+        path = rt.layout.chunk_audio(job_id, chunk.seq, token)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_wav_atomic(path, samples, rate)
+        with unit_of_work(rt.sessions) as session:
+            ok = state.complete_chunk(session, chunk.id, job_id, token, str(path), len(samples) / rate)
+        if ok:
+            done += 1
+        else:
+            path.unlink(missing_ok=True)  # another attempt owns this chunk now
+    log.info("%d chunks rendered (seqs %s..%s)", done, claimed[0].seq, claimed[-1].seq)
+    return done
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    """MemoryError, or an accelerator's out-of-memory error (torch.cuda.OutOfMemoryError and kin)."""
+    return isinstance(exc, MemoryError) or "OutOfMemory" in type(exc).__name__
+
+
+def synthesize_in_halves(engine: Engine, requests: Sequence[SynthesisRequest]) -> list[Any]:
+    """One engine call for the batch; if it runs out of memory, the two halves separately, and so on.
+    A single chunk that still does not fit raises :class:`EngineOutOfMemory`."""
+    try:
+        return engine.synthesize(requests)
+    except Exception as exc:
+        if not is_out_of_memory(exc):
+            raise
+        if len(requests) < 2:
+            raise EngineOutOfMemory(f"one chunk does not fit: {exc}") from exc
+    # Split outside the except block: there the failed call's traceback, and the tensors its frames hold,
+    # would stay alive while the halves run, and release_memory could give little back.
+    release_memory(engine)  # e.g. torch's cached CUDA blocks, before the smaller tries
+    half = len(requests) // 2
+    log.warning("engine out of memory on a batch of %d; retrying as %d + %d", len(requests), half,
+                len(requests) - half)  # fmt: skip
+    return synthesize_in_halves(engine, requests[:half]) + synthesize_in_halves(engine, requests[half:])

@@ -1,0 +1,23 @@
+"""The names of Tome's Celery tasks and the shape of the function that sends them.
+
+Nothing but strings: the API sends tasks by name without importing engines, audio or the pipeline.
+The table that maps each name to the code it runs is :mod:`worker.dispatch`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+START_JOB = "tome.start_job"  # args: [job_id]
+RENDER_CHUNKS = "tome.render_chunks"  # args: [job_id, [seq, ...]]
+STITCH_JOB = "tome.stitch_job"  # args: [job_id, stitch_token]
+BUILD_VOICE = "tome.build_voice"  # args: [voice_id]
+DELIVER_WEBHOOK = "tome.deliver_webhook"  # args: [job_id]
+SWEEP = "tome.sweep"  # args: []
+
+# The tasks that run the TTS engine; with TOME_GPU_QUEUE set they go to that queue (celery_app).
+ENGINE_TASKS = (RENDER_CHUNKS, BUILD_VOICE)
+
+# Sends a follow-up task by name, after the state it depends on is committed.
+Enqueue = Callable[[str, list[Any]], None]
