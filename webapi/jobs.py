@@ -258,8 +258,9 @@ def _check_webhook(url: str | None) -> None:
     if url is None:
         return
     try:
-        check_url(url, tome().settings.webhook_allow_private)
-    except (WebhookRefused, ValueError) as exc:  # urlsplit raises ValueError on a bad port or IPv6
+        settings = tome().settings
+        check_url(url, settings.webhook_allow_private, allowed_ports=settings.webhook_port_set)
+    except WebhookRefused as exc:
         raise Invalid(str(exc), code="webhook_refused", field="webhook_url") from exc
 
 

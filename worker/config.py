@@ -55,6 +55,9 @@ class Settings:
     output_ttl_seconds: int = 7 * 24 * 3600  # finished audio is removed this long after the job ends
     webhook_max_attempts: int = 8
     webhook_allow_private: bool = False  # allow webhooks to loopback/private addresses (tests, LANs)
+    # Ports a webhook URL may name besides its scheme's own, comma-separated; empty: 80 and 443 (any port
+    # with webhook_allow_private).
+    webhook_ports: str = ""
     rate_limit_per_minute: int = 600  # requests per API key per minute; 0 disables
     # Where `make run` serves the API.
     api_host: str = "127.0.0.1"
@@ -72,6 +75,13 @@ class Settings:
     def layout(self) -> Layout:
         """Where every file lives under ``data_dir``."""
         return Layout.under(self.data_dir)
+
+    @property
+    def webhook_port_set(self) -> frozenset[int] | None:
+        """``webhook_ports`` parsed (None: the default rule); validate() has checked it."""
+        if not self.webhook_ports.strip():
+            return None
+        return frozenset(int(part) for part in self.webhook_ports.split(",") if part.strip())
 
     @property
     def sqlalchemy_url(self) -> str:
@@ -102,6 +112,14 @@ class Settings:
         ):
             if getattr(self, name) < 0:
                 raise ConfigError(f"TOME_{name.upper()} must not be negative")
+        try:
+            ports = self.webhook_port_set
+        except ValueError as exc:
+            raise ConfigError(
+                f"TOME_WEBHOOK_PORTS={self.webhook_ports!r}: comma-separated port numbers"
+            ) from exc
+        if ports is not None and not all(0 < port < 65536 for port in ports):
+            raise ConfigError(f"TOME_WEBHOOK_PORTS={self.webhook_ports!r}: ports are 1-65535")
         if not 0 < self.api_port < 65536:
             raise ConfigError("TOME_API_PORT must be a TCP port (1-65535)")
         self._validate_queues()

@@ -297,7 +297,7 @@ def deliver(rt: Runtime, job_id: uuid.UUID, *, resolver: Resolver = resolve) -> 
     next (an error of any kind, or the worker killed mid-POST) and retries always end."""
     settings = rt.settings
     allow_private: bool = settings.webhook_allow_private
-    allowed_ports = _ports_setting(getattr(settings, "webhook_ports", None))
+    allowed_ports = settings.webhook_port_set
     now = utcnow()
     with unit_of_work(rt.sessions) as session:
         claimed = session.execute(
@@ -433,12 +433,3 @@ def _send(target: _Target, addresses: Sequence[IPAddress], body: bytes, secret: 
         return connection.getresponse().status
     finally:
         connection.close()
-
-
-def _ports_setting(value: str | Collection[int] | None) -> frozenset[int] | None:
-    """``allowed_ports`` from a setting: None or "" for the default policy, else "80,443,8443" or ints."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, str):
-        return frozenset(int(p) for p in value.split(",") if p.strip())
-    return frozenset(value)
