@@ -18,6 +18,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     from webapi.cli import register_cli
     from webapi.errors import register_error_handlers
     from webapi.extensions import init_tome
+    from webapi.headers import register_security_headers
 
     config = dict(config or {})
     settings = config.pop("settings", None)
@@ -29,6 +30,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.json.sort_keys = False  # type: ignore[attr-defined]
     init_tome(app, settings)
     register_error_handlers(app)
+    register_security_headers(app)
     for blueprint in (health.bp, metrics.bp, voices.bp, jobs.bp, admin.bp):
         app.register_blueprint(blueprint)
     register_cli(app)

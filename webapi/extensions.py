@@ -16,6 +16,7 @@ from worker.celery_app import ensure_broker_folders, make_celery
 from worker.config import Settings
 from worker.engines import Engine, get_engine
 from worker.runtime import Runtime
+from worker.storage.atomic import keep_files_private
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +46,7 @@ class Tome:
 
 
 def init_tome(app: Flask, settings: Settings) -> Tome:
+    keep_files_private()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     ensure_broker_folders(settings)
     db = make_engine(settings.sqlalchemy_url)

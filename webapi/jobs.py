@@ -383,6 +383,7 @@ def job_audio(job_id: str) -> Response:
     if not path.is_file():
         raise Gone("the audio of this job was removed", code="expired")
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", job.title).strip("-") or "tome"
+    _serve_multi_range_whole()
     return send_file(
         path,
         mimetype=MIME.get(job.output_format, "application/octet-stream"),
@@ -390,6 +391,14 @@ def job_audio(job_id: str) -> Response:
         download_name=f"{slug}.{job.output_format}",
         conditional=True,
     )
+
+
+def _serve_multi_range_whole() -> None:
+    """A request for several ranges gets the whole file (200), as RFC 9110 allows and most servers do;
+    Werkzeug would answer 416, which players and download managers treat as an error."""
+    if "," in request.headers.get("Range", ""):
+        request.environ.pop("HTTP_RANGE", None)
+        request.__dict__.pop("range", None)  # Werkzeug caches the parsed header
 
 
 @bp.post("/<job_id>/cancel")

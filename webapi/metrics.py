@@ -1,12 +1,14 @@
 """GET /metrics: Prometheus text format, read from the counters every worker process writes to the
-database (so figures are summed across processes and machines), plus jobs and voices by state."""
+database (so figures are summed across processes and machines), plus jobs and voices by state. Scraped
+with the metrics token or an admin key: the figures cover every tenant."""
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import Iterator
 from typing import Any
 
-from flask import Blueprint, Response
+from flask import Blueprint, Response, request
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric, SummaryMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -14,6 +16,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from models import Job, Voice
+from webapi.auth import authenticate, require_admin
 from webapi.extensions import tome
 from worker import counters
 
@@ -57,8 +60,19 @@ class DatabaseCollector:
         yield voices
 
 
+def _require_scraper() -> None:
+    """The metrics token (``TOME_METRICS_TOKEN``) or an admin key: the figures span every tenant."""
+    token = tome().settings.metrics_token
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    if token and scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode()):
+        return
+    authenticate()
+    require_admin()
+
+
 @bp.get("/metrics")
 def metrics() -> Response:
+    _require_scraper()
     registry = CollectorRegistry(auto_describe=False)
     collector: Any = DatabaseCollector(tome().sessions())
     registry.register(collector)

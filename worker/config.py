@@ -59,6 +59,8 @@ class Settings:
     # with webhook_allow_private).
     webhook_ports: str = ""
     rate_limit_per_minute: int = 600  # requests per API key per minute; 0 disables
+    # Bearer token Prometheus sends to GET /metrics (admin API keys work too); empty: admin keys only.
+    metrics_token: str = ""
     # Where `make run` serves the API.
     api_host: str = "127.0.0.1"
     api_port: int = 8000

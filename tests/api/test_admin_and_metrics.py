@@ -144,14 +144,14 @@ def test_job_with_a_failed_voice_fails_naming_the_voice(
 
 
 def test_metrics_report_cache_counters_by_engine(
-    app: Flask, client: FlaskClient, voice: dict[str, Any], rt: Runtime
+    app: Flask, client: FlaskClient, voice: dict[str, Any], rt: Runtime, admin: dict[str, str]
 ) -> None:
     from worker.voices.prompts import load_voice_prompt
 
     assert _build(app, voice["id"]) == "built"
     load_voice_prompt(rt, uuid.UUID(voice["id"]))
     load_voice_prompt(rt, uuid.UUID(voice["id"]))
-    text = client.get("/metrics").get_data(as_text=True)
+    text = client.get("/metrics", headers=admin).get_data(as_text=True)
     assert 'tome_voice_cache_builds_total{engine="espeak"} 1.0' in text
     assert 'tome_voice_cache_build_seconds_count{engine="espeak"} 1.0' in text
     assert 'tome_voice_cache_misses_total{engine="espeak"}' in text

@@ -65,11 +65,11 @@ def test_replaces_existing_file(tmp_path: Path) -> None:
     assert os.listdir(tmp_path) == ["chunk.wav"]
 
 
-def test_unique_temp_names_and_readable_permissions(tmp_path: Path) -> None:
+def test_unique_temp_names_and_private_permissions(tmp_path: Path) -> None:
     for i in range(5):
         write_wav_atomic(tmp_path / f"c{i}.wav", tone(0.05), SR)
     assert sorted(os.listdir(tmp_path)) == [f"c{i}.wav" for i in range(5)]
-    assert (tmp_path / "c0.wav").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "c0.wav").stat().st_mode & 0o777 == 0o600
 
 
 @pytest.mark.parametrize(

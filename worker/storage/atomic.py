@@ -12,8 +12,9 @@ import os
 import tempfile
 from collections.abc import Iterator
 
-# Mode of published files (the temp file is created 0600 by mkstemp).
-FILE_MODE = 0o644
+# Voices and books belong to the tenants: files are readable by the service's own user only.
+FILE_MODE = 0o600
+PRIVATE_UMASK = 0o077  # new folders 0700, new files 0600 (the database, the broker's messages, uploads)
 TEMP_SUFFIX = ".tmp"
 
 
@@ -29,6 +30,12 @@ def atomic_file(path: str | os.PathLike[str]) -> Iterator[str]:
     except BaseException:
         discard(tmp)
         raise
+
+
+def keep_files_private() -> int:
+    """Make every file and folder this process creates from now on private to its user (umask 077);
+    returns the previous mask. Called when the API, a worker or ``make run`` starts."""
+    return os.umask(PRIVATE_UMASK)
 
 
 def make_temp(path: str | os.PathLike[str]) -> tuple[int, str]:
