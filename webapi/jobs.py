@@ -31,6 +31,8 @@ from webapi.schemas import (
     WebhookOut,
 )
 from webapi.validation import json_body, parse_id, query
+from worker.audio import Pauses
+from worker.jobs import limits
 from worker.jobs import state as jobs
 from worker.script import Chapter, ChunkSpec, ScriptError, VoiceDirective, make_chunks, parse_document
 from worker.task_names import DELIVER_WEBHOOK, START_JOB
@@ -63,6 +65,7 @@ def job_out(job: Job) -> JobOut:
         voice_ids=_job_voice_ids(job),
         script_format=job.script_format,
         engine=job.engine,
+        estimated_seconds=job.options.get("estimated_seconds") if isinstance(job.options, dict) else None,
         progress=Progress(
             chunks_done=job.chunks_done,
             chunks_total=job.chunks_total,
@@ -212,6 +215,7 @@ class ScriptPlan:
     chapters: list[Chapter]
     specs: list[ChunkSpec]
     chunk_voices: list[uuid.UUID]
+    size: limits.JobEstimate
 
 
 @bp.post("")
@@ -293,13 +297,16 @@ def _plan(owner: str, body: JobCreate, voice: Voice) -> ScriptPlan:
         ) from exc
     resolved = _script_voices(owner, voice, parsed.directives)
     specs = make_chunks(parsed.chapters, tome().engine().max_chunk_chars)
-    limit = tome().settings.max_chunks_per_job
-    if len(specs) > limit:
-        raise Invalid(
-            f"script makes {len(specs)} chunks; the limit is {limit}", code="script_too_long", field="script"
-        )
+    settings = tome().settings
+    size = limits.estimate(
+        specs, len(parsed.chapters), Pauses(**body.pauses.model_dump()), settings.speech_chars_per_second
+    )
+    try:
+        limits.check(size, limits.JobLimits.of(settings))
+    except limits.LimitExceeded as exc:
+        raise Invalid(f"{exc.message} ({exc.setting})", code=exc.code, field=exc.field) from exc
     chunk_voices = [_chunk_voice(s, voice, resolved) for s in specs]
-    return ScriptPlan(list(parsed.chapters), specs, chunk_voices)
+    return ScriptPlan(list(parsed.chapters), specs, chunk_voices, size)
 
 
 def _new_job(
@@ -316,6 +323,7 @@ def _new_job(
             "bitrate_kbps": body.output.bitrate_kbps,
             "pauses": body.pauses.model_dump(),
             "voice_ids": [str(v) for v in _used_voice_ids(plan.chunk_voices, voice.id)],
+            "estimated_seconds": round(plan.size.total_seconds, 1),
         },
         chapters=[{"index": i, "title": c.title} for i, c in enumerate(plan.chapters)],
         chunks_total=len(plan.specs),

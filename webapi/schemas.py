@@ -128,6 +128,10 @@ class JobOut(BaseModel):
     )
     script_format: str
     engine: str
+    estimated_seconds: float | None = Field(
+        description="The output's length estimated at submission (speech at TOME_SPEECH_CHARS_PER_SECOND "
+        "plus pauses): what the job counts against the per-job limit and the daily quota"
+    )
     progress: Progress
     error: str | None
     output: OutputOut

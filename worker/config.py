@@ -35,6 +35,10 @@ class Settings:
     max_reference_seconds: float = 120.0
     min_reference_seconds: float = 1.0
     max_chunks_per_job: int = 20_000
+    max_job_chapters: int = 2_000
+    max_job_audio_seconds: float = 86_400.0  # estimated output (speech + pauses) of one job
+    max_pause_share: float = 0.5  # pauses may be at most this share of a job's estimated output
+    speech_chars_per_second: float = 14.0  # the speaking rate output estimates assume (about 170 wpm)
     # Worker behaviour.
     chunks_per_task: int = 8
     chunk_lease_seconds: int = 300
@@ -106,6 +110,8 @@ class Settings:
             raise ConfigError("TOME_WORKER_START_TIMEOUT must be a positive number of seconds")
         if self.chunks_per_task < 1 or self.max_chunk_attempts < 1:
             raise ConfigError("TOME_CHUNKS_PER_TASK and TOME_MAX_CHUNK_ATTEMPTS must be at least 1")
+        if not (self.speech_chars_per_second > 0 and 0 < self.max_pause_share <= 1):
+            raise ConfigError("TOME_SPEECH_CHARS_PER_SECOND must be positive, TOME_MAX_PAUSE_SHARE in (0, 1]")
         for name in (
             "qwen3_max_batch",
             "qwen3_max_new_tokens",
