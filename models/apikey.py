@@ -8,7 +8,7 @@ import secrets
 import uuid
 from datetime import datetime
 
-from sqlalchemy import String, Uuid
+from sqlalchemy import Integer, String, Uuid
 from sqlalchemy.orm import Mapped, mapped_column
 
 from models.base import Base, UTCDateTime, new_id, utcnow
@@ -42,3 +42,5 @@ class ApiKey(Base):
     # Signs this key's webhooks (HMAC-SHA256). It must be readable to sign, so it is stored as is;
     # it grants nothing on the API.
     webhook_secret: Mapped[str] = mapped_column(String(64), default=lambda: secrets.token_hex(32))
+    # The weight of this key's jobs when chunks are shared out between owners (1-100; admin-set).
+    priority: Mapped[int] = mapped_column(Integer, default=1, server_default="1")

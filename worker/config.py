@@ -41,6 +41,10 @@ class Settings:
     speech_chars_per_second: float = 14.0  # the speaking rate output estimates assume (about 170 wpm)
     # Worker behaviour.
     chunks_per_task: int = 8
+    # Render tasks sent and not yet done, across all workers (worker.jobs.scheduler): enough to keep every
+    # worker busy, few enough that a new owner's job is not queued behind a whole book. Raise it with
+    # the number of rendering processes (about twice their total).
+    render_tasks_in_flight: int = 4
     chunk_lease_seconds: int = 300
     stitch_lease_seconds: int = 1800
     voice_build_lease_seconds: int = 600
@@ -108,8 +112,11 @@ class Settings:
             )
         if not self.worker_start_timeout > 0:
             raise ConfigError("TOME_WORKER_START_TIMEOUT must be a positive number of seconds")
-        if self.chunks_per_task < 1 or self.max_chunk_attempts < 1:
-            raise ConfigError("TOME_CHUNKS_PER_TASK and TOME_MAX_CHUNK_ATTEMPTS must be at least 1")
+        if min(self.chunks_per_task, self.max_chunk_attempts, self.render_tasks_in_flight) < 1:
+            raise ConfigError(
+                "TOME_CHUNKS_PER_TASK, TOME_MAX_CHUNK_ATTEMPTS and TOME_RENDER_TASKS_IN_FLIGHT "
+                "must be at least 1"
+            )
         if not (self.speech_chars_per_second > 0 and 0 < self.max_pause_share <= 1):
             raise ConfigError("TOME_SPEECH_CHARS_PER_SECOND must be positive, TOME_MAX_PAUSE_SHARE in (0, 1]")
         for name in (

@@ -18,6 +18,7 @@ from models import ACTIVE, Chunk, Job, RateWindow, unit_of_work, utcnow
 from worker.filesystem_broker import PARTIAL_PREFIX, TAKEN_PREFIX
 from worker.jobs import actions
 from worker.jobs import state as jobs
+from worker.jobs.scheduler import schedule
 from worker.jobs.stitch import maybe_begin_stitch
 from worker.runtime import Runtime
 from worker.task_names import BUILD_VOICE, DELIVER_WEBHOOK, START_JOB, STITCH_JOB, Enqueue
@@ -39,6 +40,7 @@ class SweepReport:
     webhooks_sent: int = 0
     jobs_restarted: int = 0
     chunks_resent: int = 0
+    render_tasks_scheduled: int = 0
     chunks_failed: int = 0
     stitches_reissued: int = 0
     stitches_started: int = 0
@@ -55,6 +57,7 @@ def sweep(rt: Runtime, enqueue: Enqueue, now: datetime | None = None) -> SweepRe
     report.temp_files_removed = remove_stale_temp_files(rt.layout.root, now - TEMP_FILE_AGE)
     report.jobs_restarted = _restart_queued_jobs(rt, enqueue, now)
     _resend_overdue_chunks(rt, enqueue, now, report)
+    report.render_tasks_scheduled = schedule(rt, enqueue)
     _resume_stitches(rt, enqueue, now, report)
     if any(value for value in vars(report).values() if isinstance(value, int)):
         log.info("sweep: %s", report)

@@ -8,6 +8,7 @@ without using up an attempt.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
 from collections.abc import Sequence
@@ -16,10 +17,11 @@ from typing import Any
 
 from sqlalchemy import select
 
-from models import Chunk, ChunkStatus, Job, JobStatus, unit_of_work, utcnow
+from models import Chunk, Job, JobStatus, unit_of_work, utcnow
 from worker.audio import apply_fades, trim_silence, write_wav_atomic
 from worker.engines import Engine, EngineError, SynthesisRequest, release_memory
 from worker.jobs import actions, state
+from worker.jobs.scheduler import schedule
 from worker.jobs.stitch import maybe_begin_stitch
 from worker.runtime import Runtime
 from worker.task_names import BUILD_VOICE, Enqueue
@@ -35,7 +37,14 @@ class EngineOutOfMemory(MemoryError):
 
 
 def render_chunks(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -> int:
-    """Render the chunks of ``seqs`` that this call manages to claim; returns how many it completed."""
+    """Render the chunks of ``seqs`` that this call manages to claim; returns how many it completed.
+    Whatever happened, the room this task held in the render queue goes to the next chunks."""
+    done = _render(rt, job_id, seqs, enqueue)
+    schedule(rt, enqueue)
+    return done
+
+
+def _render(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -> int:
     engine_name = _engine_of_running_job(rt, job_id)
     if engine_name is None:
         return 0
@@ -82,7 +91,7 @@ def _load_prompts(
                 select(Chunk.voice_id).where(
                     Chunk.job_id == job_id,
                     Chunk.seq.in_(seqs),
-                    Chunk.status.in_([ChunkStatus.PENDING.value, ChunkStatus.RUNNING.value]),
+                    state.claimable(utcnow()),
                 )
             )
         )
@@ -100,21 +109,15 @@ def _load_prompts(
         return prompts
     with unit_of_work(rt.sessions) as session:
         state.unsend(session, job_id, seqs)
-    # A build that ended between the load and the unsend above found nothing to wake: look again.
-    if all(_ready_now(rt, voice_id) for voice_id in not_ready):
-        actions.send_chunks(rt, job_id, seqs, enqueue)
-        return None
+    # A build that ended between the load and the unsend above found nothing to wake: the schedule run
+    # at the end of this task sends the chunks again if their voices are ready now. A voice still marked
+    # ready for another engine version is marked stale here, so that it is not scheduled again unbuilt.
     for voice_id in not_ready:
+        with contextlib.suppress(VoiceCacheFailed):
+            ensure_ready(rt, voice_id)
         enqueue(BUILD_VOICE, [str(voice_id)])  # a no-op if a build is running or the prompt is ready
     log.info("chunks %s wait for the prompts of %s", seqs, ", ".join(map(str, not_ready)))
     return None
-
-
-def _ready_now(rt: Runtime, voice_id: uuid.UUID) -> bool:
-    try:
-        return ensure_ready(rt, voice_id)
-    except VoiceCacheFailed:
-        return True  # the render that follows fails the job with the reason
 
 
 def _claim(rt: Runtime, job_id: uuid.UUID, seqs: list[int]) -> tuple[str, list[state.Claimed]]:

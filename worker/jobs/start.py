@@ -2,7 +2,7 @@
 
 A job whose voices are not ready stays queued and its task ends: no retry loop through the broker.
 When a build of one of those voices ends (built or failed), :func:`wake_jobs_waiting_for` sends the
-waiting jobs' start (and the chunks of running jobs that were sent back to wait for it) again. The
+waiting jobs' start again (and schedules the chunks of running jobs that waited for it). The
 sweeper re-sends the start of any job left queued, so a lost wake-up costs a sweep interval, not the job.
 """
 
@@ -14,8 +14,9 @@ from enum import StrEnum
 
 from sqlalchemy import select
 
-from models import Chunk, ChunkStatus, Job, JobStatus, unit_of_work, utcnow
+from models import Chunk, Job, JobStatus, unit_of_work, utcnow
 from worker.jobs import actions, state
+from worker.jobs.scheduler import schedule
 from worker.runtime import Runtime
 from worker.task_names import BUILD_VOICE, START_JOB, Enqueue
 from worker.voices.prompts import VoiceCacheFailed, ensure_ready
@@ -31,7 +32,7 @@ class StartOutcome(StrEnum):
 
 
 def start_job(rt: Runtime, job_id: uuid.UUID, enqueue: Enqueue) -> StartOutcome:
-    """Start the job if its voices are ready, then send every pending chunk.
+    """Start the job if its voices are ready, then schedule its chunks (worker.jobs.scheduler).
 
     The voices are those of the chunks (a script's voice directives), not only the job's own voice, which
     needs no prompt if no chunk uses it. Every voice not ready yet gets a build message (a no-op where a
@@ -56,13 +57,8 @@ def start_job(rt: Runtime, job_id: uuid.UUID, enqueue: Enqueue) -> StartOutcome:
         return StartOutcome.WAITING
     with unit_of_work(rt.sessions) as session:
         state.start_job(session, job_id, utcnow())
-        pending = list(
-            session.scalars(
-                select(Chunk.seq).where(Chunk.job_id == job_id, Chunk.status == ChunkStatus.PENDING.value)
-            )
-        )
-    actions.send_chunks(rt, job_id, pending, enqueue)
-    log.info("started, %d chunks sent", len(pending))
+    sent = schedule(rt, enqueue)
+    log.info("started; %d render tasks sent", sent)
     return StartOutcome.STARTED
 
 
@@ -78,12 +74,10 @@ def _voices_of(rt: Runtime, job_id: uuid.UUID) -> list[uuid.UUID] | None:
 
 def wake_jobs_waiting_for(rt: Runtime, voice_id: uuid.UUID, enqueue: Enqueue) -> int:
     """A build of ``voice_id`` has ended: send the start of every queued job that uses the voice, and
-    the chunks of running jobs that were sent back to wait for it. Returns how many jobs were woken."""
+    schedule the chunks of running jobs that waited for it. Returns how many queued jobs were woken."""
     with rt.sessions() as session:
         queued = list(session.scalars(state.jobs_using_voice(voice_id, [JobStatus.QUEUED])))
-        unsent = state.unsent_chunks_of_voice(session, voice_id)
     for job_id in queued:
         enqueue(START_JOB, [str(job_id)])
-    for job_id, seqs in unsent.items():
-        actions.send_chunks(rt, job_id, seqs, enqueue)
-    return len(queued) + len(unsent)
+    schedule(rt, enqueue)
+    return len(queued)

@@ -22,6 +22,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import Select, and_, exists, or_, select, update
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
 
 from models import ACTIVE, Chunk, ChunkStatus, Job, JobStatus, utcnow
 from worker.script import ChunkSpec
@@ -75,22 +76,26 @@ def start_job(session: Session, job_id: uuid.UUID, now: datetime) -> bool:
     return _rows(result) == 1
 
 
+def claimable(now: datetime) -> ColumnElement[bool]:
+    """Chunks a render may take: pending, or running on an expired lease (their worker was lost)."""
+    return or_(
+        Chunk.status == ChunkStatus.PENDING.value,
+        and_(Chunk.status == ChunkStatus.RUNNING.value, Chunk.lease_until < now),
+    )
+
+
 def claim_chunks(
     session: Session, job_id: uuid.UUID, seqs: list[int], lease: timedelta, max_attempts: int, now: datetime
 ) -> tuple[str, list[Claimed]]:
     """Take the chunks of ``seqs`` that are pending, or running on an expired lease, under one new token."""
     token = new_token()
-    runnable = or_(
-        Chunk.status == ChunkStatus.PENDING.value,
-        and_(Chunk.status == ChunkStatus.RUNNING.value, Chunk.lease_until < now),
-    )
     job_running = select(Job.id).where(Job.id == job_id, Job.status == JobStatus.RUNNING.value)
     session.execute(
         update(Chunk)
         .where(
             Chunk.job_id == job_id,
             Chunk.seq.in_(seqs),
-            runnable,
+            claimable(now),
             Chunk.attempts < max_attempts,
             Chunk.job_id.in_(job_running),
         )
@@ -245,24 +250,6 @@ def jobs_using_voice(voice_id: uuid.UUID, statuses: Iterable[JobStatus]) -> Sele
     )
 
 
-def unsent_chunks_of_voice(session: Session, voice_id: uuid.UUID) -> dict[uuid.UUID, list[int]]:
-    """Pending, unsent chunks (see :func:`unsend`) of running jobs that ``voice_id`` reads, by job."""
-    rows = session.execute(
-        select(Chunk.job_id, Chunk.seq)
-        .join(Job, Job.id == Chunk.job_id)
-        .where(
-            Job.status == JobStatus.RUNNING.value,
-            Chunk.voice_id == voice_id,
-            Chunk.status == ChunkStatus.PENDING.value,
-            Chunk.enqueued_at.is_(None),
-        )
-    ).all()
-    by_job: dict[uuid.UUID, list[int]] = {}
-    for row in rows:
-        by_job.setdefault(row.job_id, []).append(row.seq)
-    return by_job
-
-
 # -- what the sweeper looks for --------------------------------------------------------------------------
 
 
@@ -289,7 +276,8 @@ class Overdue:
 
 
 def overdue_chunks(session: Session, now: datetime, sent_before: datetime) -> list[Overdue]:
-    """Chunks of running jobs whose lease expired, or that are pending and unsent or sent long ago."""
+    """Chunks of running jobs whose lease expired, or that were sent long ago and are still pending (the
+    message may be lost). Chunks never sent are the scheduler's (worker.jobs.scheduler)."""
     rows = session.execute(
         select(Chunk.id, Chunk.job_id, Chunk.seq, Chunk.attempts, Chunk.status)
         .join(Job, Job.id == Chunk.job_id)
@@ -297,10 +285,7 @@ def overdue_chunks(session: Session, now: datetime, sent_before: datetime) -> li
             Job.status == JobStatus.RUNNING.value,
             or_(
                 and_(Chunk.status == ChunkStatus.RUNNING.value, Chunk.lease_until < now),
-                and_(
-                    Chunk.status == ChunkStatus.PENDING.value,
-                    or_(Chunk.enqueued_at.is_(None), Chunk.enqueued_at < sent_before),
-                ),
+                and_(Chunk.status == ChunkStatus.PENDING.value, Chunk.enqueued_at < sent_before),
             ),
         )
     ).all()

@@ -1,0 +1,142 @@
+"""Which chunks go to the render queue next: a bounded number in flight, shared out fairly between owners.
+
+The broker's queue is first come, first served, so sending a whole book at once puts every later job,
+of every owner, behind it. Instead a job's chunks stay in the database until there is room: at most
+``TOME_RENDER_TASKS_IN_FLIGHT`` render tasks' worth of chunks are sent and not yet done, and each free
+slot goes to the owner with the fewest chunks in flight per unit of priority (the highest priority of the
+API keys behind their running jobs: weighted fair sharing). Within an owner, the oldest running job
+goes first, in chunk order. :func:`schedule` runs after a job starts, after every render task, when a
+voice's build wakes its chunks, and in every sweep; any process may run it at once with another: a chunk
+is marked sent by a conditional UPDATE before it is sent, so no chunk is sent twice (two schedulers can
+overshoot the bound by a task each, no more).
+
+A chunk whose voice has no ready prompt is not sent: it waits for the build, whose end runs this again.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+
+from sqlalchemy import and_, func, or_, select, update
+
+from models import ApiKey, CacheStatus, Chunk, ChunkStatus, Job, JobStatus, Voice, unit_of_work, utcnow
+from worker.runtime import Runtime
+from worker.task_names import RENDER_CHUNKS, Enqueue
+
+log = logging.getLogger(__name__)
+
+MAX_LOST_RACES = 3  # another scheduler running at once will send what this one could not
+
+_RUNNING = Job.status == JobStatus.RUNNING.value
+_IN_FLIGHT = or_(
+    Chunk.status == ChunkStatus.RUNNING.value,
+    and_(Chunk.status == ChunkStatus.PENDING.value, Chunk.enqueued_at.is_not(None)),
+)
+_SENDABLE = and_(
+    Chunk.status == ChunkStatus.PENDING.value,
+    Chunk.enqueued_at.is_(None),
+    Chunk.voice_id.in_(select(Voice.id).where(Voice.cache_status == CacheStatus.READY.value)),
+)
+
+
+@dataclass
+class Owner:
+    name: str
+    weight: int
+    in_flight: int
+    oldest_start: float  # when its oldest running job with work to send started (tie-break)
+
+    @property
+    def share(self) -> float:
+        return self.in_flight / self.weight
+
+
+def schedule(rt: Runtime, enqueue: Enqueue, max_tasks: int | None = None) -> int:
+    """Send render tasks while there is room; returns how many were sent."""
+    per_task = rt.settings.chunks_per_task
+    room = rt.settings.render_tasks_in_flight * per_task
+    sent = 0
+    with rt.sessions() as session:
+        in_flight = dict(
+            session.execute(
+                select(Job.owner, func.count(Chunk.id))
+                .join(Job, Job.id == Chunk.job_id)
+                .where(_RUNNING, _IN_FLIGHT)
+                .group_by(Job.owner)
+            ).all()
+        )
+    free = room - sum(in_flight.values())
+    lost_races = 0
+    while free > 0 and (max_tasks is None or sent < max_tasks) and lost_races < MAX_LOST_RACES:
+        owner = _next_owner(rt, in_flight)
+        if owner is None:
+            break
+        batch = _take(rt, owner.name, min(per_task, free))
+        if batch is None:
+            lost_races += 1  # another scheduler took them first; look again
+            continue
+        job_id, seqs = batch
+        enqueue(RENDER_CHUNKS, [str(job_id), seqs])
+        in_flight[owner.name] = in_flight.get(owner.name, 0) + len(seqs)
+        free -= len(seqs)
+        sent += 1
+    return sent
+
+
+def _next_owner(rt: Runtime, in_flight: dict[str, int]) -> Owner | None:
+    """The owner with sendable chunks and the smallest in-flight share, if any."""
+    with rt.sessions() as session:
+        rows = session.execute(
+            select(Job.owner, func.max(ApiKey.priority), func.min(Job.started_at))
+            .join(ApiKey, ApiKey.id == Job.api_key_id)
+            .where(_RUNNING, select(Chunk.id).where(Chunk.job_id == Job.id, _SENDABLE).exists())
+            .group_by(Job.owner)
+        ).all()
+    owners = [
+        Owner(name, max(1, int(weight or 1)), in_flight.get(name, 0), started.timestamp() if started else 0.0)
+        for name, weight, started in rows
+    ]
+    return min(owners, key=lambda o: (o.share, o.oldest_start, o.name), default=None)
+
+
+def _take(rt: Runtime, owner: str, count: int) -> tuple[uuid.UUID, list[int]] | None:
+    """Mark up to ``count`` sendable chunks of the owner's oldest running job with work as sent (by
+    compare-and-set, committed before they are sent); None if another scheduler took them first."""
+    now = utcnow()
+    with unit_of_work(rt.sessions) as session:
+        job_id = session.scalar(
+            select(Job.id)
+            .where(
+                _RUNNING,
+                Job.owner == owner,
+                select(Chunk.id).where(Chunk.job_id == Job.id, _SENDABLE).exists(),
+            )
+            .order_by(Job.started_at, Job.id)
+            .limit(1)
+        )
+        if job_id is None:
+            return None
+        candidates = list(
+            session.scalars(
+                select(Chunk.id).where(Chunk.job_id == job_id, _SENDABLE).order_by(Chunk.seq).limit(count)
+            )
+        )
+        taken = (
+            session.execute(
+                update(Chunk)
+                .where(
+                    Chunk.id.in_(candidates),
+                    Chunk.enqueued_at.is_(None),
+                    Chunk.status == ChunkStatus.PENDING.value,
+                )
+                .values(enqueued_at=now)
+                .returning(Chunk.seq)
+            )
+            .scalars()
+            .all()
+        )
+    if not taken:
+        return None
+    return job_id, sorted(taken)
