@@ -46,7 +46,10 @@ class ChunkStatus(enum.StrEnum):
 
 class Job(Base):
     __tablename__ = "jobs"
-    __table_args__ = (UniqueConstraint("owner", "idempotency_key", name="uq_jobs_owner_idempotency_key"),)
+    __table_args__ = (
+        UniqueConstraint("owner", "idempotency_key", name="uq_jobs_owner_idempotency_key"),
+        Index("ix_jobs_owner_created_at", "owner", "created_at"),
+    )
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=new_id)
     owner: Mapped[str] = mapped_column(String(100), index=True)
@@ -82,6 +85,8 @@ class Job(Base):
     webhook_next_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
     webhook_error: Mapped[str | None] = mapped_column(Text, default=None)
     api_key_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, default=None)
+    # The output's length estimated at submission (worker.jobs.limits): what the daily quota counts.
+    estimated_seconds: Mapped[float | None] = mapped_column(Float, default=None)
 
 
 class Chunk(Base):
@@ -108,4 +113,5 @@ class Chunk(Base):
     content_key: Mapped[str | None] = mapped_column(String(64), default=None)
     audio_path: Mapped[str | None] = mapped_column(String(500), default=None)
     duration: Mapped[float | None] = mapped_column(Float, default=None)
+    audio_bytes: Mapped[int | None] = mapped_column(BigInteger, default=None)  # counts against the owner
     error: Mapped[str | None] = mapped_column(Text, default=None)

@@ -6,7 +6,7 @@ import enum
 import uuid
 from datetime import datetime
 
-from sqlalchemy import Float, Index, String, Text, Uuid, text
+from sqlalchemy import BigInteger, Float, Index, String, Text, Uuid, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from models.base import Base, UTCDateTime, new_id, utcnow
@@ -43,6 +43,7 @@ class Voice(Base):
     audio_sha256: Mapped[str] = mapped_column(String(64))
     audio_duration: Mapped[float] = mapped_column(Float)
     audio_sample_rate: Mapped[int]
+    audio_bytes: Mapped[int | None] = mapped_column(BigInteger, default=None)  # counts against the owner
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
     deleted_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)

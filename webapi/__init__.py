@@ -14,7 +14,7 @@ from worker.config import Settings, load_settings
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     """Build the app. ``config`` may hold a ``Settings`` under ``"settings"`` or Settings field overrides;
     anything not given comes from ``TOME_*`` environment variables."""
-    from webapi import admin, health, jobs, metrics, voices
+    from webapi import admin, health, jobs, metrics, usage, voices
     from webapi.cli import register_cli
     from webapi.errors import register_error_handlers
     from webapi.extensions import init_tome
@@ -31,7 +31,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     init_tome(app, settings)
     register_error_handlers(app)
     register_security_headers(app)
-    for blueprint in (health.bp, metrics.bp, voices.bp, jobs.bp, admin.bp):
+    for blueprint in (health.bp, metrics.bp, voices.bp, jobs.bp, usage.bp, admin.bp):
         app.register_blueprint(blueprint)
     register_cli(app)
     _log_through_gunicorn()

@@ -30,6 +30,7 @@ from webapi.schemas import (
     Progress,
     WebhookOut,
 )
+from webapi.usage import require_room_for_job
 from webapi.validation import json_body, parse_id, query
 from worker.audio import Pauses
 from worker.jobs import limits
@@ -65,7 +66,7 @@ def job_out(job: Job) -> JobOut:
         voice_ids=_job_voice_ids(job),
         script_format=job.script_format,
         engine=job.engine,
-        estimated_seconds=job.options.get("estimated_seconds") if isinstance(job.options, dict) else None,
+        estimated_seconds=job.estimated_seconds,
         progress=Progress(
             chunks_done=job.chunks_done,
             chunks_total=job.chunks_total,
@@ -238,6 +239,7 @@ def create_job() -> tuple[Response, int]:
     _check_script_size(body.script)
     voice = _resolve_voice(owner, body.voice)
     plan = _plan(owner, body, voice)
+    require_room_for_job(plan.size.total_seconds, tome().engine().sample_rate)
     job = _new_job(body, voice, plan, idempotency_key, request_sha)
     earlier = _insert(job, plan, owner, idempotency_key, request_sha)
     if earlier is not None:
@@ -323,7 +325,6 @@ def _new_job(
             "bitrate_kbps": body.output.bitrate_kbps,
             "pauses": body.pauses.model_dump(),
             "voice_ids": [str(v) for v in _used_voice_ids(plan.chunk_voices, voice.id)],
-            "estimated_seconds": round(plan.size.total_seconds, 1),
         },
         chapters=[{"index": i, "title": c.title} for i, c in enumerate(plan.chapters)],
         chunks_total=len(plan.specs),
@@ -332,6 +333,7 @@ def _new_job(
         request_sha256=request_sha,
         webhook_url=body.webhook_url,
         api_key_id=uuid.UUID(principal.key_id),
+        estimated_seconds=round(plan.size.total_seconds, 1),
     )
 
 

@@ -22,6 +22,7 @@ from webapi.errors import Conflict, Invalid, NotFound, TooLarge, UnsupportedMedi
 from webapi.extensions import tome
 from webapi.openapi import Operation, operation
 from webapi.schemas import ListQuery, VoiceForm, VoiceList, VoiceOut, VoiceUpdate
+from webapi.usage import require_storage_room
 from webapi.validation import parse_id, query, validate
 from worker.audio import AudioError, AudioLimits, decode_reference, write_wav_atomic
 from worker.jobs.state import jobs_using_voice
@@ -84,6 +85,7 @@ class StoredReference:
     sha256: str
     duration: float
     sample_rate: int
+    size: int
 
 
 def _store_reference(upload: FileStorage, voice_id: uuid.UUID) -> StoredReference:
@@ -109,8 +111,9 @@ def _store_reference(upload: FileStorage, voice_id: uuid.UUID) -> StoredReferenc
         write_wav_atomic(reference, decoded.samples, decoded.sample_rate)
     finally:
         tmp.unlink(missing_ok=True)
-    sha = hashlib.sha256(reference.read_bytes()).hexdigest()
-    return StoredReference(reference, sha, round(decoded.duration, 3), decoded.sample_rate)
+    data = reference.read_bytes()
+    sha = hashlib.sha256(data).hexdigest()
+    return StoredReference(reference, sha, round(decoded.duration, 3), decoded.sample_rate, len(data))
 
 
 def _require_multipart() -> None:
@@ -137,6 +140,7 @@ def _in_use(voice: Voice) -> int:
 def create_voice() -> tuple[Response, int]:
     state = tome()
     _require_multipart()
+    require_storage_room()
     form = validate(VoiceForm, {k: v for k, v in request.form.items() if k in VoiceForm.model_fields})
     upload = request.files.get("audio")
     if upload is None:
@@ -160,6 +164,7 @@ def create_voice() -> tuple[Response, int]:
             audio_sha256=ref.sha256,
             audio_duration=ref.duration,
             audio_sample_rate=ref.sample_rate,
+            audio_bytes=ref.size,
         )
         state.sessions.add(voice)
         try:
@@ -189,6 +194,7 @@ def replace_voice(voice_id: str) -> tuple[Response, int]:
     state = tome()
     voice = owned_voice(voice_id)
     _require_multipart()
+    require_storage_room()
     form = validate(VoiceUpdate, {k: v for k, v in request.form.items() if k in VoiceUpdate.model_fields})
     upload = request.files.get("audio")
     if upload is None and form.ref_text is None and form.language is None:
@@ -202,6 +208,7 @@ def replace_voice(voice_id: str) -> tuple[Response, int]:
     if ref is not None:
         voice.audio_path, voice.audio_sha256 = str(ref.path), ref.sha256
         voice.audio_duration, voice.audio_sample_rate = ref.duration, ref.sample_rate
+        voice.audio_bytes = ref.size
     if form.ref_text is not None:
         voice.ref_text = form.ref_text
     if form.language is not None:

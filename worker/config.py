@@ -39,6 +39,10 @@ class Settings:
     max_job_audio_seconds: float = 86_400.0  # estimated output (speech + pauses) of one job
     max_pause_share: float = 0.5  # pauses may be at most this share of a job's estimated output
     speech_chars_per_second: float = 14.0  # the speaking rate output estimates assume (about 170 wpm)
+    # Per-owner quotas (worker.jobs.usage); 0: no limit.
+    quota_storage_bytes: int = 20 * 1024**3
+    quota_unfinished_jobs: int = 20
+    quota_audio_seconds_per_day: float = 172_800.0  # estimated output submitted in any 24 hours
     # Worker behaviour.
     chunks_per_task: int = 8
     # Render tasks sent and not yet done, across all workers (worker.jobs.scheduler): enough to keep every

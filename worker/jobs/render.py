@@ -178,9 +178,9 @@ def _store(
         samples = apply_fades(trim_silence(wave, rate), rate)
         path = rt.layout.chunk_audio(job_id, chunk.seq, token)
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_wav_atomic(path, samples, rate)
+        size = write_wav_atomic(path, samples, rate)
         with unit_of_work(rt.sessions) as session:
-            ok = state.complete_chunk(session, chunk.id, job_id, token, str(path), len(samples) / rate)
+            ok = state.complete_chunk(session, chunk.id, job_id, token, str(path), len(samples) / rate, size)
         if ok:
             done += 1
         else:

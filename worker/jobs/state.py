@@ -115,13 +115,25 @@ def claim_chunks(
 
 
 def complete_chunk(
-    session: Session, chunk_id: int, job_id: uuid.UUID, token: str, audio_path: str, duration: float
+    session: Session,
+    chunk_id: int,
+    job_id: uuid.UUID,
+    token: str,
+    audio_path: str,
+    duration: float,
+    audio_bytes: int | None = None,
 ) -> bool:
     """running -> done if ``token`` still holds the chunk; counts it once towards the job's progress."""
     result = session.execute(
         update(Chunk)
         .where(Chunk.id == chunk_id, Chunk.attempt_token == token, Chunk.status == ChunkStatus.RUNNING.value)
-        .values(status=ChunkStatus.DONE.value, audio_path=audio_path, duration=duration, lease_until=None)
+        .values(
+            status=ChunkStatus.DONE.value,
+            audio_path=audio_path,
+            duration=duration,
+            audio_bytes=audio_bytes,
+            lease_until=None,
+        )
     )
     if _rows(result) != 1:
         return False

@@ -1,0 +1,74 @@
+"""GET /v1/usage: what the caller stores and renders, against their quotas; and the checks that turn a
+quota into a clear refusal (403 for storage, 429 with Retry-After where waiting helps)."""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, jsonify
+from pydantic import BaseModel, Field
+
+from models import utcnow
+from webapi.auth import current_principal, require_key
+from webapi.errors import ApiError, Forbidden
+from webapi.extensions import tome
+from webapi.openapi import Operation, operation
+from webapi.ratelimit import RateLimited
+from worker.jobs.usage import QuotaExceeded, Quotas, Usage, check_new_job, check_storage, usage_of
+
+bp = Blueprint("usage", __name__, url_prefix="/v1/usage")
+bp.before_request(require_key)
+
+
+class Measure(BaseModel):
+    used: float
+    quota: float | None = Field(description="null: no limit")
+
+
+class UsageOut(BaseModel):
+    owner: str
+    stored_bytes: Measure = Field(description="Reference recordings, chunk audio and outputs not yet expired")
+    unfinished_jobs: Measure
+    audio_seconds_24h: Measure = Field(
+        description="Estimated output of the jobs submitted in the last 24 hours (what a failed or "
+        "cancelled job rendered)"
+    )
+
+
+def _measure(used: float, quota: float) -> Measure:
+    return Measure(used=used, quota=quota or None)
+
+
+def current_usage() -> Usage:
+    return usage_of(tome().sessions(), current_principal().owner, utcnow())
+
+
+@bp.get("")
+@operation(Operation("Your usage and quotas", {200: UsageOut}, tags=("usage",)))
+def get_usage() -> Response:
+    usage, quotas = current_usage(), Quotas.of(tome().settings)
+    out = UsageOut(
+        owner=current_principal().owner,
+        stored_bytes=_measure(usage.stored_bytes, quotas.stored_bytes),
+        unfinished_jobs=_measure(usage.unfinished_jobs, quotas.unfinished_jobs),
+        audio_seconds_24h=_measure(round(usage.audio_seconds_24h, 1), quotas.audio_seconds_24h),
+    )
+    return jsonify(out.model_dump(mode="json"))
+
+
+def _refusal(exc: QuotaExceeded) -> ApiError:
+    if exc.retry_after is None:
+        return Forbidden(exc.message, code=exc.code)
+    return RateLimited(exc.message, code=exc.code, retry_after=exc.retry_after)
+
+
+def require_room_for_job(seconds: float, sample_rate: int) -> None:
+    try:
+        check_new_job(current_usage(), Quotas.of(tome().settings), seconds, sample_rate)
+    except QuotaExceeded as exc:
+        raise _refusal(exc) from exc
+
+
+def require_storage_room() -> None:
+    try:
+        check_storage(current_usage(), Quotas.of(tome().settings), 0)
+    except QuotaExceeded as exc:
+        raise _refusal(exc) from exc

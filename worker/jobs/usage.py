@@ -1,0 +1,123 @@
+"""What an owner uses and may use: stored bytes, unfinished jobs, audio in the last 24 hours, each against
+its per-owner quota (``TOME_QUOTA_*``; 0 means no limit). Read by ``GET /v1/usage`` and checked before a
+job or a voice is accepted. No Flask or Celery imports.
+
+Stored bytes are the owner's reference recordings, chunk audio and outputs that still exist (expiry
+removes chunks and outputs; they then stop counting). Audio in the last 24 hours is the estimated output
+of every job submitted in that window (what it was accepted for), except that a job which failed or was
+cancelled counts only what it rendered.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy import case, func, select
+from sqlalchemy.orm import Session
+
+from models import Chunk, Job, JobStatus, Voice
+from models.job import ACTIVE
+from worker.config import Settings
+
+WINDOW = timedelta(hours=24)
+
+
+@dataclass(frozen=True)
+class Usage:
+    stored_bytes: int
+    unfinished_jobs: int
+    audio_seconds_24h: float
+
+
+@dataclass(frozen=True)
+class Quotas:
+    stored_bytes: int
+    unfinished_jobs: int
+    audio_seconds_24h: float
+
+    @classmethod
+    def of(cls, settings: Settings) -> Quotas:
+        return cls(
+            settings.quota_storage_bytes, settings.quota_unfinished_jobs, settings.quota_audio_seconds_per_day
+        )
+
+
+class QuotaExceeded(Exception):
+    """``code`` names the quota; ``retry_after`` is set when waiting can help (seconds)."""
+
+    def __init__(self, code: str, message: str, retry_after: int | None = None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.retry_after = code, message, retry_after
+
+
+def usage_of(session: Session, owner: str, now: datetime) -> Usage:
+    references = session.scalar(
+        select(
+            func.coalesce(
+                func.sum(
+                    func.coalesce(Voice.audio_bytes, Voice.audio_duration * Voice.audio_sample_rate * 2)
+                ),
+                0,
+            )
+        ).where(Voice.owner == owner, Voice.deleted_at.is_(None))
+    )
+    outputs = session.scalar(
+        select(func.coalesce(func.sum(Job.output_bytes), 0)).where(
+            Job.owner == owner, Job.output_path.is_not(None)
+        )
+    )
+    chunks = session.scalar(
+        select(func.coalesce(func.sum(Chunk.audio_bytes), 0))
+        .join(Job, Job.id == Chunk.job_id)
+        .where(Job.owner == owner, Chunk.audio_path.is_not(None))
+    )
+    unfinished = session.scalar(
+        select(func.count()).where(Job.owner == owner, Job.status.in_([s.value for s in ACTIVE]))
+    )
+    ended_early = Job.status.in_([JobStatus.FAILED.value, JobStatus.CANCELLED.value])
+    rendered = (
+        select(func.coalesce(func.sum(Chunk.duration), 0)).where(Chunk.job_id == Job.id).scalar_subquery()
+    )
+    audio = session.scalar(
+        select(
+            func.coalesce(
+                func.sum(case((ended_early, rendered), else_=func.coalesce(Job.estimated_seconds, 0))), 0
+            )
+        ).where(Job.owner == owner, Job.created_at >= now - WINDOW)
+    )
+    return Usage(
+        int(references or 0) + int(outputs or 0) + int(chunks or 0), int(unfinished or 0), float(audio or 0)
+    )
+
+
+def check_new_job(usage: Usage, quotas: Quotas, seconds: float, sample_rate: int) -> None:
+    """Raise :class:`QuotaExceeded` if a job of ``seconds`` estimated output would exceed a quota. Its
+    chunks, as WAV at ``sample_rate``, are what it will store."""
+    if quotas.unfinished_jobs and usage.unfinished_jobs >= quotas.unfinished_jobs:
+        raise QuotaExceeded(
+            "quota_unfinished_jobs",
+            f"you have {usage.unfinished_jobs} unfinished jobs; the quota is {quotas.unfinished_jobs} "
+            "(TOME_QUOTA_UNFINISHED_JOBS): wait for some to end",
+            retry_after=30,
+        )
+    if quotas.audio_seconds_24h and usage.audio_seconds_24h + seconds > quotas.audio_seconds_24h:
+        raise QuotaExceeded(
+            "quota_audio_per_day",
+            f"this job (about {seconds:.0f} s) and the {usage.audio_seconds_24h:.0f} s of audio you "
+            f"submitted in the last 24 hours exceed the quota of {quotas.audio_seconds_24h:.0f} s "
+            "(TOME_QUOTA_AUDIO_SECONDS_PER_DAY)",
+            retry_after=3600,
+        )
+    new_bytes = int(seconds * sample_rate * 2)
+    check_storage(usage, quotas, new_bytes)
+
+
+def check_storage(usage: Usage, quotas: Quotas, new_bytes: int) -> None:
+    if quotas.stored_bytes and usage.stored_bytes + new_bytes > quotas.stored_bytes:
+        raise QuotaExceeded(
+            "quota_storage",
+            f"you store {usage.stored_bytes} bytes; with about {new_bytes} more this would exceed the quota "
+            f"of {quotas.stored_bytes} bytes (TOME_QUOTA_STORAGE_BYTES): delete voices or wait for "
+            "outputs to expire",
+        )
