@@ -534,6 +534,29 @@ def build_corpus(settings: Settings, tag: str) -> Corpus:
         _raw_job("job: empty body", b""),
         _raw_job("job: invalid UTF-8 in JSON", b'{"title": "\xff\xfe", "script": "Hi.", "voice": "v"}'),
         _raw_job("job: text/plain body", b"Hello there.", "text/plain"),
+        # The multi-tenant report: a 2 KB request for 6,339 s of WAV, and webhook addresses that passed.
+        _job(
+            "job: 200 headings with 30 s chapter pauses as WAV (silence amplifier)",
+            payload={
+                "script": "".join(f"# {i}\n\n" for i in range(200)),
+                "script_format": "markdown",
+                "pauses": {"chapter": 30},
+                "output": {"format": "wav"},
+            },
+        ),
+        *(
+            _job(f"job: webhook_url {url}", payload={"webhook_url": url})
+            for url in (
+                "http://[::127.0.0.1]/hook",
+                "http://[::ffff:127.0.0.1]/hook",
+                "http://[64:ff9b::7f00:1]/hook",
+                "http://[2002:7f00:1::1]/hook",
+                "http://[2001:0:4136:e378:8000:63bf:80ff:fffe]/hook",
+                "http://93.184.216.34:22/hook",
+                "http://93.184.216.34/ho\tok",
+                "http://93.184.216.34/hook\r\nX-Injected: 1",
+            )
+        ),
     ]
     return Corpus(tuple(items), tuple(targets), tuple(guarded))
 
