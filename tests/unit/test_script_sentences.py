@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from worker.script import sentences as sentences_module
 from worker.script import split_sentences
 from worker.script.sentences import _cut, _language_code, _segmenter
 
@@ -106,9 +109,98 @@ def test_no_text_lost_on_tricky_words(words: list[str]) -> None:
 
 def test_long_text_goes_through_a_sliding_window(monkeypatch: pytest.MonkeyPatch) -> None:
     sentences = [f"Dr. Smith paid ${index}.50 for item {index}, e.g. a book." for index in range(300)]
-    sentences[150] = "This sentence is longer than the window, " + "and it goes on " * 20 + "until here."
+    # Longer than half the window (so carried over into the next one) but no longer than the window.
+    for index in (0, 150, 151, 299):
+        sentences[index] = (
+            f"Sentence {index} is longer than half the window, " + "and it goes on " * 4 + "to here."
+        )
     monkeypatch.setattr("worker.script.sentences._WINDOW", 120)
     assert split_sentences(" ".join(sentences)) == sentences
+
+
+def test_sentence_longer_than_the_window_is_cut_at_its_last_space(monkeypatch: pytest.MonkeyPatch) -> None:
+    sentences = [f"Dr. Smith paid ${index}.50 for item {index}, e.g. a book." for index in range(300)]
+    sentences[150] = "This sentence is longer than the window, " + "and it goes on " * 20 + "until here."
+    monkeypatch.setattr("worker.script.sentences._WINDOW", 120)
+    result = split_sentences(" ".join(sentences))
+    assert result[:150] == sentences[:150]
+    assert result[-149:] == sentences[151:]
+    pieces = result[150:-149]
+    assert " ".join(pieces) == sentences[150]
+    assert len(pieces) == 3
+    assert all(60 <= len(piece) <= 120 for piece in pieces)
+
+
+def test_sentence_longer_than_the_window_is_cut_after_terminal_punctuation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    run_on = "Dr. Mr. St. e.g. i.e. 3.5 U.S.A. and so on and so on " * 10  # pysbd ends no sentence in it
+    monkeypatch.setattr("worker.script.sentences._WINDOW", 120)
+    result = split_sentences(f"Before it. {run_on}After it.")
+    assert result[0] == "Before it."
+    assert result[-1].endswith("so on After it.")
+    assert " ".join(result[1:]) == f"{run_on}After it."
+    assert all(len(piece) <= 120 for piece in result)
+    assert all(len(piece) >= 60 and piece.endswith(".") for piece in result[1:-1])
+
+
+def test_word_longer_than_the_window_is_a_sentence_pysbd_never_sees(monkeypatch: pytest.MonkeyPatch) -> None:
+    given = _count_segmented(monkeypatch)
+    monkeypatch.setattr("worker.script.sentences._WINDOW", 50)
+    word = "![" * 60
+    text = f"Some words before. {word} and after it. End."
+    assert split_sentences(text) == ["Some words before.", word, "and after it.", "End."]
+    assert split_sentences(word) == [word]
+    assert max(given) <= 50
+
+
+def _count_segmented(patch: pytest.MonkeyPatch, mode: str = "pysbd") -> list[int]:
+    """Record the length of every text handed to pysbd. ``mode`` other than "pysbd" replaces pysbd with a
+    hostile one: "none" ends no sentence, "first" ends only the first word (so windows barely move)."""
+    given: list[int] = []
+    real = sentences_module._segment
+
+    def segment(segmenter: Any, text: str) -> list[str]:
+        given.append(len(text))
+        if mode == "none":
+            return [text]
+        if mode == "first":
+            return text.split(" ", 1)
+        return real(segmenter, text)
+
+    patch.setattr("worker.script.sentences._segment", segment)
+    return given
+
+
+# Fragments of text that pysbd handles slowly or oddly: runs of abbreviations, "![", numbers, quotes,
+# brackets, ellipses, CJK stops, long words.
+_PATHOLOGICAL = st.lists(
+    st.sampled_from(
+        [
+            *("![", "!", "?", ".", "...", "\u2026", "\u3002", "Dr.", "Mr.", "St.", "e.g.", "i.e.", "3.5"),
+            *("U.S.A.", "1.", "(", ")", '"', "'", "\u201d", "a", "Word", "x" * 30, " ", " ", " ", "  ", "\n"),
+        ]
+    ),
+    max_size=120,
+).map("".join)
+
+
+@settings(deadline=None, max_examples=300)
+@given(
+    _PATHOLOGICAL | st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs"]), max_size=300),
+    st.integers(min_value=1, max_value=80),
+    st.sampled_from(["pysbd", "none", "first"]),
+)
+def test_no_text_lost_and_work_bounded_on_pathological_text(text: str, window: int, mode: str) -> None:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("worker.script.sentences._WINDOW", window)
+        given = _count_segmented(patch, mode)
+        sentences = split_sentences(text)
+    normalised = " ".join(text.split())
+    assert " ".join(sentences) == normalised
+    assert all(sentence and sentence == sentence.strip() for sentence in sentences)
+    assert max(given, default=0) <= window
+    assert sum(given) <= 4 * len(normalised) + window
 
 
 @settings(deadline=None)

@@ -1,7 +1,9 @@
-"""Sentence segmentation with pysbd, hardened so that no text is ever lost or split mid-word."""
+"""Sentence segmentation with pysbd, hardened so that no text is ever lost or split mid-word, in time
+linear in the length of the text."""
 
 from __future__ import annotations
 
+import re
 import threading
 from functools import cache
 from typing import Any
@@ -12,7 +14,13 @@ from pysbd.languages import LANGUAGE_CODES
 # ``Segmenter.segment`` keeps the text it works on in an attribute, so one instance must not be used by
 # two threads at once.
 _LOCK = threading.Lock()
-_WINDOW = 2000  # characters handed to pysbd at once (see split_sentences)
+# The most characters pysbd is given at once. pysbd's time grows faster than linearly with the length of
+# the text it is given (on some text, such as runs of abbreviations, quadratically), so long text goes
+# through windows of at most this size (see split_sentences).
+_WINDOW = 2000
+# Where a sentence may end when pysbd finds no boundary: a space after terminal punctuation, closing quotes
+# and brackets allowed in between.
+_FALLBACK = re.compile("[.!?\u2026\u3002\uff01\uff1f][\"')\\]}\u00bb\u2019\u201d]* ")
 
 
 def _language_code(language: str) -> str:
@@ -33,25 +41,56 @@ def split_sentences(text: str, language: str = "en") -> list[str]:
     Uses pysbd (abbreviations, decimals, ellipses, initials...); languages pysbd does not know fall back
     to English rules. ``" ".join(result)`` is always exactly ``" ".join(text.split())``: where pysbd drops
     or mangles text (it can on unusual input), the affected span stays attached to a neighbouring sentence.
+    Sentences end only at spaces.
+
+    pysbd is given at most ``_WINDOW`` characters at a time, and in all at most four times the length of
+    the text plus one window, so the time taken is linear in the length of the text. Only sentences longer
+    than the window pay for that: they are cut where pysbd finds no boundary (see :func:`_step`).
     """
     normalised = " ".join(text.split())
     segmenter = _segmenter(_language_code(language))
     sentences: list[str] = []
-    start, window = 0, _WINDOW
-    # pysbd is quadratic in the number of sentences it is given, so long text goes through a sliding
-    # window cut at a space: every sentence but the window's last (maybe truncated) one is final.
-    while start + window < len(normalised):
-        end = normalised.rfind(" ", start, start + window + 1)
-        piece = normalised[start:end] if end > start else ""
-        found = _cut(piece, _segment(segmenter, piece))
-        if len(found) < 2:  # no sentence boundary inside the window: widen it
-            window *= 2
-            continue
-        sentences.extend(found[:-1])
-        start, window = end - len(found[-1]), _WINDOW
+    start, short = 0, False
+    while len(normalised) - start > _WINDOW:
+        start, short = _step(normalised, start, short, segmenter, sentences)
     rest = normalised[start:]
     sentences.extend(_cut(rest, _segment(segmenter, rest)))
     return sentences
+
+
+def _step(text: str, start: int, short: bool, segmenter: Any, sentences: list[str]) -> tuple[int, bool]:
+    """Append the sentences that end in the window of ``text`` (single-spaced) from ``start``, a word's first
+    character; return where the next window starts and whether this one moved less than half a window.
+
+    Every sentence pysbd ends in the window is final but the last, which may run on beyond it: the next
+    window starts with it, so that pysbd sees it whole. If pysbd ends no sentence in the window, or if
+    this window would move less than half a window on right after one that did, the window is cut at a
+    fallback boundary in its second half instead: the last space after terminal punctuation, else the
+    window's last space (in the first half only if the next word is longer than half a window, and then
+    the next window moves past that word). So a window that moves less than half a window on is either
+    shorter than half a window or follows one that moved at least that far (or is the first): pysbd is
+    given at most four times the text, plus one window. A word longer than the window ends a sentence and
+    is not given to pysbd: no sentence can end inside it.
+    """
+    end = text.rfind(" ", start, start + _WINDOW + 1)
+    if end < 0:  # the window is one word
+        end = text.find(" ", start + _WINDOW)
+        end = len(text) if end < 0 else end
+        sentences.append(text[start:end])
+        return end + 1, False
+    piece = text[start:end]
+    found = _cut(piece, _segment(segmenter, piece))
+    half = _WINDOW // 2
+    last = len(piece) - len(found[-1])  # where pysbd's last sentence starts; 0 if it ended none
+    if last and (last >= half or not short):
+        sentences.extend(found[:-1])
+        return start + last, last < half
+    cut = len(piece)
+    for match in _FALLBACK.finditer(piece, max(last, half)):
+        cut = match.end() - 1
+    sentences.extend(found[:-1])
+    sentences.append(piece[last:cut])
+    return start + cut + 1, cut + 1 < half
 
 
 def _segment(segmenter: Any, text: str) -> list[str]:
