@@ -49,10 +49,20 @@ def beat_command(schedule: Path) -> list[str]:
 
 
 def api_command(bind: str, workers: int = 2) -> list[str]:
-    """The API under gunicorn (its access log on stdout)."""
+    """The API under gunicorn with gevent workers (its access log on stdout); compose runs the same options.
+
+    A gevent worker serves each connection in a greenlet, so a client that sends its request (or reads the
+    answer) a byte at a time holds a greenlet and a socket, never the worker: sync workers let two such
+    clients stall every other tenant. Limits: at most 500 connections a worker (then it stops accepting
+    until one closes); a request's line and headers must arrive within the 5 s keep-alive (gevent's worker
+    times ``next(parser)`` out with it, so a slow-loris is dropped there); a request line of at most 4094
+    bytes, at most 50 header fields of at most 8190 bytes each; bodies are capped by the app's
+    MAX_CONTENT_LENGTH (413)."""
     gunicorn = str(Path(sys.executable).parent / "gunicorn")
-    return [gunicorn, "--bind", bind, "--workers", str(workers), "--timeout", "120", "--access-logfile", "-",
-            "webapi:create_app()"]  # fmt: skip
+    return [gunicorn, "--bind", bind, "--workers", str(workers), "--worker-class", "gevent",
+            "--worker-connections", "500", "--keep-alive", "5", "--timeout", "120",
+            "--limit-request-line", "4094", "--limit-request-fields", "50",
+            "--limit-request-field_size", "8190", "--access-logfile", "-", "webapi:create_app()"]  # fmt: skip
 
 
 class BeatProcess:
