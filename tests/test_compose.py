@@ -9,6 +9,7 @@ GPU queue.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -19,6 +20,7 @@ import yaml  # type: ignore[import-untyped]  # PyYAML comes with the dev extra (
 
 from worker.celery_app import celery_config
 from worker.config import Settings, load_settings
+from worker.processes import api_command
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
@@ -143,6 +145,28 @@ def test_every_routed_queue_is_consumed_and_gpu_workers_take_only_gpu_work(setup
     assert consumers["worker"] == {settings.queue}, "the CPU worker takes no engine work"
     if setup == "gpu":
         assert consumers["worker-gpu"] == {settings.gpu_queue}
+
+
+def make_run_api(bind: str, workers: int) -> list[str]:
+    """``make run``'s API command line, with the container's ``gunicorn`` on the PATH."""
+    gunicorn, *options = api_command(bind, workers)
+    assert Path(gunicorn).name == "gunicorn"
+    return ["gunicorn", *options]
+
+
+@pytest.mark.parametrize("setup", SETUPS)
+def test_api_runs_the_server_options_of_make_run(setup: str) -> None:
+    """Slow clients (issue 10): compose serves the API exactly as `make run` does, but with 4 workers."""
+    api = active(setup)["api"]
+    assert api["command"] == make_run_api("0.0.0.0:8000", workers=4)
+    assert option(api, "--worker-class") == "gevent", "sync workers are stalled by two slow clients"
+
+
+def test_the_images_default_command_is_the_compose_api() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    cmd = re.search(r"^CMD (\[.*\])$", dockerfile, re.MULTILINE)
+    assert cmd, "the Dockerfile ends with a JSON-array CMD"
+    assert json.loads(cmd.group(1)) == SERVICES["api"]["command"]
 
 
 def test_gpu_worker_service() -> None:
