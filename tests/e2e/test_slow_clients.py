@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from flask import Flask
 
-from tests.support.apps import app_on, tome_of
+from tests.support.apps import tome_of
 from tests.support.inline import Inline
 from webapi.cli import mint_key
 from worker.config import Settings
@@ -372,24 +372,3 @@ def test_slow_uploads_with_a_key_hold_no_database_connection(
             time.sleep(1.5)
             seconds = victim_latencies(server.port, victim, rounds=1)
     assert max(seconds) < BOUND, seconds
-
-
-def test_slow_clients_on_postgres_and_redis(
-    pg_settings: Settings, tmp_path: Path, reference_audio: tuple[bytes, str]
-) -> None:
-    """The production stack's drivers under gevent: psycopg waits cooperatively, Redis takes the job."""
-    with app_on(pg_settings) as app:
-        victim = mint_key(app, owner="alice", name="victim", admin=False)
-        seed_voice(app, victim, reference_audio)
-    with running_api(pg_settings, tmp_path) as server:
-        openings = [header_trickle("/v1/voices") for _ in range(SLOW_HEADERS)]
-        with Tricklers(server.port, openings):
-            time.sleep(1.5)
-            seconds = victim_latencies(server.port, victim)
-            job = request(
-                server.port, "POST", "/v1/jobs",
-                {"Authorization": f"Bearer {victim}", "Content-Type": "application/json"},
-                json.dumps({"title": "x", "script": "Hi.", "voice": "narrator"}).encode(),
-            )  # fmt: skip
-        assert max(seconds) < BOUND, (seconds, server.log()[-3000:])
-        assert job.status == 202, job  # inserted through psycopg, START_JOB sent to Redis, under gevent
