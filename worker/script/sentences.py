@@ -4,16 +4,12 @@ linear in the length of the text."""
 from __future__ import annotations
 
 import re
-import threading
 from functools import cache
 from typing import Any
 
 import pysbd
 from pysbd.languages import LANGUAGE_CODES
 
-# ``Segmenter.segment`` keeps the text it works on in an attribute, so one instance must not be used by
-# two threads at once.
-_LOCK = threading.Lock()
 # The most characters pysbd is given at once. pysbd's time grows faster than linearly with the length of
 # the text it is given (on some text, such as runs of abbreviations, quadratically), so long text goes
 # through windows of at most this size (see split_sentences).
@@ -94,12 +90,17 @@ def _step(text: str, start: int, short: bool, segmenter: Any, sentences: list[st
 
 
 def _segment(segmenter: Any, text: str) -> list[str]:
-    """pysbd's sentences for ``text``; none (text kept whole) if pysbd fails on it."""
+    """pysbd's sentences for ``text``; none (text kept whole) if pysbd fails on it.
+
+    This is ``segmenter.segment(text)`` without its final step, which finds each sentence in ``text`` by
+    searching from the start of the text for every sentence (quadratic in their number); :func:`_cut`
+    finds them in one pass instead. It also leaves the shared segmenter untouched (``segment`` keeps the
+    text in an attribute), so threads need no lock.
+    """
     if not text:
         return []
     try:
-        with _LOCK:
-            return [str(segment) for segment in segmenter.segment(text)]
+        return [str(segment) for segment in segmenter.processor(text).process()]
     except Exception:  # a pysbd bug on odd input must not fail a whole script
         return []
 
