@@ -57,6 +57,12 @@ class Server:
     def log(self) -> str:
         return f"{self.stderr.read_text(errors='replace')}\n{self.stdout.read_text(errors='replace')}"
 
+    def wait_for(self, stream: Path, text: str, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in stream.read_text(errors="replace"):
+            assert time.monotonic() < deadline, f"{text!r} not in {stream.name}:\n{self.log()[-3000:]}"
+            time.sleep(0.1)
+
 
 @contextlib.contextmanager
 def running_api(
@@ -340,11 +346,8 @@ def test_uploads_near_the_limit_range_downloads_and_both_logs_still_work(
         assert (part.status, part.body) == (206, whole.body[:100])
 
         # The access log on stdout; the API's own lines where gunicorn's error log goes (stderr).
-        deadline = time.monotonic() + 10
-        while f"webapi.jobs: job {job_id}: accepted" not in server.stderr.read_text(errors="replace"):
-            assert time.monotonic() < deadline, server.log()
-            time.sleep(0.1)
-        assert f'"GET /v1/jobs/{job_id}/audio HTTP/1.1" 206' in server.stdout.read_text(errors="replace")
+        server.wait_for(server.stdout, f'"GET /v1/jobs/{job_id}/audio HTTP/1.1" 206')
+        server.wait_for(server.stderr, f"webapi.jobs: job {job_id}: accepted")
 
 
 @pytest.mark.xfail(
