@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import pytest
 
-from worker.script import ScriptFormat, make_chunks, parse_document
+from worker.script import ScriptError, ScriptFormat, make_chunks, parse_document
 
 LIMIT = 2_000_000  # characters: the server's default max_script_chars
 CHUNK_CHARS = 400
@@ -111,3 +111,19 @@ def test_mixed_pathological_script_at_the_size_limit() -> None:
     script = _mixed(LIMIT)
     assert len(script) > 0.95 * LIMIT
     assert _seconds(script, "plain") < 100.0
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        pytest.param(lambda: (">" * 30 + " Deep.\n") * (LIMIT // 37), id="blockquotes"),
+        pytest.param(lambda: "".join("  " * (i % 40) + "- Item.\n" for i in range(LIMIT // 47)), id="lists"),
+    ],
+)
+def test_nesting_too_deep_at_the_size_limit_is_refused_quickly(script: Callable[[], str]) -> None:
+    source = script()
+    assert len(source) > 0.95 * LIMIT
+    started = time.perf_counter()
+    with pytest.raises(ScriptError, match="nested too deeply"):
+        parse_document(source, "markdown")
+    assert time.perf_counter() - started < 10.0  # about 1 s

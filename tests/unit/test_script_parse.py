@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from worker.script import Chapter, ScriptError, ScriptFormat, parse_script
+from worker.script.markdown import TOO_DEEP
 
 MARKDOWN_SCRIPT = """\
 A short *preamble* before the first heading. It has two sentences.
@@ -96,6 +97,41 @@ def test_markdown_nested_list_and_loose_items() -> None:
     source = "1. One\n\n   More of one.\n2. Two\n   - Nested\n"
     [chapter] = parse_script(source, "markdown")
     assert chapter.paragraphs == (("One",), ("More of one.",), ("Two",), ("Nested",))
+
+
+def _nested_list(depth: int) -> str:
+    return "".join("  " * level + f"- Level {level}.\n" for level in range(depth))
+
+
+@pytest.mark.parametrize(
+    ("source", "deepest"),
+    [
+        pytest.param(">" * 19 + " Level 18.\n", "Level 18.", id="19 blockquotes"),
+        pytest.param(_nested_list(9), "Level 8.", id="9 lists"),
+        pytest.param("> " * 9 + "- Level 9.\n", "Level 9.", id="9 blockquotes, a list"),
+        pytest.param("1. " * 9 + "Level 8.\n", "Level 8.", id="9 lists on a line"),
+    ],
+)
+def test_markdown_nested_as_deep_as_allowed_is_read_whole(source: str, deepest: str) -> None:
+    [chapter] = parse_script(f"Intro.\n\n{source}\nOutro.\n", "markdown")
+    assert chapter.paragraphs[0] == ("Intro.",)
+    assert chapter.paragraphs[-2:] == ((deepest,), ("Outro.",))
+
+
+@pytest.mark.parametrize(
+    ("source", "line"),
+    [
+        pytest.param(">" * 20 + " Lost.\n", 3, id="20 blockquotes"),
+        pytest.param(_nested_list(10), 12, id="10 lists"),  # markdown-it would drop "Outro." too
+        pytest.param("1. " * 10 + "Lost.\n", 3, id="10 lists on a line"),
+        pytest.param("> " * 19 + "- Lost.\n", 3, id="19 blockquotes, a list"),
+    ],
+)
+def test_markdown_nested_deeper_is_refused_not_read_with_text_missing(source: str, line: int) -> None:
+    with pytest.raises(ScriptError) as caught:
+        parse_script(f"Intro.\n\n{source}\nOutro.\n", "markdown")
+    assert caught.value.message == TOO_DEEP
+    assert (caught.value.line, caught.value.column) == (line, None)
 
 
 def test_plain_paragraphs() -> None:

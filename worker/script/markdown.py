@@ -12,6 +12,15 @@ from .errors import ScriptError
 from .voices import OWN_LINE, VoiceDirective, directive_in_line, find_attempt
 
 _MARKDOWN = MarkdownIt("commonmark").enable(["table", "strikethrough"])
+# markdown-it silently skips the content of a block container (blockquote or list item) that opens deeper
+# than this level, and can skip text after it too. Every open block counts a level: a list two, the list
+# and its item. Such a script is refused rather than read with text missing.
+_DEEPEST = _MARKDOWN.options.maxNesting - 2
+_CONTAINERS = frozenset({"blockquote_open", "list_item_open"})
+TOO_DEEP = (
+    "blockquotes and lists are nested too deeply"
+    f" (at most {_DEEPEST + 1} blockquotes or {(_DEEPEST + 1) // 2} lists deep)"
+)
 
 # Inline tokens whose ``content`` is readable text. Everything else is markup (emphasis, strong, link and
 # strikethrough open/close), dropped (images, raw inline HTML) or a break (turned into a space).
@@ -34,11 +43,14 @@ def markdown_blocks(text: str) -> Iterator[Block | VoiceDirective]:
 
     Code blocks, horizontal rules and raw HTML blocks (comments included) yield no text: they are not
     spoken; a line of an HTML block that is a voice directive yields that directive. Images are dropped
-    together with their alt text. A voice directive inside a paragraph or heading is a ScriptError.
+    together with their alt text. A voice directive inside a paragraph or heading is a ScriptError, and
+    so are blockquotes and lists nested too deeply for markdown-it to parse what is inside them.
     """
     tokens = _MARKDOWN.parse(text)
     source_lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     for index, token in enumerate(tokens):
+        if token.type in _CONTAINERS and token.level > _DEEPEST:
+            raise ScriptError(TOO_DEEP, token.map[0] + 1 if token.map is not None else None)
         if token.type == "inline":
             _refuse_inline_directive(token, source_lines)
             heading = index > 0 and tokens[index - 1].type == "heading_open"
