@@ -41,6 +41,7 @@ def authenticate() -> Principal:
     principal = Principal(str(row.id), row.owner, row.role)
     g.principal = principal
     check_rate(principal.key_id)
+    tome().sessions.commit()  # hand the connection back before the view reads a (maybe slow) body
     return principal
 
 

@@ -140,11 +140,13 @@ def _in_use(voice: Voice) -> int:
 def create_voice() -> tuple[Response, int]:
     state = tome()
     _require_multipart()
-    require_storage_room()
+    # The body first, the database after: a client trickling its upload must not hold a pooled
+    # connection while it does (request.form reads the whole multipart body).
     form = validate(VoiceForm, {k: v for k, v in request.form.items() if k in VoiceForm.model_fields})
     upload = request.files.get("audio")
     if upload is None:
         raise Invalid("the file field 'audio' is required", code="validation_error", field="audio")
+    require_storage_room()
     owner = current_principal().owner
     if state.sessions.scalar(
         select(func.count()).where(Voice.owner == owner, Voice.name == form.name, Voice.deleted_at.is_(None))
@@ -192,11 +194,11 @@ def create_voice() -> tuple[Response, int]:
 )
 def replace_voice(voice_id: str) -> tuple[Response, int]:
     state = tome()
-    voice = owned_voice(voice_id)
     _require_multipart()
-    require_storage_room()
     form = validate(VoiceUpdate, {k: v for k, v in request.form.items() if k in VoiceUpdate.model_fields})
-    upload = request.files.get("audio")
+    upload = request.files.get("audio")  # the body before the database, as in create_voice
+    voice = owned_voice(voice_id)
+    require_storage_room()
     if upload is None and form.ref_text is None and form.language is None:
         raise Invalid(
             "send a new 'audio' file, 'ref_text' or 'language'", code="validation_error", field="audio"

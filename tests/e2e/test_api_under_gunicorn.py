@@ -6,7 +6,6 @@ import io
 import json
 import socket
 import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -16,11 +15,9 @@ from flask import Flask
 
 from webapi.cli import mint_key
 from worker.config import Settings
-from worker.processes import settings_env
+from worker.processes import api_command, settings_env
 
 pytestmark = pytest.mark.e2e
-
-APP = "webapi:create_app()"
 
 
 def _free_port() -> int:
@@ -50,10 +47,9 @@ def test_the_apis_own_log_lines_reach_gunicorns_log(
     key = mint_key(app, owner="alice", name="test", admin=False)
     port = _free_port()
     log_path = tmp_path / "gunicorn.log"
-    gunicorn = str(Path(sys.executable).parent / "gunicorn")
     with log_path.open("wb") as log:
         proc = subprocess.Popen(
-            [gunicorn, "--bind", f"127.0.0.1:{port}", "--workers", "1", "--log-level", "info", APP],
+            api_command(f"127.0.0.1:{port}", workers=1),  # what make run starts
             env=settings_env(settings),
             stdout=log,
             stderr=subprocess.STDOUT,

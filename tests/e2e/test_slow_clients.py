@@ -350,13 +350,6 @@ def test_uploads_near_the_limit_range_downloads_and_both_logs_still_work(
         server.wait_for(server.stderr, f"webapi.jobs: job {job_id}: accepted")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="create_voice and replace_voice query the database (storage quota, the voice) before they read "
-    "the body, so each slow upload holds a pooled connection (5 + 10 a worker) for as long as it trickles; "
-    "15 of them stall every request of that worker that needs the database (503 after 30 s). Fixed when "
-    "those views parse the form first.",
-)
 def test_slow_uploads_with_a_key_hold_no_database_connection(
     app: Flask, settings: Settings, tmp_path: Path, reference_audio: tuple[bytes, str]
 ) -> None:
