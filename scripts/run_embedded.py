@@ -21,6 +21,7 @@ from webapi.cli import mint_key
 from worker.celery_app import ensure_broker_folders
 from worker.config import load_settings
 from worker.processes import api_command, beat_command, worker_command
+from worker.storage.atomic import keep_files_private
 
 
 def ensure_admin_key(path: Path) -> Path:
@@ -36,6 +37,7 @@ def ensure_admin_key(path: Path) -> Path:
 
 
 def main() -> int:
+    keep_files_private()  # the database, keys and audio: 0600 in 0700 folders (the children inherit it)
     settings = load_settings()
     data_dir = settings.data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
