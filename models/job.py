@@ -85,6 +85,8 @@ class Job(Base):
     webhook_next_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
     webhook_error: Mapped[str | None] = mapped_column(Text, default=None)
     api_key_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, default=None)
+    # A long script waiting to be planned by a worker (worker.jobs.intake); None once planned.
+    script: Mapped[str | None] = mapped_column(Text, default=None)
     # The output's length estimated at submission (worker.jobs.limits): what the daily quota counts.
     estimated_seconds: Mapped[float | None] = mapped_column(Float, default=None)
 

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import logging
 import re
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from flask import Blueprint, Response, jsonify, request, send_file, url_for
-from sqlalchemy import or_, select
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from models import Job, JobStatus, Voice, utcnow
@@ -22,6 +19,7 @@ from webapi.extensions import tome
 from webapi.openapi import Operation, operation
 from webapi.schemas import (
     ChapterOut,
+    ErrorDetail,
     JobCreate,
     JobList,
     JobListQuery,
@@ -33,10 +31,10 @@ from webapi.schemas import (
 from webapi.usage import require_room_for_job
 from webapi.validation import json_body, parse_id, query
 from worker.audio import Pauses
-from worker.jobs import limits
+from worker.jobs import intake, limits
 from worker.jobs import state as jobs
-from worker.script import Chapter, ChunkSpec, ScriptError, VoiceDirective, make_chunks, parse_document
-from worker.task_names import DELIVER_WEBHOOK, START_JOB
+from worker.jobs.plan import PlanError, PlanRequest, ScriptPlan, live_voices, plan
+from worker.task_names import DELIVER_WEBHOOK, PLAN_JOB, START_JOB
 from worker.webhooks import WebhookRefused, check_url
 
 log = logging.getLogger(__name__)
@@ -45,8 +43,6 @@ bp.before_request(require_key)
 
 PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\r?\n(?=[ \t]*\S)")
 MIME = {"mp3": "audio/mpeg", "wav": "audio/wav", "flac": "audio/flac"}
-# Distinct voices one script may name: a cast, not a crowd; also bounds the size of the lookup query.
-MAX_SCRIPT_VOICES = 100
 
 
 def _eta(job: Job) -> float | None:
@@ -74,6 +70,9 @@ def job_out(job: Job) -> JobOut:
             eta_seconds=_eta(job),
         ),
         error=job.error,
+        error_detail=ErrorDetail.model_validate(job.options["error_detail"])
+        if isinstance(job.options, dict) and "error_detail" in job.options
+        else None,
         output=OutputOut(
             format=job.output_format,
             duration=job.output_duration,
@@ -119,82 +118,10 @@ def owned_job(job_id: str) -> Job:
 
 
 def _resolve_voice(owner: str, ref: str) -> Voice:
-    voice = _live_voices(owner, [ref]).get(ref)
+    voice = live_voices(tome().sessions(), owner, [ref]).get(ref)
     if voice is None:
         raise Invalid(f"you have no voice with id or name {ref!r}", code="unknown_voice", field="voice")
     return voice
-
-
-def _script_voices(owner: str, default: Voice, directives: Sequence[VoiceDirective]) -> dict[str, uuid.UUID]:
-    """Every voice the script's directives name, resolved like the ``voice`` field (an id or name of the
-    caller's own live voices), in one query. Unused directives are resolved too: a typo is reported even
-    if another directive follows it at once. 422 ``voice_not_found`` at the first directive of a name
-    that does not resolve."""
-    first: dict[str, VoiceDirective] = {}
-    for directive in directives:
-        if directive.voice is None or directive.voice == default.name:
-            continue
-        first.setdefault(directive.voice, directive)
-        if len(first) > MAX_SCRIPT_VOICES:
-            raise Invalid(
-                f"the script names more than {MAX_SCRIPT_VOICES} voices",
-                code="too_many_voices",
-                field="script",
-                line=directive.line,
-                column=directive.column,
-            )
-    found = _live_voices(owner, list(first)) if first else {}
-    resolved = {default.name: default.id}
-    for ref, directive in first.items():
-        if ref not in found:
-            raise Invalid(
-                f"a voice directive names {ref!r}, but you have no voice with that id or name",
-                code="voice_not_found",
-                field="script",
-                line=directive.line,
-                column=directive.column,
-            )
-        resolved[ref] = found[ref].id
-    return resolved
-
-
-def _live_voices(owner: str, refs: list[str]) -> dict[str, Voice]:
-    """The refs (ids or names) that name one of the owner's live voices, and that voice, in one query; an
-    id wins over a name that happens to spell it."""
-    ids: dict[str, uuid.UUID] = {}
-    for ref in refs:
-        with contextlib.suppress(ValueError):
-            ids[ref] = uuid.UUID(ref)
-    rows = tome().sessions.scalars(
-        select(Voice).where(
-            Voice.owner == owner,
-            Voice.deleted_at.is_(None),
-            or_(Voice.name.in_(refs), Voice.id.in_(list(ids.values()))),
-        )
-    )
-    by_id: dict[uuid.UUID, Voice] = {}
-    by_name: dict[str, Voice] = {}
-    for voice in rows:
-        by_id[voice.id] = voice
-        by_name[voice.name] = voice
-    found: dict[str, Voice] = {}
-    for ref in refs:
-        if ref in ids and ids[ref] in by_id:
-            found[ref] = by_id[ids[ref]]
-        elif ref in by_name:
-            found[ref] = by_name[ref]
-    return found
-
-
-def _chunk_voice(spec: ChunkSpec, default: Voice, resolved: dict[str, uuid.UUID]) -> uuid.UUID:
-    return default.id if spec.voice is None else resolved[spec.voice]
-
-
-def _used_voice_ids(chunk_voices: Sequence[uuid.UUID], default: uuid.UUID) -> list[uuid.UUID]:
-    """The distinct voices of the chunks: the job's own voice first if any chunk uses it, then the others
-    in the order of their first chunk (so a client can list the cast as it appears)."""
-    used = list(dict.fromkeys(chunk_voices))
-    return [default, *(v for v in used if v != default)] if default in used else used
 
 
 def _idempotent_replay(owner: str, key: str, request_sha: str) -> Job | None:
@@ -207,16 +134,6 @@ def _idempotent_replay(owner: str, key: str, request_sha: str) -> Job | None:
             field="Idempotency-Key",
         )
     return job
-
-
-@dataclass(frozen=True)
-class ScriptPlan:
-    """A script parsed and cut into chunks, each with the voice that reads it."""
-
-    chapters: list[Chapter]
-    specs: list[ChunkSpec]
-    chunk_voices: list[uuid.UUID]
-    size: limits.JobEstimate
 
 
 @bp.post("")
@@ -238,15 +155,58 @@ def create_job() -> tuple[Response, int]:
     _check_webhook(body.webhook_url)
     _check_script_size(body.script)
     voice = _resolve_voice(owner, body.voice)
-    plan = _plan(owner, body, voice)
-    require_room_for_job(plan.size.total_seconds, tome().engine().sample_rate)
-    job = _new_job(body, voice, plan, idempotency_key, request_sha)
-    earlier = _insert(job, plan, owner, idempotency_key, request_sha)
+    if len(body.script) > tome().settings.inline_plan_max_chars:
+        return _accept_for_planning(body, voice, idempotency_key, request_sha)
+    try:
+        script_plan = plan(tome().sessions(), _plan_request(owner, body, voice))
+    except PlanError as exc:
+        raise Invalid(exc.message, code=exc.code, field=exc.field, line=exc.line, column=exc.column) from exc
+    require_room_for_job(script_plan.size.total_seconds, tome().engine().sample_rate)
+    job = _new_job(body, voice, idempotency_key, request_sha)
+    intake.apply_plan(job, script_plan)
+    earlier = _insert(job, script_plan, owner, idempotency_key, request_sha)
     if earlier is not None:
         return _accepted(earlier)
     tome().enqueue(START_JOB, [str(job.id)])
-    log.info("job %s: accepted, %d chunks in %d chapters", job.id, len(plan.specs), len(plan.chapters))
+    log.info(
+        "job %s: accepted, %d chunks in %d chapters",
+        job.id,
+        len(script_plan.specs),
+        len(script_plan.chapters),
+    )
     return _accepted(job)
+
+
+def _accept_for_planning(
+    body: JobCreate, voice: Voice, idempotency_key: str | None, request_sha: str
+) -> tuple[Response, int]:
+    """A long script is planned by a worker (worker.jobs.intake): the request stays short whatever the
+    script costs to parse, and a script error fails the job with the same code, line and column."""
+    rough = len(body.script) / tome().settings.speech_chars_per_second  # speech only, before parsing
+    require_room_for_job(rough, tome().engine().sample_rate)
+    job = _new_job(body, voice, idempotency_key, request_sha)
+    job.script = body.script
+    job.estimated_seconds = round(rough, 1)
+    job.options = {**job.options, "voice_ids": [str(voice.id)]}
+    earlier = _insert(job, None, job.owner, idempotency_key, request_sha)
+    if earlier is not None:
+        return _accepted(earlier)
+    tome().enqueue(PLAN_JOB, [str(job.id)])
+    log.info("job %s: accepted, %d characters to plan", job.id, len(body.script))
+    return _accepted(job)
+
+
+def _plan_request(owner: str, body: JobCreate, voice: Voice) -> PlanRequest:
+    settings = tome().settings
+    return PlanRequest(
+        owner=owner,
+        voice=voice,
+        script=body.script,
+        script_format=body.script_format,
+        pauses=Pauses(**body.pauses.model_dump()),
+        max_chunk_chars=tome().engine().max_chunk_chars,
+        job_limits=limits.JobLimits.of(settings),
+    )
 
 
 def _accepted(job: Job) -> tuple[Response, int]:
@@ -289,31 +249,7 @@ def _check_script_size(script: str) -> None:
         )
 
 
-def _plan(owner: str, body: JobCreate, voice: Voice) -> ScriptPlan:
-    """Parse the script (errors name line and column), resolve its voice directives, cut it into chunks."""
-    try:
-        parsed = parse_document(body.script, body.script_format)
-    except ScriptError as exc:
-        raise Invalid(
-            exc.message, code="script_invalid", field="script", line=exc.line, column=exc.column
-        ) from exc
-    resolved = _script_voices(owner, voice, parsed.directives)
-    specs = make_chunks(parsed.chapters, tome().engine().max_chunk_chars)
-    settings = tome().settings
-    size = limits.estimate(
-        specs, len(parsed.chapters), Pauses(**body.pauses.model_dump()), settings.speech_chars_per_second
-    )
-    try:
-        limits.check(size, limits.JobLimits.of(settings))
-    except limits.LimitExceeded as exc:
-        raise Invalid(f"{exc.message} ({exc.setting})", code=exc.code, field=exc.field) from exc
-    chunk_voices = [_chunk_voice(s, voice, resolved) for s in specs]
-    return ScriptPlan(list(parsed.chapters), specs, chunk_voices, size)
-
-
-def _new_job(
-    body: JobCreate, voice: Voice, plan: ScriptPlan, idempotency_key: str | None, request_sha: str
-) -> Job:
+def _new_job(body: JobCreate, voice: Voice, idempotency_key: str | None, request_sha: str) -> Job:
     principal = current_principal()
     return Job(
         owner=principal.owner,
@@ -321,30 +257,28 @@ def _new_job(
         script_format=body.script_format,
         voice_id=voice.id,
         engine=tome().engine().name,
-        options={
-            "bitrate_kbps": body.output.bitrate_kbps,
-            "pauses": body.pauses.model_dump(),
-            "voice_ids": [str(v) for v in _used_voice_ids(plan.chunk_voices, voice.id)],
-        },
-        chapters=[{"index": i, "title": c.title} for i, c in enumerate(plan.chapters)],
-        chunks_total=len(plan.specs),
+        options={"bitrate_kbps": body.output.bitrate_kbps, "pauses": body.pauses.model_dump()},
+        chapters=[],
+        chunks_total=0,
         output_format=body.output.format,
         idempotency_key=idempotency_key,
         request_sha256=request_sha,
         webhook_url=body.webhook_url,
         api_key_id=uuid.UUID(principal.key_id),
-        estimated_seconds=round(plan.size.total_seconds, 1),
     )
 
 
 def _insert(
-    job: Job, plan: ScriptPlan, owner: str, idempotency_key: str | None, request_sha: str
+    job: Job, script_plan: ScriptPlan | None, owner: str, idempotency_key: str | None, request_sha: str
 ) -> Job | None:
     """Insert the job and its chunks in one transaction. None when inserted; the earlier job when a
     concurrent request with the same Idempotency-Key won the insert."""
     sessions = tome().sessions
     try:
-        jobs.insert_job(sessions(), job, plan.specs, plan.chunk_voices)
+        if script_plan is None:
+            sessions.add(job)
+        else:
+            jobs.insert_job(sessions(), job, script_plan.specs, script_plan.chunk_voices)
         sessions.commit()
     except IntegrityError:
         sessions.rollback()

@@ -117,6 +117,14 @@ class ChapterOut(BaseModel):
     start: float | None = None
 
 
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    field: str | None = None
+    line: int | None = None
+    column: int | None = None
+
+
 class JobOut(BaseModel):
     id: uuid.UUID
     title: str
@@ -134,6 +142,11 @@ class JobOut(BaseModel):
     )
     progress: Progress
     error: str | None
+    error_detail: ErrorDetail | None = Field(
+        None,
+        description="For a job whose script failed when a worker planned it: the code, message, line and "
+        "column the API answers for a short script",
+    )
     output: OutputOut
     chapters: list[ChapterOut]
     webhook: WebhookOut | None
@@ -146,14 +159,6 @@ class JobOut(BaseModel):
 
 class JobList(BaseModel):
     jobs: list[JobOut]
-
-
-class ErrorDetail(BaseModel):
-    code: str
-    message: str
-    field: str | None = None
-    line: int | None = None
-    column: int | None = None
 
 
 class ErrorOut(BaseModel):

@@ -35,6 +35,9 @@ class Settings:
     max_reference_seconds: float = 120.0
     min_reference_seconds: float = 1.0
     max_chunks_per_job: int = 20_000
+    # Scripts up to this long are planned while the client waits (errors answered at once); longer ones
+    # by a worker, so that no request holds an API process for long (worker.jobs.intake).
+    inline_plan_max_chars: int = 20_000
     max_job_chapters: int = 2_000
     max_job_audio_seconds: float = 86_400.0  # estimated output (speech + pauses) of one job
     max_pause_share: float = 0.5  # pauses may be at most this share of a job's estimated output

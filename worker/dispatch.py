@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from worker import webhooks
+from worker.jobs.intake import plan_job
 from worker.jobs.render import render_chunks
 from worker.jobs.start import start_job, wake_jobs_waiting_for
 from worker.jobs.stitch import stitch_job
@@ -19,6 +20,7 @@ from worker.sweeper import sweep
 from worker.task_names import (
     BUILD_VOICE,
     DELIVER_WEBHOOK,
+    PLAN_JOB,
     RENDER_CHUNKS,
     START_JOB,
     STITCH_JOB,
@@ -28,6 +30,10 @@ from worker.task_names import (
 from worker.voices.prompts import BuildOutcome, build_voice
 
 Handler = Callable[[Runtime, list[Any], Enqueue], Any]
+
+
+def _plan(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
+    return plan_job(rt, uuid.UUID(str(args[0])), enqueue).value
 
 
 def _start(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
@@ -60,6 +66,7 @@ def _sweep(rt: Runtime, args: list[Any], enqueue: Enqueue) -> dict[str, Any]:
 
 
 HANDLERS: dict[str, Handler] = {
+    PLAN_JOB: _plan,
     START_JOB: _start,
     RENDER_CHUNKS: _render,
     STITCH_JOB: _stitch,
@@ -69,7 +76,7 @@ HANDLERS: dict[str, Handler] = {
 }
 
 # Tasks whose first argument is a job id: their log lines carry it (worker.logs).
-_JOB_TASKS = frozenset({START_JOB, RENDER_CHUNKS, STITCH_JOB, DELIVER_WEBHOOK})
+_JOB_TASKS = frozenset({PLAN_JOB, START_JOB, RENDER_CHUNKS, STITCH_JOB, DELIVER_WEBHOOK})
 
 
 def run(rt: Runtime, name: str, args: list[Any], enqueue: Enqueue) -> Any:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+PLAN_JOB = "tome.plan_job"  # args: [job_id]
 START_JOB = "tome.start_job"  # args: [job_id]
 RENDER_CHUNKS = "tome.render_chunks"  # args: [job_id, [seq, ...]]
 STITCH_JOB = "tome.stitch_job"  # args: [job_id, stitch_token]

@@ -15,7 +15,15 @@ from worker import dispatch
 from worker.celery_app import engine_queue
 from worker.engines import warm_up
 from worker.runtime import runtime
-from worker.task_names import BUILD_VOICE, DELIVER_WEBHOOK, RENDER_CHUNKS, START_JOB, STITCH_JOB, SWEEP
+from worker.task_names import (
+    BUILD_VOICE,
+    DELIVER_WEBHOOK,
+    PLAN_JOB,
+    RENDER_CHUNKS,
+    START_JOB,
+    STITCH_JOB,
+    SWEEP,
+)
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +73,12 @@ def _warm_up(**_: Any) -> None:
         log.info("engine %s warmed up in %.2f s", engine.name, time.perf_counter() - started)
     except Exception:
         log.exception("engine warm-up failed")
+
+
+@shared_task(name=PLAN_JOB, **RETRIES)
+def plan_job(job_id: str) -> str:
+    result: str = _run(PLAN_JOB, job_id)
+    return result
 
 
 @shared_task(name=START_JOB, **RETRIES)

@@ -18,7 +18,7 @@ from models import Chunk, Job, JobStatus, unit_of_work, utcnow
 from worker.jobs import actions, state
 from worker.jobs.scheduler import schedule
 from worker.runtime import Runtime
-from worker.task_names import BUILD_VOICE, START_JOB, Enqueue
+from worker.task_names import BUILD_VOICE, PLAN_JOB, START_JOB, Enqueue
 from worker.voices.prompts import VoiceCacheFailed, ensure_ready
 
 log = logging.getLogger(__name__)
@@ -39,9 +39,11 @@ def start_job(rt: Runtime, job_id: uuid.UUID, enqueue: Enqueue) -> StartOutcome:
     build runs or the prompt is ready), so several voices build at once. A voice whose build failed, or
     that was deleted, fails the job with a message naming that voice.
     """
-    voices = _voices_of(rt, job_id)
+    voices = _voices_of(rt, job_id, enqueue)
     if voices is None:
         return StartOutcome.SKIPPED
+    if not voices:
+        return StartOutcome.WAITING  # its script is being planned; the plan sends the start
     waiting: list[uuid.UUID] = []
     for voice_id in voices:
         try:
@@ -62,12 +64,16 @@ def start_job(rt: Runtime, job_id: uuid.UUID, enqueue: Enqueue) -> StartOutcome:
     return StartOutcome.STARTED
 
 
-def _voices_of(rt: Runtime, job_id: uuid.UUID) -> list[uuid.UUID] | None:
-    """The distinct voices of a startable job's chunks, its own voice first; None if it cannot start."""
+def _voices_of(rt: Runtime, job_id: uuid.UUID, enqueue: Enqueue) -> list[uuid.UUID] | None:
+    """The distinct voices of a startable job's chunks, its own voice first; None if it cannot start,
+    none while its script waits to be planned (the plan is asked for again: its message may be lost)."""
     with rt.sessions() as session:
         job = session.get(Job, job_id)
         if job is None or job.status not in (JobStatus.QUEUED, JobStatus.RUNNING):
             return None
+        if job.script is not None:
+            enqueue(PLAN_JOB, [str(job_id)])
+            return []
         used = set(session.scalars(select(Chunk.voice_id).where(Chunk.job_id == job_id).distinct()))
         return sorted(used, key=lambda v: (v != job.voice_id, str(v)))
 

@@ -35,6 +35,13 @@ def insert_job(
     the job row first, since chunks reference it. The caller commits, then enqueues."""
     session.add(job)
     session.flush()
+    add_chunks(session, job, specs, voice_ids)
+
+
+def add_chunks(
+    session: Session, job: Job, specs: Sequence[ChunkSpec], voice_ids: Sequence[uuid.UUID]
+) -> None:
+    """Add a job's chunks (its row exists) to the session's transaction."""
     session.add_all(
         Chunk(
             job_id=job.id,
@@ -52,7 +59,8 @@ def new_token() -> str:
     return uuid.uuid4().hex
 
 
-def _rows(result: object) -> int:
+def rows(result: object) -> int:
+    """How many rows an UPDATE changed."""
     assert isinstance(result, CursorResult)
     return int(result.rowcount)
 
@@ -73,7 +81,7 @@ def start_job(session: Session, job_id: uuid.UUID, now: datetime) -> bool:
         .where(Job.id == job_id, Job.status == JobStatus.QUEUED.value)
         .values(status=JobStatus.RUNNING.value, started_at=now, updated_at=now)
     )
-    return _rows(result) == 1
+    return rows(result) == 1
 
 
 def claimable(now: datetime) -> ColumnElement[bool]:
@@ -135,7 +143,7 @@ def complete_chunk(
             lease_until=None,
         )
     )
-    if _rows(result) != 1:
+    if rows(result) != 1:
         return False
     session.execute(update(Job).where(Job.id == job_id).values(chunks_done=Job.chunks_done + 1))
     return True
@@ -148,7 +156,7 @@ def release_chunk(session: Session, chunk_id: int, token: str) -> bool:
         .where(Chunk.id == chunk_id, Chunk.attempt_token == token, Chunk.status == ChunkStatus.RUNNING.value)
         .values(status=ChunkStatus.PENDING.value, lease_until=None)
     )
-    return _rows(result) == 1
+    return rows(result) == 1
 
 
 def fail_chunk(session: Session, chunk_id: int, token: str | None, error: str) -> bool:
@@ -163,7 +171,7 @@ def fail_chunk(session: Session, chunk_id: int, token: str | None, error: str) -
         .where(*conditions)
         .values(status=ChunkStatus.FAILED.value, error=error, lease_until=None)
     )
-    return _rows(result) == 1
+    return rows(result) == 1
 
 
 def fail_job(session: Session, job_id: uuid.UUID, error: str, now: datetime) -> bool:
@@ -173,7 +181,7 @@ def fail_job(session: Session, job_id: uuid.UUID, error: str, now: datetime) -> 
         .where(Job.id == job_id, Job.status.in_([s.value for s in ACTIVE]))
         .values(status=JobStatus.FAILED.value, error=error, finished_at=now, updated_at=now, lease_until=None)
     )
-    return _rows(result) == 1
+    return rows(result) == 1
 
 
 def cancel_job(session: Session, job_id: uuid.UUID, now: datetime) -> bool:
@@ -182,7 +190,7 @@ def cancel_job(session: Session, job_id: uuid.UUID, now: datetime) -> bool:
         .where(Job.id == job_id, Job.status.in_([s.value for s in ACTIVE]))
         .values(status=JobStatus.CANCELLED.value, finished_at=now, updated_at=now, lease_until=None)
     )
-    return _rows(result) == 1
+    return rows(result) == 1
 
 
 def begin_stitch(session: Session, job_id: uuid.UUID, lease: timedelta, now: datetime) -> str | None:
@@ -193,7 +201,7 @@ def begin_stitch(session: Session, job_id: uuid.UUID, lease: timedelta, now: dat
         .where(Job.id == job_id, Job.status == JobStatus.RUNNING.value, Job.chunks_done == Job.chunks_total)
         .values(status=JobStatus.STITCHING.value, stitch_token=token, lease_until=now + lease, updated_at=now)
     )
-    return token if _rows(result) == 1 else None
+    return token if rows(result) == 1 else None
 
 
 def reissue_stitch(session: Session, job_id: uuid.UUID, lease: timedelta, now: datetime) -> str | None:
@@ -204,7 +212,7 @@ def reissue_stitch(session: Session, job_id: uuid.UUID, lease: timedelta, now: d
         .where(Job.id == job_id, Job.status == JobStatus.STITCHING.value, Job.lease_until < now)
         .values(stitch_token=token, lease_until=now + lease, updated_at=now)
     )
-    return token if _rows(result) == 1 else None
+    return token if rows(result) == 1 else None
 
 
 def finish_stitch(
@@ -234,7 +242,7 @@ def finish_stitch(
             lease_until=None,
         )
     )
-    return _rows(result) == 1
+    return rows(result) == 1
 
 
 def mark_enqueued(session: Session, job_id: uuid.UUID, seqs: list[int], now: datetime | None = None) -> None:

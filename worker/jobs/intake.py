@@ -1,0 +1,90 @@
+"""Planning a long script on a worker: what the API does on the request path for short ones.
+
+The job arrives queued with its script and no chunks. :func:`plan_job` plans it (worker.jobs.plan) and,
+in one transaction, adds its chunks, records chapters, voices and estimate, and drops the script; then it
+sends the start. A script that cannot be planned fails the job with the same code, line and column the
+API would have answered (kept in the job's ``error_detail``). Safe to run twice: the job is taken by a
+conditional UPDATE on its script, and only the taker writes chunks.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from enum import StrEnum
+
+from sqlalchemy import update
+
+from models import Job, JobStatus, Voice, unit_of_work, utcnow
+from worker.audio import Pauses
+from worker.jobs import actions, limits
+from worker.jobs import state as jobs
+from worker.jobs.plan import PlanError, PlanRequest, ScriptPlan, plan
+from worker.runtime import Runtime
+from worker.task_names import START_JOB, Enqueue
+
+log = logging.getLogger(__name__)
+
+
+class PlanOutcome(StrEnum):
+    PLANNED = "planned"
+    FAILED = "failed"
+    SKIPPED = "skipped"  # planned already, or the job has ended
+
+
+def apply_plan(job: Job, script_plan: ScriptPlan) -> None:
+    """What a plan records on its job row (chunks are inserted beside it)."""
+    job.chapters = [{"index": i, "title": c.title} for i, c in enumerate(script_plan.chapters)]
+    job.chunks_total = len(script_plan.specs)
+    job.estimated_seconds = round(script_plan.size.total_seconds, 1)
+    job.options = {**job.options, "voice_ids": [str(v) for v in script_plan.voice_ids(job.voice_id)]}
+
+
+def plan_job(rt: Runtime, job_id: uuid.UUID, enqueue: Enqueue) -> PlanOutcome:
+    with rt.sessions() as session:
+        job = session.get(Job, job_id)
+        if job is None or job.script is None or job.status != JobStatus.QUEUED:
+            return PlanOutcome.SKIPPED
+        voice = session.get(Voice, job.voice_id)
+        if voice is None or voice.deleted_at is not None:
+            actions.fail(rt, job_id, "the job's voice was deleted before its script was planned", enqueue)
+            return PlanOutcome.FAILED
+        request = PlanRequest(
+            owner=job.owner,
+            voice=voice,
+            script=job.script,
+            script_format=job.script_format,
+            pauses=Pauses(**job.options.get("pauses", {})),
+            max_chunk_chars=rt.engine(job.engine).max_chunk_chars,
+            job_limits=limits.JobLimits.of(rt.settings),
+        )
+        try:
+            script_plan = plan(session, request)
+        except PlanError as exc:
+            return _fail(rt, job_id, exc, enqueue)
+    with unit_of_work(rt.sessions) as session:
+        taken = session.execute(
+            update(Job)
+            .where(Job.id == job_id, Job.script.is_not(None), Job.status == JobStatus.QUEUED.value)
+            .values(script=None, updated_at=utcnow())
+        )
+        if jobs.rows(taken) != 1:
+            return PlanOutcome.SKIPPED
+        job = session.get(Job, job_id)
+        assert job is not None
+        apply_plan(job, script_plan)
+        jobs.add_chunks(session, job, script_plan.specs, script_plan.chunk_voices)
+    enqueue(START_JOB, [str(job_id)])
+    log.info("planned: %d chunks in %d chapters", len(script_plan.specs), len(script_plan.chapters))
+    return PlanOutcome.PLANNED
+
+
+def _fail(rt: Runtime, job_id: uuid.UUID, exc: PlanError, enqueue: Enqueue) -> PlanOutcome:
+    where = f" (line {exc.line}, column {exc.column})" if exc.line is not None else ""
+    if actions.fail(rt, job_id, f"{exc.code}: {exc.message}{where}", enqueue):
+        with unit_of_work(rt.sessions) as session:
+            job = session.get(Job, job_id)
+            if job is not None:
+                job.options = {**job.options, "error_detail": exc.detail()}
+                job.script = None
+    return PlanOutcome.FAILED

@@ -1,0 +1,151 @@
+"""A script turned into a job's plan: parsed, its voice directives resolved to the owner's voices, cut
+into chunks, and checked against the per-job limits (no Flask or Celery imports).
+
+The API plans short scripts while the client waits, so that an error comes back at once with its line
+and column; a long script is planned by a worker (:mod:`worker.jobs.intake`) so that no request holds an
+API process for long, and the same error then fails the job with the same code, line and column.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import or_, select
+from sqlalchemy.orm import Session
+
+from models import Voice
+from worker.audio import Pauses
+from worker.jobs import limits
+from worker.script import Chapter, ChunkSpec, ScriptError, VoiceDirective, make_chunks, parse_document
+
+# Distinct voices one script may name: a cast, not a crowd; also bounds the size of the lookup query.
+MAX_SCRIPT_VOICES = 100
+
+
+class PlanError(ValueError):
+    """Why a script cannot become a job: the API answers it as a 422, a worker fails the job with it."""
+
+    def __init__(
+        self,
+        message: str,
+        code: str,
+        field: str = "script",
+        line: int | None = None,
+        column: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message, self.code, self.field, self.line, self.column = message, code, field, line, column
+
+    def detail(self) -> dict[str, object]:
+        found = {"line": self.line, "column": self.column}
+        return {"code": self.code, "message": self.message, "field": self.field} | {
+            k: v for k, v in found.items() if v is not None
+        }
+
+
+@dataclass(frozen=True)
+class ScriptPlan:
+    """A script parsed and cut into chunks, each with the voice that reads it, and its estimated size."""
+
+    chapters: list[Chapter]
+    specs: list[ChunkSpec]
+    chunk_voices: list[uuid.UUID]
+    size: limits.JobEstimate
+
+    def voice_ids(self, default: uuid.UUID) -> list[uuid.UUID]:
+        """The distinct voices of the chunks: the job's own voice first if any chunk uses it, then the
+        others in the order of their first chunk (so a client can list the cast as it appears)."""
+        used = list(dict.fromkeys(self.chunk_voices))
+        return [default, *(v for v in used if v != default)] if default in used else used
+
+
+@dataclass(frozen=True)
+class PlanRequest:
+    owner: str
+    voice: Voice  # the job's own voice
+    script: str
+    script_format: str
+    pauses: Pauses
+    max_chunk_chars: int
+    job_limits: limits.JobLimits
+
+
+def plan(session: Session, request: PlanRequest) -> ScriptPlan:
+    """Parse, resolve, chunk and check; raises :class:`PlanError`."""
+    try:
+        parsed = parse_document(request.script, request.script_format)  # type: ignore[arg-type]
+    except ScriptError as exc:
+        raise PlanError(exc.message, "script_invalid", line=exc.line, column=exc.column) from exc
+    resolved = _script_voices(session, request.owner, request.voice, parsed.directives)
+    specs = make_chunks(parsed.chapters, request.max_chunk_chars)
+    size = limits.estimate(specs, len(parsed.chapters), request.pauses, request.job_limits.chars_per_second)
+    try:
+        limits.check(size, request.job_limits)
+    except limits.LimitExceeded as exc:
+        raise PlanError(f"{exc.message} ({exc.setting})", exc.code, field=exc.field) from exc
+    chunk_voices = [request.voice.id if s.voice is None else resolved[s.voice] for s in specs]
+    return ScriptPlan(list(parsed.chapters), specs, chunk_voices, size)
+
+
+def _script_voices(
+    session: Session, owner: str, default: Voice, directives: Sequence[VoiceDirective]
+) -> dict[str, uuid.UUID]:
+    """Every voice the script's directives name, resolved like the ``voice`` field (an id or name of the
+    owner's live voices), in one query. Unused directives are resolved too: a typo is reported even if
+    another directive follows it at once. ``voice_not_found`` at the first directive of a name that does
+    not resolve."""
+    first: dict[str, VoiceDirective] = {}
+    for directive in directives:
+        if directive.voice is None or directive.voice == default.name:
+            continue
+        first.setdefault(directive.voice, directive)
+        if len(first) > MAX_SCRIPT_VOICES:
+            raise PlanError(
+                f"the script names more than {MAX_SCRIPT_VOICES} voices",
+                "too_many_voices",
+                line=directive.line,
+                column=directive.column,
+            )
+    found = live_voices(session, owner, list(first)) if first else {}
+    resolved = {default.name: default.id}
+    for ref, directive in first.items():
+        if ref not in found:
+            raise PlanError(
+                f"a voice directive names {ref!r}, but you have no voice with that id or name",
+                "voice_not_found",
+                line=directive.line,
+                column=directive.column,
+            )
+        resolved[ref] = found[ref].id
+    return resolved
+
+
+def live_voices(session: Session, owner: str, refs: list[str]) -> dict[str, Voice]:
+    """The refs (ids or names) that name one of the owner's live voices, and that voice, in one query; an
+    id wins over a name that happens to spell it."""
+    ids: dict[str, uuid.UUID] = {}
+    for ref in refs:
+        with contextlib.suppress(ValueError):
+            ids[ref] = uuid.UUID(ref)
+    rows = session.scalars(
+        select(Voice).where(
+            Voice.owner == owner,
+            Voice.deleted_at.is_(None),
+            or_(Voice.name.in_(refs), Voice.id.in_(list(ids.values()))),
+        )
+    )
+    by_id: dict[uuid.UUID, Voice] = {}
+    by_name: dict[str, Voice] = {}
+    for voice in rows:
+        by_id[voice.id] = voice
+        by_name[voice.name] = voice
+    found: dict[str, Voice] = {}
+    for ref in refs:
+        if ref in ids and ids[ref] in by_id:
+            found[ref] = by_id[ids[ref]]
+        elif ref in by_name:
+            found[ref] = by_name[ref]
+    return found
