@@ -18,23 +18,24 @@ bp = Blueprint("usage", __name__, url_prefix="/v1/usage")
 bp.before_request(require_key)
 
 
-class Measure(BaseModel):
+class Count(BaseModel):
+    used: int
+    quota: int | None = Field(description="null: no limit")
+
+
+class Seconds(BaseModel):
     used: float
     quota: float | None = Field(description="null: no limit")
 
 
 class UsageOut(BaseModel):
     owner: str
-    stored_bytes: Measure = Field(description="Reference recordings, chunk audio and outputs not yet expired")
-    unfinished_jobs: Measure
-    audio_seconds_24h: Measure = Field(
+    stored_bytes: Count = Field(description="Reference recordings, chunk audio and outputs not yet expired")
+    unfinished_jobs: Count
+    audio_seconds_24h: Seconds = Field(
         description="Estimated output of the jobs submitted in the last 24 hours (what a failed or "
         "cancelled job rendered)"
     )
-
-
-def _measure(used: float, quota: float) -> Measure:
-    return Measure(used=used, quota=quota or None)
 
 
 def current_usage() -> Usage:
@@ -47,9 +48,11 @@ def get_usage() -> Response:
     usage, quotas = current_usage(), Quotas.of(tome().settings)
     out = UsageOut(
         owner=current_principal().owner,
-        stored_bytes=_measure(usage.stored_bytes, quotas.stored_bytes),
-        unfinished_jobs=_measure(usage.unfinished_jobs, quotas.unfinished_jobs),
-        audio_seconds_24h=_measure(round(usage.audio_seconds_24h, 1), quotas.audio_seconds_24h),
+        stored_bytes=Count(used=usage.stored_bytes, quota=quotas.stored_bytes or None),
+        unfinished_jobs=Count(used=usage.unfinished_jobs, quota=quotas.unfinished_jobs or None),
+        audio_seconds_24h=Seconds(
+            used=round(usage.audio_seconds_24h, 1), quota=quotas.audio_seconds_24h or None
+        ),
     )
     return jsonify(out.model_dump(mode="json"))
 
