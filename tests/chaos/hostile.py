@@ -534,7 +534,29 @@ def build_corpus(settings: Settings, tag: str) -> Corpus:
         _raw_job("job: empty body", b""),
         _raw_job("job: invalid UTF-8 in JSON", b'{"title": "\xff\xfe", "script": "Hi.", "voice": "v"}'),
         _raw_job("job: text/plain body", b"Hello there.", "text/plain"),
-        # The multi-tenant report: a 2 KB request for 6,339 s of WAV, and webhook addresses that passed.
+        # The multi-tenant report: scripts that held an API worker for minutes (each must now be answered
+        # within the item time limit: planned at once if short, by a worker if long), a 2 KB request for
+        # 6,339 s of WAV, and webhook addresses that passed.
+        _job(
+            "job: '![' repeated, 20 KB (quadratic sentence splitting)",
+            payload={"script": "![" * 10_000},
+            allowed=ACCEPTED_OR_REFUSED,
+        ),
+        _job(
+            "job: '![' repeated, 20 KB of Markdown",
+            payload={"script": "![" * 10_000, "script_format": "markdown"},
+            allowed=ACCEPTED_OR_REFUSED,
+        ),
+        _job(
+            "job: abbreviations and decimals repeated, 198 KB",
+            payload={"script": "Dr. Mr. St. e.g. i.e. 3.5 U.S.A. " * 6_000},
+            allowed=ACCEPTED_OR_REFUSED,
+        ),
+        _job(
+            "job: 100,000 headings without blank lines",
+            payload={"script": "# h\n" * 100_000, "script_format": "markdown"},
+            allowed=ACCEPTED_OR_REFUSED,
+        ),
         _job(
             "job: 200 headings with 30 s chapter pauses as WAV (silence amplifier)",
             payload={
