@@ -327,6 +327,7 @@ def _escape_names(data_dir: Path, tag: str) -> tuple[list[str], list[Path], list
 def build_corpus(settings: Settings, tag: str) -> Corpus:
     """The hostile items for an app with these settings. ``tag`` makes the escape targets unique."""
     limit = settings.max_upload_bytes
+    script_limit = settings.max_script_chars
     valid = tone_wav()
     items: list[HostileItem] = []
 
@@ -537,25 +538,19 @@ def build_corpus(settings: Settings, tag: str) -> Corpus:
         # The multi-tenant report: scripts that held an API worker for minutes (each must now be answered
         # within the item time limit: planned at once if short, by a worker if long), a 2 KB request for
         # 6,339 s of WAV, and webhook addresses that passed.
-        _job(
-            "job: '![' repeated, 20 KB (quadratic sentence splitting)",
-            payload={"script": "![" * 10_000},
-            allowed=ACCEPTED_OR_REFUSED,
-        ),
-        _job(
-            "job: '![' repeated, 20 KB of Markdown",
-            payload={"script": "![" * 10_000, "script_format": "markdown"},
-            allowed=ACCEPTED_OR_REFUSED,
-        ),
-        _job(
-            "job: abbreviations and decimals repeated, 198 KB",
-            payload={"script": "Dr. Mr. St. e.g. i.e. 3.5 U.S.A. " * 6_000},
-            allowed=ACCEPTED_OR_REFUSED,
-        ),
-        _job(
-            "job: 100,000 headings without blank lines",
-            payload={"script": "# h\n" * 100_000, "script_format": "markdown"},
-            allowed=ACCEPTED_OR_REFUSED,
+        *(
+            _job(
+                f"job: {label}, as long as the script limit allows ({script_limit} characters)",
+                payload={"script": (unit * (script_limit // len(unit)))[:script_limit], "script_format": fmt},
+                allowed=ACCEPTED_OR_REFUSED,
+            )
+            for label, unit, fmt in (
+                ("'![' repeated (quadratic sentence splitting)", "![", "plain"),
+                ("'![ ' repeated, Markdown", "![ ", "markdown"),
+                ("abbreviations and decimals repeated", "Dr. Mr. St. e.g. i.e. 3.5 U.S.A. ", "plain"),
+                ("headings without blank lines", "# h\n", "markdown"),
+                ("one sentence with no end", "and then ", "plain"),
+            )
         ),
         _job(
             "job: 200 headings with 30 s chapter pauses as WAV (silence amplifier)",
