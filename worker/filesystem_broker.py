@@ -14,11 +14,18 @@
    killer, a stray kill) takes the lock with it and the worker never runs another task. Here the transport
    polls from the event loop's timer, so the worker runs the pool it runs on Redis (one pipe per child).
 
+3. Bindings. Kombu keeps each exchange's queue bindings in a JSON file, created by one open call and
+   locked and written by the next: a process binding at the same moment (two workers, or a worker and
+   beat, starting together) can lock the still-empty file first, fail to decode it and exit. Here the
+   file is opened without truncation and read, updated and rewritten under one exclusive lock, and an
+   empty file reads as no bindings.
+
 Selected with Celery's ``broker_transport`` setting (see worker.celery_app); imports kombu, not Celery.
 """
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import uuid
@@ -56,6 +63,42 @@ class Channel(filesystem.Channel):
         except OSError as exc:
             raise ChannelError(f"cannot add message {name!r} to {folder!r}") from exc
 
+    def _queue_bind(self, exchange: Any, routing_key: Any, pattern: Any, queue: Any) -> None:
+        """Add a binding to the exchange's table under one exclusive lock (see the module docstring)."""
+        path = self._exchange_file(exchange)  # type: ignore[no-untyped-call]
+        self.control_folder.mkdir(exist_ok=True)
+        binding = filesystem.exchange_queue_t(routing_key or "", pattern or "", queue or "")
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+            with os.fdopen(fd, "r+b", buffering=0) as f:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX)
+                try:
+                    table = [filesystem.exchange_queue_t(*row) for row in _table(f.read())]
+                    if binding not in table:
+                        table.insert(0, binding)
+                        f.seek(0)
+                        f.truncate()
+                        f.write(dumps(table).encode())  # type: ignore[no-untyped-call]
+                finally:
+                    fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+        except OSError as exc:
+            raise ChannelError(f"cannot bind {queue!r} to {exchange!r}") from exc
+
+    def get_table(self, exchange: Any) -> list[Any]:
+        """The exchange's bindings, read under a shared lock; an empty file has none."""
+        path = self._exchange_file(exchange)  # type: ignore[no-untyped-call]
+        try:
+            with open(path, "rb") as f:
+                fcntl.flock(f.fileno(), fcntl.LOCK_SH)
+                try:
+                    return [filesystem.exchange_queue_t(*row) for row in _table(f.read())]
+                finally:
+                    fcntl.flock(f.fileno(), fcntl.LOCK_UN)
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise ChannelError(f"cannot read the bindings of {exchange!r}") from exc
+
     def _get(self, queue: Any, timeout: Any = None) -> Any:
         """The next message of ``queue``, claimed by renaming it to a hidden name in the same folder (one
         consumer wins the rename), then read and removed. Kombu's own moves it to the system temp dir,
@@ -82,6 +125,16 @@ class Channel(filesystem.Channel):
             except ValueError as exc:  # not UTF-8 or not JSON
                 log.error("queue %s: skipped message %s, not valid JSON: %s", queue, name, exc)
         raise Empty()
+
+
+def _table(raw: bytes) -> list[Any]:
+    """A bindings file's rows; an empty file (just created by another process) has none."""
+    if not raw.strip():
+        return []
+    rows = loads(raw.decode())  # type: ignore[no-untyped-call]
+    if not isinstance(rows, list):
+        raise ChannelError("a bindings file does not hold a list")
+    return rows
 
 
 class Transport(filesystem.Transport):
