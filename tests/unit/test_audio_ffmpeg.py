@@ -12,7 +12,16 @@ import pytest
 import soundfile as sf
 
 import worker.audio
-from worker.audio import AudioError, FfmpegEncoder, StitchError, decode_to_pcm, ffmpeg_exe
+from worker.audio import (
+    AudioError,
+    BookTags,
+    FfmpegEncoder,
+    PieceLength,
+    StitchError,
+    decode_to_pcm,
+    ffmpeg_exe,
+    plan_chapters,
+)
 
 SR = 24_000
 
@@ -21,8 +30,30 @@ def test_ffmpeg_is_the_bundled_binary() -> None:
     exe = ffmpeg_exe()
     assert os.access(exe, os.X_OK)
     version = subprocess.run([exe, "-hide_banner", "-encoders"], capture_output=True, check=True, text=True)
-    for encoder in ("libmp3lame", "flac", "pcm_s16le"):
+    for encoder in ("libmp3lame", "flac", "pcm_s16le", "libopus", "aac"):
         assert encoder in version.stdout
+    muxers = subprocess.run([exe, "-hide_banner", "-muxers"], capture_output=True, check=True, text=True)
+    for muxer in ("mp3", "flac", "wav", "ogg", "mp4", "ffmetadata"):
+        assert f" {muxer} " in muxers.stdout
+
+
+def test_encoder_metadata_files_live_while_ffmpeg_runs(tmp_path: Path) -> None:
+    chapters = plan_chapters([PieceLength(SR, "none", 0)], SR).chapters
+    out = tmp_path / "out.m4b"
+    with FfmpegEncoder(out, "m4b", SR, tags=BookTags(title="t"), chapters=chapters) as enc:
+        hidden = [name for name in os.listdir(tmp_path) if name.startswith(".out.m4b.")]
+        assert len(hidden) == 1
+        assert (tmp_path / hidden[0]).stat().st_mode & 0o777 == 0o600
+        enc.write(np.zeros(SR, np.float32))
+    assert os.listdir(tmp_path) == ["out.m4b"]
+
+    def fail_while_encoding() -> None:
+        with FfmpegEncoder(tmp_path / "x.mp3", "mp3", SR, tags=BookTags(title="t"), chapters=chapters):
+            raise KeyError("boom")
+
+    with pytest.raises(KeyError):
+        fail_while_encoding()
+    assert sorted(os.listdir(tmp_path)) in (["out.m4b"], ["out.m4b", "x.mp3"])  # partial output: caller's
 
 
 def test_encoder_accepts_float_and_int16(tmp_path: Path) -> None:

@@ -108,13 +108,15 @@ def test_mp3_output(tmp_path: Path, pieces: list[StitchPiece]) -> None:
 
 
 def test_chapter_marks(tmp_path: Path, pieces: list[StitchPiece]) -> None:
-    result = stitch(pieces, tmp_path / "book.wav", "wav", SR, PAUSES)
-    spans, _ = layout()
+    # Marks carry their end, their position in samples and their title too (they are written into files).
+    result = stitch(pieces, tmp_path / "book.wav", "wav", SR, PAUSES, chapter_titles={1: "Two"})
+    spans, total = layout()
     assert result.chapters == [
-        ChapterMark(index=0, start=0.0),
-        ChapterMark(index=1, start=spans[3][0] / SR),
-        ChapterMark(index=2, start=spans[4][0] / SR),
+        ChapterMark(0, 0.0, spans[3][0] / SR, 0, spans[3][0], "Chapter 1"),
+        ChapterMark(1, spans[3][0] / SR, spans[4][0] / SR, spans[3][0], spans[4][0], "Two"),
+        ChapterMark(2, spans[4][0] / SR, total / SR, spans[4][0], total, "Chapter 3"),
     ]
+    assert result.embedded_chapters == 0  # WAV carries no chapter marks
     assert result.chapters[1].start == pytest.approx(3 * 0.5 + 0.35 + 0.8)
     assert result.chapters[2].start == pytest.approx(4 * 0.5 + 0.35 + 0.8 + 2.0)
 
@@ -170,7 +172,8 @@ def test_ffmpeg_failure_is_a_stitch_error(tmp_path: Path, samples: int) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
-        ({"fmt": "ogg"}, "format"),
+        ({"fmt": "aac"}, "format"),
+        ({"fmt": "OGG"}, "format"),
         ({"sample_rate": 0}, "sample_rate"),
         ({"bitrate_kbps": 4}, "bitrate"),
     ],

@@ -3,22 +3,34 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import subprocess
 import threading
+from collections.abc import Sequence
 from types import TracebackType
-from typing import IO, Literal, Self, get_args
+from typing import IO, Self
 
-import imageio_ffmpeg
 import numpy as np
 import numpy.typing as npt
 
+from worker.audio import ffmetadata
+from worker.audio.binary import ffmpeg_exe
+from worker.audio.chapters import ChapterMark
+from worker.audio.cover import Cover
 from worker.audio.errors import AudioError, StitchError
+from worker.audio.formats import OUTPUT_FORMATS, OutputFormat, chapter_family, check_format, codec_args
 from worker.audio.pcm import Pcm16, Waveform, from_pcm16, to_pcm16
+from worker.audio.tags import BookTags
+from worker.storage.atomic import discard, make_temp
 
-OutputFormat = Literal["wav", "mp3", "flac"]
-OUTPUT_FORMATS: tuple[OutputFormat, ...] = get_args(OutputFormat)
+__all__ = [
+    "OUTPUT_FORMATS",
+    "FfmpegEncoder",
+    "OutputFormat",
+    "decode_to_pcm",
+    "encoder_command",
+    "ffmpeg_exe",
+]
 
 STDERR_TAIL_BYTES = 4096
 """How much of ffmpeg's stderr is kept for error messages."""
@@ -27,19 +39,59 @@ _SILENCE = np.zeros(1 << 16, dtype="<i2")
 _SILENCE.flags.writeable = False
 
 
-@functools.cache
-def ffmpeg_exe() -> str:
-    """Path of the ffmpeg executable (``IMAGEIO_FFMPEG_EXE`` overrides the bundled one)."""
-    return str(imageio_ffmpeg.get_ffmpeg_exe())
+def encoder_command(
+    out_path: str,
+    fmt: OutputFormat,
+    sample_rate: int,
+    bitrate_kbps: int,
+    metadata_path: str | None = None,
+    cover: Cover | None = None,
+    cover_path: str | None = None,
+) -> list[str]:
+    """The ffmpeg command that encodes mono s16le PCM from stdin into ``out_path``.
+
+    Inputs, in order: the ffmetadata file (tags and chapters, if any), the cover image (if any, for the
+    formats that take it as a picture stream: MP3 APIC, MP4 covr, FLAC PICTURE), then the PCM pipe, last
+    so that ffmpeg has opened the files before it waits for audio. Every value the user chose is inside
+    those files: the command holds only paths Tome made, numbers and constants.
+    """
+    inputs: list[str] = []
+    maps: list[str] = []
+    n = 0
+    if metadata_path is not None:
+        inputs += ["-f", "ffmetadata", "-i", metadata_path]
+        chapters = "0" if chapter_family(fmt) == "ffmpeg" else "-1"
+        maps += ["-map_metadata", "0", "-map_chapters", chapters]
+        if fmt == "ogg":  # the Ogg muxer writes the stream's comments, not the file's
+            maps += ["-map_metadata:s:a:0", "0:g"]
+        n += 1
+    else:
+        maps += ["-map_metadata", "-1", "-map_chapters", "-1"]
+    if cover is not None and cover_path is not None:
+        inputs += ["-f", cover.ffmpeg_format, "-i", cover_path]
+        maps += ["-map", f"{n}:v", "-c:v", "copy", "-disposition:v:0", "attached_pic"]
+        if fmt in ("mp3", "flac"):  # picture type 3, "Cover (front)", rather than 0, "Other"
+            maps += ["-metadata:s:v:0", "comment=Cover (front)"]
+        n += 1
+    inputs += ["-f", "s16le", "-ar", str(sample_rate), "-ac", "1", "-i", "pipe:0"]
+    return [
+        ffmpeg_exe(),
+        "-hide_banner",
+        "-loglevel",
+        "error",
+        "-y",
+        *inputs,
+        "-map",
+        f"{n}:a",
+        *maps,
+        *codec_args(fmt, sample_rate, bitrate_kbps),
+        out_path,
+    ]
 
 
-def _codec_args(fmt: OutputFormat, bitrate_kbps: int) -> list[str]:
-    if fmt == "wav":
-        # RF64 only if the output outgrows the 4 GiB limit of plain WAV.
-        return ["-c:a", "pcm_s16le", "-rf64", "auto", "-f", "wav"]
-    if fmt == "flac":
-        return ["-c:a", "flac", "-f", "flac"]
-    return ["-c:a", "libmp3lame", "-b:a", f"{bitrate_kbps}k", "-f", "mp3"]
+def takes_cover_stream(fmt: OutputFormat) -> bool:
+    """Whether ``fmt`` embeds a cover as a picture stream (Ogg carries it in its comments, WAV not at all)."""
+    return fmt in ("mp3", "flac", "m4a", "m4b")
 
 
 class _TailDrainer(threading.Thread):
@@ -69,9 +121,12 @@ class FfmpegEncoder:
     """Encode a stream of mono PCM into ``out_path`` through an ffmpeg subprocess.
 
     ``write`` takes float samples in [-1, 1] (converted to int16) or int16 PCM; memory use does not depend
-    on how much is written. ``close`` finishes the file and raises :class:`StitchError` if ffmpeg failed;
-    used as a context manager, an exception in the body kills ffmpeg instead (the partial output is left
-    for the caller to remove).
+    on how much is written. ``tags``, ``chapters`` (positions in samples at ``sample_rate``) and ``cover``
+    are written into the file as far as ``fmt`` carries them (:data:`~worker.audio.formats.FORMATS`);
+    they go to ffmpeg through temp files next to ``out_path``, removed when ffmpeg has finished.
+    ``close`` finishes the file and raises :class:`StitchError` if ffmpeg failed; used as a context
+    manager, an exception in the body kills ffmpeg instead (the partial output is left for the caller
+    to remove).
     """
 
     def __init__(
@@ -81,45 +136,56 @@ class FfmpegEncoder:
         sample_rate: int,
         bitrate_kbps: int = 128,
         timeout: float = 600.0,
+        *,
+        tags: BookTags | None = None,
+        chapters: Sequence[ChapterMark] = (),
+        cover: Cover | None = None,
     ) -> None:
-        if fmt not in OUTPUT_FORMATS:
-            raise ValueError(f"unknown output format {fmt!r}; expected one of {', '.join(OUTPUT_FORMATS)}")
+        fmt = check_format(fmt)
         if sample_rate <= 0:
             raise ValueError(f"sample_rate must be positive, got {sample_rate}")
         if not 8 <= bitrate_kbps <= 320:
             raise ValueError(f"bitrate_kbps must be between 8 and 320, got {bitrate_kbps}")
+        if tags is not None and not isinstance(tags, BookTags):
+            raise TypeError(f"tags must be BookTags, got {type(tags).__name__}")
+        if cover is not None and not isinstance(cover, Cover):
+            raise TypeError(f"cover must be a Cover (see load_cover), got {type(cover).__name__}")
         self.fmt = fmt
         self.sample_rate = sample_rate
         self.samples_written = 0
         self._timeout = timeout
         self._closed = False
-        cmd = [
-            ffmpeg_exe(),
-            "-hide_banner",
-            "-loglevel",
-            "error",
-            "-y",
-            "-f",
-            "s16le",
-            "-ar",
-            str(sample_rate),
-            "-ac",
-            "1",
-            "-i",
-            "pipe:0",
-            "-map_metadata",
-            "-1",
-            *_codec_args(fmt, bitrate_kbps),
-            os.path.abspath(os.fspath(out_path)),
-        ]
-        self._proc = subprocess.Popen(
-            cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-        )
+        self._sidecars: list[str] = []
+        out = os.path.abspath(os.fspath(out_path))
+        try:
+            text = ffmetadata.render(fmt, sample_rate, tags, chapters, cover)
+            meta = self._sidecar(out, text.encode("utf-8")) if text is not None else None
+            picture = cover if cover is not None and takes_cover_stream(fmt) else None
+            picture_path = self._sidecar(out, picture.data) if picture is not None else None
+            cmd = encoder_command(out, fmt, sample_rate, bitrate_kbps, meta, picture, picture_path)
+            self._proc = subprocess.Popen(
+                cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+            )
+        except BaseException:
+            self._remove_sidecars()
+            raise
         assert self._proc.stdin is not None
         assert self._proc.stderr is not None
         self._stdin = self._proc.stdin
         self._stderr = _TailDrainer(self._proc.stderr)
         self._stderr.start()
+
+    def _sidecar(self, out: str, data: bytes) -> str:
+        fd, path = make_temp(out)
+        self._sidecars.append(path)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        return path
+
+    def _remove_sidecars(self) -> None:
+        for path in self._sidecars:
+            discard(path)
+        self._sidecars.clear()
 
     def write(self, samples: npt.NDArray[np.floating] | Pcm16) -> None:
         """Append mono samples: a float array in [-1, 1] or int16 PCM."""
@@ -164,6 +230,7 @@ class FfmpegEncoder:
         self._closed = True
         self._stderr.join()
         _close_quietly(self._proc.stderr)
+        self._remove_sidecars()
         if self._proc.returncode != 0:
             raise StitchError(f"ffmpeg failed (exit status {self._proc.returncode}): {self._stderr.text()}")
 
@@ -176,6 +243,7 @@ class FfmpegEncoder:
         self._proc.wait()
         self._stderr.join()
         _close_quietly(self._proc.stderr)
+        self._remove_sidecars()
 
     def _failure(self, what: str) -> StitchError:
         self._closed = True
@@ -187,6 +255,7 @@ class FfmpegEncoder:
             self._proc.wait()
         self._stderr.join()
         _close_quietly(self._proc.stderr)
+        self._remove_sidecars()
         return StitchError(f"{what}; exit status {self._proc.returncode}: {self._stderr.text()}")
 
     def __enter__(self) -> Self:

@@ -2,75 +2,75 @@
 
 from __future__ import annotations
 
-import math
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 import soundfile as sf
 
+from worker.audio.chapters import (
+    DEFAULT_PAUSES,
+    PAUSE_KINDS,
+    ChapterMark,
+    ChapterPlan,
+    Pauses,
+    PieceLength,
+    plan_chapters,
+)
+from worker.audio.cover import Cover
 from worker.audio.errors import StitchError
-from worker.audio.ffmpeg import OUTPUT_FORMATS, FfmpegEncoder, OutputFormat
+from worker.audio.ffmetadata import embedded_chapters
+from worker.audio.ffmpeg import FfmpegEncoder
+from worker.audio.formats import OutputFormat, check_format
+from worker.audio.tags import BookTags
 from worker.storage.atomic import atomic_file
 
-PAUSE_KINDS = ("none", "sentence", "paragraph", "chapter")
+__all__ = ["PAUSE_KINDS", "ChapterMark", "Pauses", "StitchPiece", "StitchResult", "read_lengths", "stitch"]
 
 _READ_FRAMES = 1 << 16
 
 
 @dataclass(frozen=True)
-class Pauses:
-    """Seconds of silence inserted after a chunk, by the chunk's ``pause_after`` kind."""
-
-    sentence: float = 0.35
-    paragraph: float = 0.8
-    chapter: float = 2.0
-
-    def __post_init__(self) -> None:
-        for kind in PAUSE_KINDS[1:]:
-            value = getattr(self, kind)
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, int | float)
-                or not math.isfinite(value)
-                or value < 0
-            ):
-                raise ValueError(f"pause {kind!r} must be a finite number of seconds >= 0, got {value!r}")
-
-    def seconds(self, kind: str) -> float:
-        """Length of the pause of ``kind``; ``"none"`` is 0. Unknown kinds raise ``ValueError``."""
-        if kind == "none":
-            return 0.0
-        if kind in PAUSE_KINDS:
-            return float(getattr(self, kind))
-        raise ValueError(f"unknown pause kind {kind!r}; expected one of {', '.join(PAUSE_KINDS)}")
-
-
-@dataclass(frozen=True)
 class StitchPiece:
-    """One chunk of the output: its WAV (from ``write_wav_atomic``), the pause after it, its chapter."""
+    """One chunk of the output: its WAV (from ``write_wav_atomic``), the pause after it, its chapter,
+    and optionally its length in samples (if the caller knows it; otherwise ``stitch`` reads it from the
+    WAV header before encoding)."""
 
     path: str
     pause_after: str
     chapter: int
-
-
-@dataclass(frozen=True)
-class ChapterMark:
-    """Where a chapter starts in the output, in seconds."""
-
-    index: int
-    start: float
+    samples: int | None = None
 
 
 @dataclass(frozen=True)
 class StitchResult:
-    """What ``stitch`` produced: seconds of PCM encoded, file size, chapter starts in order."""
+    """What ``stitch`` produced: seconds of PCM encoded, file size, every chapter in order (with its
+    start and end in samples and seconds, and its title), and how many of those marks the file carries
+    (all of them, or the format's limit: see :data:`~worker.audio.formats.FORMATS`)."""
 
     duration: float
     bytes: int
     chapters: list[ChapterMark]
+    embedded_chapters: int
+
+
+def read_lengths(pieces: Iterable[StitchPiece], sample_rate: int) -> list[StitchPiece]:
+    """``pieces`` with every unknown length read from its WAV header (no audio is read).
+
+    Raises :class:`StitchError` if a chunk is missing or unreadable and ``ValueError`` if one is not at
+    ``sample_rate``.
+    """
+    out = []
+    for piece in pieces:
+        if piece.samples is not None:
+            out.append(piece)
+            continue
+        frames, rate = _header(piece.path)
+        if rate != sample_rate:
+            raise ValueError(f"chunk {piece.path} is at {rate} Hz, the output at {sample_rate} Hz")
+        out.append(StitchPiece(piece.path, piece.pause_after, piece.chapter, frames))
+    return out
 
 
 def stitch(
@@ -78,41 +78,77 @@ def stitch(
     out_path: str | os.PathLike[str],
     fmt: OutputFormat,
     sample_rate: int,
-    pauses: Pauses = Pauses(),
+    pauses: Pauses = DEFAULT_PAUSES,
     bitrate_kbps: int = 128,
+    *,
+    tags: BookTags | None = None,
+    chapter_titles: Mapping[int, str | None] | None = None,
+    cover: Cover | None = None,
 ) -> StitchResult:
-    """Encode ``pieces`` in order, each followed by its pause, into ``out_path`` (wav, flac or mp3).
+    """Encode ``pieces`` in order, each followed by its pause, into ``out_path``, with chapters and tags.
 
-    Chunks are read one block at a time and piped to ffmpeg, so memory does not grow with the number of
-    pieces or the length of the output. Every chunk must already be at ``sample_rate`` (``ValueError``
-    otherwise; multi-channel chunks are averaged to mono). The pause after the last piece is encoded too.
-    The output is written to a temp file next to ``out_path``, fsynced and renamed onto it; on any failure
-    the temp file is removed. Raises :class:`StitchError` if a chunk is missing or unreadable or ffmpeg
-    fails, ``ValueError`` for invalid arguments, an unknown pause kind, an empty ``pieces`` or a chapter
-    whose pieces are not contiguous.
+    The chapter marks are planned first (:func:`~worker.audio.chapters.plan_chapters`, from the pieces'
+    lengths: those not given are read from the WAV headers), written into the file as far as ``fmt``
+    carries them, with ``chapter_titles`` (chapter index -> title) and ``tags``; ``cover`` (from
+    :func:`~worker.audio.cover.load_cover`) is embedded in every format but WAV. Then the chunks are read
+    one block at a time and piped to ffmpeg, so memory does not grow with the length of the output; a
+    chunk whose length differs from the plan is a :class:`StitchError` (the marks would be wrong).
+
+    Every chunk must be at ``sample_rate`` (``ValueError`` otherwise; multi-channel chunks are averaged
+    to mono). The pause after the last piece is encoded too. The output is written to a temp file next
+    to ``out_path``, fsynced and renamed onto it; on any failure the temp files are removed. Raises
+    :class:`StitchError` if a chunk is missing or unreadable or ffmpeg fails, ``ValueError`` for invalid
+    arguments, an unknown pause kind, an empty ``pieces`` or a chapter whose pieces are not contiguous.
     """
-    if fmt not in OUTPUT_FORMATS:
-        raise ValueError(f"unknown output format {fmt!r}; expected one of {', '.join(OUTPUT_FORMATS)}")
+    fmt = check_format(fmt)
     if sample_rate <= 0:
         raise ValueError(f"sample_rate must be positive, got {sample_rate}")
-
+    if not 8 <= bitrate_kbps <= 320:
+        raise ValueError(f"bitrate_kbps must be between 8 and 320, got {bitrate_kbps}")
+    timeline = read_lengths(pieces, sample_rate)
+    plan: ChapterPlan = plan_chapters(
+        (PieceLength(_known(p.samples), p.pause_after, p.chapter) for p in timeline),
+        sample_rate,
+        pauses,
+        chapter_titles,
+    )
     total = 0
-    chapters: list[ChapterMark] = []
-    seen_chapters: set[int] = set()
-    with atomic_file(out_path) as tmp, FfmpegEncoder(tmp, fmt, sample_rate, bitrate_kbps) as encoder:
-        for piece in pieces:
-            pause = round(pauses.seconds(piece.pause_after) * sample_rate)
-            if not chapters or chapters[-1].index != piece.chapter:
-                if piece.chapter in seen_chapters:
-                    raise ValueError(f"the pieces of chapter {piece.chapter} are not contiguous")
-                seen_chapters.add(piece.chapter)
-                chapters.append(ChapterMark(index=piece.chapter, start=total / sample_rate))
-            total += _send_chunk(encoder, piece.path, sample_rate)
+    with (
+        atomic_file(out_path) as tmp,
+        FfmpegEncoder(
+            tmp, fmt, sample_rate, bitrate_kbps, tags=tags, chapters=plan.chapters, cover=cover
+        ) as encoder,
+    ):
+        for piece in timeline:
+            sent = _send_chunk(encoder, piece.path, sample_rate)
+            if sent != piece.samples:
+                raise StitchError(f"chunk {piece.path} has {sent} samples; {piece.samples} were planned")
+            pause = pauses.samples(piece.pause_after, sample_rate)
             encoder.write_silence(pause)
-            total += pause
-        if not chapters:
-            raise ValueError("nothing to stitch: no pieces")
-    return StitchResult(duration=total / sample_rate, bytes=os.path.getsize(out_path), chapters=chapters)
+            total += sent + pause
+    assert total == plan.total_samples
+    return StitchResult(
+        duration=plan.duration,
+        bytes=os.path.getsize(out_path),
+        chapters=list(plan.chapters),
+        embedded_chapters=len(embedded_chapters(fmt, plan.chapters)),
+    )
+
+
+def _known(samples: int | None) -> int:
+    assert samples is not None
+    return samples
+
+
+def _header(path: str) -> tuple[int, int]:
+    """(frames, sample rate) of a chunk file, from its header."""
+    try:
+        with open(path, "rb") as raw, sf.SoundFile(raw) as f:
+            return int(f.frames), int(f.samplerate)
+    except FileNotFoundError as exc:
+        raise StitchError(f"chunk file {path} is missing") from exc
+    except (sf.SoundFileError, OSError, RuntimeError) as exc:
+        raise StitchError(f"chunk file {path} could not be read: {exc}") from exc
 
 
 def _send_chunk(encoder: FfmpegEncoder, path: str, sample_rate: int) -> int:
