@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
 import pytest
 
-from worker.audio import FORMATS, OUTPUT_FORMATS
+from worker.audio import FORMATS, OUTPUT_FORMATS, BookTags, FfmpegEncoder, PieceLength, plan_chapters
 from worker.audio.ffmpeg import encoder_command
 from worker.audio.formats import check_format, codec_args
 
@@ -59,3 +64,25 @@ def test_command_holds_only_paths_numbers_and_constants() -> None:
     vorbis = encoder_command("/data/out.tmp", "ogg", 22_050, 64, "/data/meta.tmp")
     assert vorbis[vorbis.index("-map_chapters") + 1] == "-1"  # Tome writes the chapter comments itself
     assert "0:g" in vorbis
+
+
+@pytest.mark.parametrize("fmt", OUTPUT_FORMATS)
+def test_user_text_never_reaches_the_command_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str
+) -> None:
+    evil = "-i /etc/passwd -map 0 -f data"
+    seen: list[list[str]] = []
+    real_popen = subprocess.Popen
+
+    def spy(cmd: list[str], **kwargs: Any) -> Any:
+        seen.append(list(cmd))
+        return real_popen(cmd, **kwargs)
+
+    monkeypatch.setattr(subprocess, "Popen", spy)
+    chapters = plan_chapters([PieceLength(100, "none", 0)], 22_050, titles={0: evil}).chapters
+    tags = BookTags(title=evil, author=evil, narrator=evil, publisher=evil, description=evil)
+    with FfmpegEncoder(tmp_path / "out", fmt, 22_050, tags=tags, chapters=chapters) as enc:  # type: ignore[arg-type]
+        enc.write(np.zeros(100, np.float32))
+    (cmd,) = seen
+    assert not [arg for arg in cmd if "passwd" in arg or arg == "data"]
+    assert cmd.count("-i") == 2

@@ -91,8 +91,9 @@ def stitch(
     lengths: those not given are read from the WAV headers), written into the file as far as ``fmt``
     carries them, with ``chapter_titles`` (chapter index -> title) and ``tags``; ``cover`` (from
     :func:`~worker.audio.cover.load_cover`) is embedded in every format but WAV. Then the chunks are read
-    one block at a time and piped to ffmpeg, so memory does not grow with the length of the output; a
-    chunk whose length differs from the plan is a :class:`StitchError` (the marks would be wrong).
+    one block at a time and piped to ffmpeg, so memory does not grow with the length of the output (only
+    the list of pieces is held, not their audio); a chunk whose length differs from the plan is a
+    :class:`StitchError` (the marks would be wrong).
 
     Every chunk must be at ``sample_rate`` (``ValueError`` otherwise; multi-channel chunks are averaged
     to mono). The pause after the last piece is encoded too. The output is written to a temp file next
