@@ -30,7 +30,7 @@ from webapi.schemas import (
 )
 from webapi.usage import require_room_for_job
 from webapi.validation import json_body, parse_id, query
-from worker.audio import Pauses
+from worker.audio import FORMATS, BookTags, Pauses
 from worker.jobs import intake, limits
 from worker.jobs import state as jobs
 from worker.jobs.plan import PlanError, PlanRequest, ScriptPlan, live_voices, plan
@@ -42,7 +42,6 @@ bp = Blueprint("jobs", __name__, url_prefix="/v1/jobs")
 bp.before_request(require_key)
 
 PARAGRAPH_BREAK = re.compile(r"\n[ \t]*\r?\n(?=[ \t]*\S)")
-MIME = {"mp3": "audio/mpeg", "wav": "audio/wav", "flac": "audio/flac"}
 
 
 def _eta(job: Job) -> float | None:
@@ -153,6 +152,7 @@ def create_job() -> tuple[Response, int]:
     if idempotency_key and (earlier := _idempotent_replay(owner, idempotency_key, request_sha)):
         return _accepted(earlier)
     _check_webhook(body.webhook_url)
+    _check_tags(body)
     _check_script_size(body.script)
     voice = _resolve_voice(owner, body.voice)
     if len(body.script) > tome().settings.inline_plan_max_chars:
@@ -230,6 +230,14 @@ def _check_webhook(url: str | None) -> None:
         raise Invalid(str(exc), code="webhook_refused", field="webhook_url") from exc
 
 
+def _check_tags(body: JobCreate) -> None:
+    """The tags the output will carry, checked as the stitcher will build them (language form, lengths)."""
+    try:
+        BookTags(title=body.title, **body.metadata.model_dump())
+    except ValueError as exc:
+        raise Invalid(str(exc), code="validation_error", field="metadata") from exc
+
+
 def _check_script_size(script: str) -> None:
     """Refuse an over-long script before the costly parse: by characters, and by paragraphs (every
     paragraph is at least one chunk)."""
@@ -257,7 +265,11 @@ def _new_job(body: JobCreate, voice: Voice, idempotency_key: str | None, request
         script_format=body.script_format,
         voice_id=voice.id,
         engine=tome().engine().name,
-        options={"bitrate_kbps": body.output.bitrate_kbps, "pauses": body.pauses.model_dump()},
+        options={
+            "bitrate_kbps": body.output.bitrate_kbps,
+            "pauses": body.pauses.model_dump(),
+            "metadata": body.metadata.model_dump(exclude_none=True),
+        },
         chapters=[],
         chunks_total=0,
         output_format=body.output.format,
@@ -328,11 +340,12 @@ def job_audio(job_id: str) -> Response:
         raise Gone("the audio of this job was removed", code="expired")
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", job.title).strip("-") or "tome"
     _serve_multi_range_whole()
+    kind = FORMATS.get(job.output_format)  # type: ignore[call-overload]
     return send_file(
         path,
-        mimetype=MIME.get(job.output_format, "application/octet-stream"),
+        mimetype=kind.mime_type if kind else "application/octet-stream",
         as_attachment=True,
-        download_name=f"{slug}.{job.output_format}",
+        download_name=f"{slug}{kind.extension}" if kind else f"{slug}.{job.output_format}",
         conditional=True,
     )
 

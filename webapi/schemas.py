@@ -25,8 +25,24 @@ class Pauses(Strict):
 
 
 class OutputSpec(Strict):
-    format: Literal["wav", "mp3", "flac"] = "mp3"
-    bitrate_kbps: int = Field(128, ge=32, le=320, description="MP3 only")
+    format: Literal["wav", "mp3", "flac", "ogg", "m4a", "m4b"] = Field(
+        "mp3",
+        description="ogg: Opus in Ogg; m4a and m4b: AAC in MP4 (m4b: the audiobook kind). Chapters are "
+        "marked inside mp3 (ID3 CHAP, the first 255), m4a/m4b (MP4 chapters), flac and ogg (Vorbis "
+        "CHAPTERnnn comments); wav carries none",
+    )
+    bitrate_kbps: int = Field(128, ge=32, le=320, description="Lossy formats (Opus at most 256)")
+
+
+class BookMetadata(Strict):
+    """Tags written into the output file (the job's title is its title)."""
+
+    author: str | None = Field(None, max_length=1000)
+    narrator: str | None = Field(None, max_length=1000)
+    publisher: str | None = Field(None, max_length=1000)
+    year: int | None = Field(None, ge=1, le=9999)
+    language: str | None = Field(None, max_length=35, description="e.g. en, eng, en-GB")
+    description: str | None = Field(None, max_length=4000)
 
 
 class JobCreate(Strict):
@@ -41,6 +57,7 @@ class JobCreate(Strict):
     voice: str = Field(min_length=1, max_length=64, description="A voice id or name of yours")
     output: OutputSpec = Field(default_factory=lambda: OutputSpec())  # noqa: PLW0108
     pauses: Pauses = Field(default_factory=lambda: Pauses())  # noqa: PLW0108
+    metadata: BookMetadata = Field(default_factory=lambda: BookMetadata())  # noqa: PLW0108
     webhook_url: str | None = Field(
         None,
         max_length=2000,

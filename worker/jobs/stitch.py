@@ -11,7 +11,7 @@ from pathlib import Path
 from sqlalchemy import select
 
 from models import Chunk, ChunkStatus, Job, JobStatus, unit_of_work, utcnow
-from worker.audio import Pauses, StitchPiece, stitch
+from worker.audio import FORMATS, BookTags, Pauses, StitchPiece, stitch
 from worker.jobs import actions, state
 from worker.runtime import Runtime
 from worker.task_names import DELIVER_WEBHOOK, STITCH_JOB, Enqueue
@@ -42,13 +42,14 @@ def stitch_job(rt: Runtime, job_id: uuid.UUID, token: str, enqueue: Enqueue) -> 
             .where(Chunk.job_id == job_id)
             .order_by(Chunk.seq)
         ).all()
-        fmt, options, titles = job.output_format, dict(job.options), list(job.chapters)
+        fmt, options, titles, title = job.output_format, dict(job.options), list(job.chapters), job.title
         engine_name = job.engine
     if any(r.status != ChunkStatus.DONE or not r.audio_path for r in rows):
         actions.fail(rt, job_id, "internal: stitching started before every chunk was done", enqueue)
         return False
-    out = rt.layout.output(job_id, token, fmt)
+    out = rt.layout.output(job_id, token, FORMATS[fmt].extension.lstrip("."))  # type: ignore[index]
     out.parent.mkdir(parents=True, exist_ok=True)
+    by_index = {int(c["index"]): c.get("title") for c in titles}
     result = stitch(
         (StitchPiece(str(r.audio_path), r.pause_after, r.chapter) for r in rows),
         out,
@@ -56,10 +57,11 @@ def stitch_job(rt: Runtime, job_id: uuid.UUID, token: str, enqueue: Enqueue) -> 
         rt.engine(engine_name).sample_rate,
         Pauses(**options.get("pauses", {})),
         int(options.get("bitrate_kbps", rt.settings.mp3_bitrate_kbps)),
+        tags=BookTags(title=title, **options.get("metadata", {})),
+        chapter_titles=by_index,
     )
-    by_index = {int(c["index"]): c for c in titles}
     chapters: list[dict[str, object]] = [
-        {"index": m.index, "title": by_index.get(m.index, {}).get("title"), "start": round(m.start, 3)}
+        {"index": m.index, "title": by_index.get(m.index), "start": round(m.start, 3)}
         for m in result.chapters
     ]
     now = utcnow()
