@@ -3,6 +3,8 @@ behind it, chunks in flight stay bounded, and an admin-set key priority weighs a
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -123,3 +125,29 @@ def test_the_keys_cli_sets_a_priority(app: Flask) -> None:
     assert runner.invoke(args=["tome-keys", "priority", str(key.id), "0"]).exit_code != 0
     assert runner.invoke(args=["tome-keys", "priority", "not-an-id", "3"]).exit_code != 0
     assert "p7" in runner.invoke(args=["tome-keys", "list"]).output
+
+
+def test_a_job_made_without_a_key_is_scheduled_at_weight_one(
+    make_app: Callable[..., Flask], reference_audio: tuple[bytes, str]
+) -> None:
+    """Jobs inserted by tools rather than the API (the benchmark does) have no key: they still render."""
+    app = make_app()
+    client, headers = _owner(app, "alice", reference_audio[0])
+    inline = Inline(tome_of(app).runtime)
+    job_id = _start(app, client, headers, _book(3), inline)
+    sessions = tome_of(app).sessions
+    sessions.execute(update(Job).where(Job.id == uuid.UUID(job_id)).values(api_key_id=None))
+    sessions.commit()
+    inline.run()
+    assert _done(app, job_id) == 3
+
+
+def test_make_bench_runs_its_in_process_job() -> None:
+    """`make bench` builds its job without the API; a small run must finish, not hang or fail."""
+    result = subprocess.run(
+        [sys.executable, "-m", "bench", "--chunks", "8", "--workers", "0", "--qwen3-device", "skip"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "FAILED" not in result.stdout
+    assert "encodes=1" in result.stdout

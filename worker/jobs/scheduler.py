@@ -89,8 +89,8 @@ def _next_owner(rt: Runtime, in_flight: dict[str, int]) -> Owner | None:
     """The owner with sendable chunks and the smallest in-flight share, if any."""
     with rt.sessions() as session:
         rows = session.execute(
-            select(Job.owner, func.max(ApiKey.priority), func.min(Job.started_at))
-            .join(ApiKey, ApiKey.id == Job.api_key_id)
+            select(Job.owner, func.max(func.coalesce(ApiKey.priority, 1)), func.min(Job.started_at))
+            .outerjoin(ApiKey, ApiKey.id == Job.api_key_id)  # a job made without a key weighs 1
             .where(_RUNNING, select(Chunk.id).where(Chunk.job_id == Job.id, _SENDABLE).exists())
             .group_by(Job.owner)
         ).all()
