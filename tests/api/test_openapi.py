@@ -17,7 +17,7 @@ def test_spec_lists_every_endpoint_with_the_request_schemas(client: FlaskClient)
     job_create = spec["components"]["schemas"]["JobCreate"]
     assert set(job_create["required"]) == {"title", "script", "voice"}
     output = spec["components"]["schemas"]["OutputSpec"]
-    assert output["properties"]["format"]["enum"] == ["wav", "mp3", "flac"]
+    assert output["properties"]["format"]["enum"] == ["wav", "mp3", "flac", "ogg", "m4a", "m4b"]
     upload = paths["/v1/voices"]["post"]["requestBody"]["content"]["multipart/form-data"]["schema"]
     assert {"name", "ref_text", "audio"} <= set(upload["required"])
     assert "security" not in paths["/healthz"]["get"]
