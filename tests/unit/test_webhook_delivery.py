@@ -5,6 +5,7 @@ words, and count every attempt."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import socket
 import socketserver
@@ -135,8 +136,15 @@ class RawServer:
             self.received = conn.recv(65536)
             if self.reply is None:
                 self.done.wait(10)
-            else:
-                conn.sendall(self.reply)
+                return
+            conn.sendall(self.reply)
+            # Half-close, then read what the client still sends until it closes: closing with unread
+            # bytes in the buffer would answer them with a reset, and the client would see "connection
+            # failed" instead of the reply (a flaky race on what this test checks).
+            conn.shutdown(socket.SHUT_WR)
+            with contextlib.suppress(OSError):
+                while conn.recv(65536):
+                    pass
 
     def close(self) -> None:
         self.done.set()
