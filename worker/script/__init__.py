@@ -1,8 +1,18 @@
-"""Script handling: parse plain/Markdown scripts, split sentences, pack synthesis chunks (pure Python)."""
+"""Script handling: read plain, Markdown, SSML and EPUB scripts, split sentences, pack synthesis chunks
+(pure Python)."""
 
-from .chunking import ChunkSpec, PauseAfter, make_chunks, split_clauses
+from .chunking import ChunkSpec, PauseAfter, Said, Say, make_chunks, split_clauses
 from .errors import ScriptError
-from .parse import Chapter, ParsedScript, ScriptFormat, parse_document, parse_script
+from .parse import (
+    Chapter,
+    ParsedScript,
+    ReadOptions,
+    ScriptFormat,
+    Sentence,
+    Style,
+    parse_document,
+    parse_script,
+)
 from .sentences import split_sentences
 from .voices import MAX_VOICE_NAME, VoiceDirective
 
@@ -12,8 +22,13 @@ __all__ = [
     "ChunkSpec",
     "ParsedScript",
     "PauseAfter",
+    "ReadOptions",
+    "Said",
+    "Say",
     "ScriptError",
     "ScriptFormat",
+    "Sentence",
+    "Style",
     "VoiceDirective",
     "make_chunks",
     "parse_document",
