@@ -4,6 +4,7 @@ from models.apikey import ApiKey, Role, generate_key, hash_key
 from models.base import Base, utcnow
 from models.db import make_engine, make_session_factory, unit_of_work
 from models.job import ACTIVE, TERMINAL, Chunk, ChunkStatus, Job, JobStatus
+from models.lexicon import Lexicon
 from models.metric import Counter, RateWindow
 from models.voice import CacheStatus, Voice
 
@@ -18,6 +19,7 @@ __all__ = [
     "Counter",
     "Job",
     "JobStatus",
+    "Lexicon",
     "RateWindow",
     "Role",
     "Voice",

@@ -102,8 +102,11 @@ class Chunk(Base):
     job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
     seq: Mapped[int] = mapped_column(Integer)
     chapter: Mapped[int] = mapped_column(Integer)
-    text: Mapped[str] = mapped_column(Text)
+    text: Mapped[str] = mapped_column(Text)  # what the engine reads: normalised, lexicons applied
+    source_text: Mapped[str | None] = mapped_column(Text, default=None)  # as written (subtitles, preview)
     pause_after: Mapped[str] = mapped_column(String(10))
+    pause_seconds: Mapped[float | None] = mapped_column(Float, default=None)  # a break: replaces pause_after
+    rate: Mapped[float | None] = mapped_column(Float, default=None)  # speaking-rate multiplier; None: 1
     voice_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("voices.id"))
     status: Mapped[str] = mapped_column(String(10), default=ChunkStatus.PENDING.value)
     attempts: Mapped[int] = mapped_column(Integer, default=0)

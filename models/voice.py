@@ -6,7 +6,7 @@ import enum
 import uuid
 from datetime import datetime
 
-from sqlalchemy import BigInteger, Float, Index, String, Text, Uuid, text
+from sqlalchemy import JSON, BigInteger, Float, Index, String, Text, Uuid, text
 from sqlalchemy.orm import Mapped, mapped_column
 
 from models.base import Base, UTCDateTime, new_id, utcnow
@@ -47,6 +47,8 @@ class Voice(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow, onupdate=utcnow)
     deleted_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
+    # Ids (strings) of the owner's lexicons read for this voice after a job's own, in order.
+    lexicon_ids: Mapped[list[str]] = mapped_column(JSON, default=list)
 
     cache_status: Mapped[str] = mapped_column(String(12), default=CacheStatus.PENDING.value)
     cache_key: Mapped[str | None] = mapped_column(String(200), default=None)

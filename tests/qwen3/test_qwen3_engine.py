@@ -200,6 +200,25 @@ def test_two_voice_batch(engine: Qwen3Engine, prompts: dict[str, dict[str, np.nd
     assert out[3].size == 0
 
 
+def test_rate_scale_changes_the_length_not_the_words(
+    engine: Qwen3Engine, prompts: dict[str, dict[str, np.ndarray]]
+) -> None:
+    """Qwen3-TTS has no rate control: the job's speed is a pitch-keeping time stretch of its output."""
+    text = "A sentence long enough to be stretched and squeezed."
+    [normal, fast, slow] = engine.synthesize(
+        [
+            SynthesisRequest(text, prompts["low"], seed=5),
+            SynthesisRequest(text, prompts["low"], params={"rate_scale": 1.5}, seed=5),
+            SynthesisRequest(text, prompts["low"], params={"rate_scale": 0.75}, seed=5),
+        ]
+    )
+    assert normal.size > 4096
+    assert fast.size == pytest.approx(normal.size / 1.5, rel=0.02)
+    assert slow.size == pytest.approx(normal.size / 0.75, rel=0.02)
+    assert np.isfinite(fast).all()
+    assert np.abs(fast).max() <= 1.0
+
+
 def test_determinism_under_fixed_seeds(
     engine: Qwen3Engine, prompts: dict[str, dict[str, np.ndarray]]
 ) -> None:
@@ -318,6 +337,8 @@ def test_bad_requests_fail_before_rendering(
     with pytest.raises(EngineError):
         engine.synthesize([SynthesisRequest("x", prompts["low"], language="xx")])
     with pytest.raises(EngineError):
-        engine.synthesize([SynthesisRequest("x", prompts["low"], params={"rate_scale": 1.2})])
+        engine.synthesize([SynthesisRequest("x", prompts["low"], params={"speed": 1.2})])
+    with pytest.raises(EngineError):
+        engine.synthesize([SynthesisRequest("x", prompts["low"], params={"rate_scale": 9.0})])
     with pytest.raises(EngineError):
         engine.encode_speaker(np.zeros(100, dtype=np.float32), SR, "too short")

@@ -35,15 +35,20 @@ class Pauses:
             ):
                 raise ValueError(f"pause {kind!r} must be a finite number of seconds >= 0, got {value!r}")
 
-    def seconds(self, kind: str) -> float:
-        """Length of the pause of ``kind``; ``"none"`` is 0. Unknown kinds raise ``ValueError``."""
+    def seconds(self, kind: str | float) -> float:
+        """Length of the pause of ``kind``; ``"none"`` is 0; a number is an exact length in seconds (a
+        script's break). Unknown kinds and negative or non-finite numbers raise ``ValueError``."""
+        if isinstance(kind, int | float) and not isinstance(kind, bool):
+            if not math.isfinite(kind) or kind < 0:
+                raise ValueError(f"a pause must be a finite number of seconds >= 0, got {kind!r}")
+            return float(kind)
         if kind == "none":
             return 0.0
         if kind in PAUSE_KINDS:
             return float(getattr(self, kind))
         raise ValueError(f"unknown pause kind {kind!r}; expected one of {', '.join(PAUSE_KINDS)}")
 
-    def samples(self, kind: str, sample_rate: int) -> int:
+    def samples(self, kind: str | float, sample_rate: int) -> int:
         """Length of the pause of ``kind`` in samples at ``sample_rate`` (rounded to the nearest)."""
         return round(self.seconds(kind) * sample_rate)
 
@@ -53,10 +58,11 @@ DEFAULT_PAUSES = Pauses()
 
 @dataclass(frozen=True)
 class PieceLength:
-    """What the timeline needs of one chunk: its length in samples, the pause after it, its chapter."""
+    """What the timeline needs of one chunk: its length in samples, the pause after it (a kind, or exact
+    seconds), its chapter."""
 
     samples: int
-    pause_after: str
+    pause_after: str | float
     chapter: int
 
 

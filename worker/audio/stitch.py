@@ -38,7 +38,7 @@ class StitchPiece:
     WAV header before encoding)."""
 
     path: str
-    pause_after: str
+    pause_after: str | float  # a kind of pause (see Pauses), or exact seconds (a script's break)
     chapter: int
     samples: int | None = None
 
@@ -144,7 +144,7 @@ def _known(samples: int | None) -> int:
 def _header(path: str) -> tuple[int, int]:
     """(frames, sample rate) of a chunk file, from its header."""
     try:
-        with open(path, "rb") as raw, sf.SoundFile(raw) as f:
+        with open(path, "rb") as raw, sf.SoundFile(raw.fileno(), closefd=False) as f:
             return int(f.frames), int(f.samplerate)
     except FileNotFoundError as exc:
         raise StitchError(f"chunk file {path} is missing") from exc
@@ -156,7 +156,7 @@ def _send_chunk(encoder: FfmpegEncoder, path: str, sample_rate: int) -> int:
     """Pipe one chunk file to the encoder block by block; returns its number of samples."""
     sent = 0
     try:
-        with open(path, "rb") as raw, sf.SoundFile(raw) as f:
+        with open(path, "rb") as raw, sf.SoundFile(raw.fileno(), closefd=False) as f:
             if f.samplerate != sample_rate:
                 raise ValueError(f"chunk {path} is at {f.samplerate} Hz, the output at {sample_rate} Hz")
             while True:

@@ -59,6 +59,25 @@ class Engine(Protocol):
         ...
 
 
+# The speaking-rate parameter every engine takes: a multiplier of the voice's own rate (a job's speed
+# times SSML prosody rate). The worker leaves it out at 1.
+RATE_SCALE = "rate_scale"
+RATE_RANGE = (0.25, 4.0)
+
+
+def rate_scale(params: Mapping[str, float]) -> float:
+    """The request's ``rate_scale`` (1 if absent); :class:`EngineError` unless a number in RATE_RANGE."""
+    value = params.get(RATE_SCALE, 1.0)
+    try:
+        scale = float(value)
+    except (TypeError, ValueError) as exc:
+        raise EngineError(f"rate_scale must be a number, got {value!r}") from exc
+    low, high = RATE_RANGE
+    if not low <= scale <= high:  # also refuses NaN
+        raise EngineError(f"rate_scale must be between {low} and {high}, got {scale!r}")
+    return scale
+
+
 # Optional hooks: an engine may define these methods; the worker calls them through the functions below,
 # so engines without them (espeak) need no empty stubs.
 

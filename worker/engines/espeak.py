@@ -37,6 +37,7 @@ import numpy.typing as npt
 
 from worker.engines import espeak_binding as binding
 from worker.engines.base import EngineError, SpeakerPrompt, SynthesisRequest, Waveform
+from worker.engines.base import rate_scale as requested_rate
 from worker.engines.pitch import HOP_S, count_words, f0_statistics, speech_seconds, track_pitch
 
 __all__ = [
@@ -327,7 +328,8 @@ class EspeakEngine:
     def synthesize(self, batch: Sequence[SynthesisRequest]) -> list[Waveform]:
         voices = [self.voice_for_language(request.language) for request in batch]  # fail before rendering
         settings = [
-            settings_for_prompt(request.prompt, rate_scale=_rate_scale(request.params)) for request in batch
+            settings_for_prompt(request.prompt, rate_scale=requested_rate(request.params))
+            for request in batch
         ]
         out: list[Waveform] = []
         for request, voice, setting in zip(batch, voices, settings, strict=True):
@@ -347,11 +349,3 @@ class EspeakEngine:
                 )
             out.append((samples.astype(np.float32) / np.float32(32768.0)).astype(np.float32))
         return out
-
-
-def _rate_scale(params: Mapping[str, float]) -> float:
-    value = params.get("rate_scale", 1.0)
-    try:
-        return float(value)
-    except (TypeError, ValueError) as exc:
-        raise EngineError(f"rate_scale must be a number, got {value!r}") from exc

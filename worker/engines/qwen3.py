@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from worker.engines.base import EngineError, SpeakerPrompt, SynthesisRequest, Waveform
+from worker.engines.base import RATE_SCALE, EngineError, SpeakerPrompt, SynthesisRequest, Waveform, rate_scale
 
 if TYPE_CHECKING:  # pragma: no cover
     from qwen_tts import Qwen3TTSModel, VoiceClonePromptItem
@@ -445,6 +445,7 @@ class Qwen3Engine:
         items = [self.prompt_item(request.prompt) for request in batch]
         languages = [self.language_name(request.language) for request in batch]
         kwargs = [self._generate_kwargs(request.params) for request in batch]
+        rates = [rate_scale(request.params) for request in batch]
         out: list[Waveform | None] = [None] * len(batch)
         groups: dict[tuple[tuple[str, float | int], ...], list[int]] = {}
         for index, request in enumerate(batch):
@@ -461,7 +462,8 @@ class Qwen3Engine:
                 ):
                     out[index] = wav
         self.last_calls = tuple(calls)
-        return [w if w is not None else np.zeros(0, dtype=np.float32) for w in out]
+        waves = [w if w is not None else np.zeros(0, dtype=np.float32) for w in out]
+        return [change_rate(w, rate) for w, rate in zip(waves, rates, strict=True)]
 
     def release_memory(self) -> None:
         """Return cached accelerator memory to the driver (the pipeline calls it after out-of-memory,
@@ -516,7 +518,7 @@ class Qwen3Engine:
     # -- generation ------------------------------------------------------------------------------------
 
     def _generate_kwargs(self, params: Mapping[str, float]) -> dict[str, float | int]:
-        unknown = set(params) - set(_GENERATE_PARAMS)
+        unknown = set(params) - {*_GENERATE_PARAMS, RATE_SCALE}
         if unknown:
             raise EngineError(f"unsupported Qwen3-TTS parameters: {sorted(unknown)}")
         out: dict[str, float | int] = {}
@@ -524,7 +526,7 @@ class Qwen3Engine:
             if name not in params:
                 continue
             try:
-                value = float(params[name])
+                value = float(params[name])  # rate_scale is not a generate parameter: see change_rate
             except (TypeError, ValueError) as exc:
                 raise EngineError(f"{name} must be a number, got {params[name]!r}") from exc
             if not np.isfinite(value) or value <= 0:
@@ -580,3 +582,14 @@ def _torch() -> Any:
     import torch
 
     return torch
+
+
+def change_rate(wave: Waveform, rate: float) -> Waveform:
+    """``wave`` spoken ``rate`` times as fast, pitch kept (librosa's phase-vocoder time stretch): Qwen3-TTS
+    has no rate control of its own, so the job's speed and SSML prosody rate are applied to its output."""
+    if rate == 1.0 or wave.size < 2048:
+        return wave
+    import librosa  # the qwen3 extra's dependency, like the engine itself
+
+    stretched = np.asarray(librosa.effects.time_stretch(wave.astype(np.float32), rate=rate))
+    return cast(Waveform, np.clip(stretched, -1.0, 1.0).astype(np.float32))

@@ -21,6 +21,7 @@ from worker.jobs import actions, limits
 from worker.jobs import state as jobs
 from worker.jobs.plan import PlanError, PlanRequest, ScriptPlan, plan
 from worker.runtime import Runtime
+from worker.script import ReadOptions
 from worker.task_names import START_JOB, Enqueue
 
 log = logging.getLogger(__name__)
@@ -33,11 +34,49 @@ class PlanOutcome(StrEnum):
 
 
 def apply_plan(job: Job, script_plan: ScriptPlan) -> None:
-    """What a plan records on its job row (chunks are inserted beside it)."""
+    """What a plan records on its job row (chunks are inserted beside it). What the script says about
+    itself (EPUB metadata, front matter) fills the tags the request left out: author and language."""
     job.chapters = [{"index": i, "title": c.title} for i, c in enumerate(script_plan.chapters)]
     job.chunks_total = len(script_plan.specs)
     job.estimated_seconds = round(script_plan.size.total_seconds, 1)
-    job.options = {**job.options, "voice_ids": [str(v) for v in script_plan.voice_ids(job.voice_id)]}
+    metadata = dict(job.options.get("metadata", {}))
+    if script_plan.info.author and "author" not in metadata:
+        metadata["author"] = script_plan.info.author
+    if "language" not in metadata:
+        metadata["language"] = tag_language(script_plan.info.language or script_plan.language)
+    job.options = {
+        **job.options,
+        "metadata": metadata,
+        "voice_ids": [str(v) for v in script_plan.voice_ids(job.voice_id)],
+    }
+
+
+def tag_language(language: str) -> str:
+    """The primary subtag of a language code ("en-GB" -> "en"), as the output's language tag."""
+    return language.replace("_", "-").split("-")[0].lower()[:3] or "en"
+
+
+def plan_request(rt: Runtime, job: Job, voice: Voice, script: str | bytes) -> PlanRequest:
+    """The plan request a job records (its options carry what the API was asked)."""
+    options = job.options
+    read = options.get("script_options", {})
+    return PlanRequest(
+        owner=job.owner,
+        voice=voice,
+        script=script,
+        script_format=job.script_format,
+        pauses=Pauses(**options.get("pauses", {})),
+        max_chunk_chars=rt.engine(job.engine).max_chunk_chars,
+        job_limits=limits.JobLimits.of(rt.settings),
+        language=options.get("language"),
+        read_options=ReadOptions(
+            bool(read.get("front_matter", False)),
+            bool(read.get("back_matter", False)),
+            read.get("footnotes", "skip"),
+        ),
+        lexicons=tuple(options.get("lexicons", [])),
+        engine=job.engine,
+    )
 
 
 def plan_job(rt: Runtime, job_id: uuid.UUID, enqueue: Enqueue) -> PlanOutcome:
@@ -49,17 +88,8 @@ def plan_job(rt: Runtime, job_id: uuid.UUID, enqueue: Enqueue) -> PlanOutcome:
         if voice is None or voice.deleted_at is not None:
             actions.fail(rt, job_id, "the job's voice was deleted before its script was planned", enqueue)
             return PlanOutcome.FAILED
-        request = PlanRequest(
-            owner=job.owner,
-            voice=voice,
-            script=job.script,
-            script_format=job.script_format,
-            pauses=Pauses(**job.options.get("pauses", {})),
-            max_chunk_chars=rt.engine(job.engine).max_chunk_chars,
-            job_limits=limits.JobLimits.of(rt.settings),
-        )
         try:
-            script_plan = plan(session, request)
+            script_plan = plan(session, plan_request(rt, job, voice, job.script))
         except PlanError as exc:
             return _fail(rt, job_id, exc, enqueue)
     with unit_of_work(rt.sessions) as session:

@@ -62,8 +62,12 @@ def estimate(
 ) -> JobEstimate:
     """The job's output length, from its text at ``chars_per_second`` and the pause after each chunk."""
     chars = sum(len(spec.text) for spec in specs)
-    pause = sum(pauses.seconds(spec.pause_after) for spec in specs)
+    pause = sum(pauses.seconds(_pause(spec)) for spec in specs)
     return JobEstimate(chars / chars_per_second, pause, chapters, len(specs))
+
+
+def _pause(spec: ChunkSpec) -> str | float:
+    return spec.pause_after if spec.pause_seconds is None else spec.pause_seconds
 
 
 def check(job: JobEstimate, limits: JobLimits) -> None:

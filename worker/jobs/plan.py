@@ -1,5 +1,6 @@
-"""A script turned into a job's plan: parsed, its voice directives resolved to the owner's voices, cut
-into chunks, and checked against the per-job limits (no Flask or Celery imports).
+"""A script turned into a job's plan: parsed, its voice directives resolved to the owner's voices, read
+through lexicons and the normaliser, cut into chunks, and checked against the per-job limits (no Flask or
+Celery imports). The API's preview shows a plan without queueing it.
 
 The API plans short scripts while the client waits, so that an error comes back at once with its line
 and column; a long script is planned by a worker (:mod:`worker.jobs.intake`) so that no request holds an
@@ -11,15 +12,28 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from models import Voice
 from worker.audio import Pauses
-from worker.jobs import limits
-from worker.script import Chapter, ChunkSpec, ScriptError, VoiceDirective, make_chunks, parse_document
+from worker.jobs import lexicons, limits
+from worker.script import (
+    Chapter,
+    ChunkSpec,
+    ParsedScript,
+    ReadOptions,
+    ScriptError,
+    ScriptFormat,
+    VoiceDirective,
+    make_chunks,
+    parse_document,
+)
+from worker.script.document import BookInfo
+from worker.script.lexicon import CompiledLexicon, compile_lexicons
+from worker.script.speak import Speaker
 
 # Distinct voices one script may name: a cast, not a crowd; also bounds the size of the lookup query.
 MAX_SCRIPT_VOICES = 100
@@ -54,6 +68,9 @@ class ScriptPlan:
     specs: list[ChunkSpec]
     chunk_voices: list[uuid.UUID]
     size: limits.JobEstimate
+    info: BookInfo = field(default_factory=BookInfo)
+    language: str = "en"
+    warnings: tuple[str, ...] = ()
 
     def voice_ids(self, default: uuid.UUID) -> list[uuid.UUID]:
         """The distinct voices of the chunks: the job's own voice first if any chunk uses it, then the
@@ -66,28 +83,78 @@ class ScriptPlan:
 class PlanRequest:
     owner: str
     voice: Voice  # the job's own voice
-    script: str
+    script: str | bytes  # bytes: an EPUB
     script_format: str
     pauses: Pauses
     max_chunk_chars: int
     job_limits: limits.JobLimits
+    language: str | None = None  # None: the script's own, else the voice's
+    read_options: ReadOptions = field(default_factory=ReadOptions)
+    lexicons: Sequence[str] = ()
+    engine: str = "the engine"
 
 
 def plan(session: Session, request: PlanRequest) -> ScriptPlan:
-    """Parse, resolve, chunk and check; raises :class:`PlanError`."""
+    """Parse, resolve, read, chunk and check; raises :class:`PlanError`."""
+    parsed = _parse(request)
+    resolved = _script_voices(session, request.owner, request.voice, parsed.directives)
+    by_ref, skipped = _lexicons(session, request, resolved)
+    speaker = Speaker(parsed.language, by_ref, engine=request.engine)
     try:
-        parsed = parse_document(request.script, request.script_format)  # type: ignore[arg-type]
+        specs = make_chunks(parsed.chapters, request.max_chunk_chars, speaker)
     except ScriptError as exc:
         raise PlanError(exc.message, "script_invalid", line=exc.line, column=exc.column) from exc
-    resolved = _script_voices(session, request.owner, request.voice, parsed.directives)
-    specs = make_chunks(parsed.chapters, request.max_chunk_chars)
     size = limits.estimate(specs, len(parsed.chapters), request.pauses, request.job_limits.chars_per_second)
     try:
         limits.check(size, request.job_limits)
     except limits.LimitExceeded as exc:
         raise PlanError(f"{exc.message} ({exc.setting})", exc.code, field=exc.field) from exc
     chunk_voices = [request.voice.id if s.voice is None else resolved[s.voice] for s in specs]
-    return ScriptPlan(list(parsed.chapters), specs, chunk_voices, size)
+    warnings = (*parsed.warnings, *skipped)
+    return ScriptPlan(
+        list(parsed.chapters), specs, chunk_voices, size, parsed.info, parsed.language, warnings
+    )
+
+
+def _parse(request: PlanRequest) -> ParsedScript:
+    fmt: ScriptFormat = request.script_format  # type: ignore[assignment]
+    try:
+        return parse_document(
+            request.script,
+            fmt,
+            language=request.language,
+            fallback_language=request.voice.language,
+            options=request.read_options,
+        )
+    except ScriptError as exc:
+        raise PlanError(exc.message, "script_invalid", line=exc.line, column=exc.column) from exc
+
+
+def _lexicons(
+    session: Session, request: PlanRequest, resolved: dict[str, uuid.UUID]
+) -> tuple[dict[str | None, CompiledLexicon], list[str]]:
+    """For the job's voice (None) and each voice the script names: the job's lexicons, then the voice's
+    own defaults, compiled; and a warning for each entry skipped (a phoneme the engine cannot take)."""
+    try:
+        named = lexicons.load(session, request.owner, list(request.lexicons))
+    except lexicons.LexiconNotFound as exc:
+        raise PlanError(exc.message, "lexicon_not_found", field="lexicons") from exc
+    voice_ids = {request.voice.id, *resolved.values()}
+    defaults = lexicons.voice_defaults(session, list(voice_ids))
+    by_ref: dict[str | None, CompiledLexicon] = {}
+    warnings: list[str] = []
+    refs: dict[str | None, uuid.UUID] = {None: request.voice.id}
+    refs.update(resolved)
+    compiled_by_voice: dict[uuid.UUID, CompiledLexicon] = {}
+    for ref, voice_id in refs.items():
+        if voice_id not in compiled_by_voice:
+            compiled = compile_lexicons(
+                [*named, *defaults.get(voice_id, [])], phonemes=False, engine=request.engine
+            )
+            compiled_by_voice[voice_id] = compiled
+            warnings.extend(w for w in compiled.warnings if w not in warnings)
+        by_ref[ref] = compiled_by_voice[voice_id]
+    return by_ref, warnings
 
 
 def _script_voices(

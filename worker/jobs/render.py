@@ -45,9 +45,10 @@ def render_chunks(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqu
 
 
 def _render(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -> int:
-    engine_name = _engine_of_running_job(rt, job_id)
-    if engine_name is None:
+    running = _running_job(rt, job_id)
+    if running is None:
         return 0
+    engine_name, speed = running
     prompts = _load_prompts(rt, job_id, seqs, enqueue)
     if prompts is None:
         return 0
@@ -60,7 +61,10 @@ def _render(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -
         return 0
     engine = rt.engine(engine_name)
     requests = [
-        SynthesisRequest(c.text, prompts[c.voice_id][0], prompts[c.voice_id][1], seed=c.seq) for c in claimed
+        SynthesisRequest(
+            c.text, prompts[c.voice_id][0], prompts[c.voice_id][1], _rate_params(speed, c.rate), seed=c.seq
+        )
+        for c in claimed
     ]
     try:
         waves = _synthesize(rt, job_id, engine, claimed, requests, token, enqueue)
@@ -74,10 +78,20 @@ def _render(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -
     return done
 
 
-def _engine_of_running_job(rt: Runtime, job_id: uuid.UUID) -> str | None:
+def _running_job(rt: Runtime, job_id: uuid.UUID) -> tuple[str, float] | None:
+    """The engine and speed of the job, if it is running."""
     with rt.sessions() as session:
         job = session.get(Job, job_id)
-        return job.engine if job is not None and job.status == JobStatus.RUNNING else None
+        if job is None or job.status != JobStatus.RUNNING:
+            return None
+        return job.engine, float(job.options.get("speed", 1.0))
+
+
+def _rate_params(speed: float, rate: float | None) -> dict[str, float]:
+    """The engine's ``rate_scale``: the job's speed times the chunk's own rate (SSML prosody); none at 1,
+    so that engines without a rate control still take ordinary jobs."""
+    scale = round(speed * (rate if rate is not None else 1.0), 4)
+    return {} if scale == 1.0 else {"rate_scale": scale}
 
 
 def _load_prompts(

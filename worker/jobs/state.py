@@ -48,7 +48,10 @@ def add_chunks(
             seq=spec.seq,
             chapter=spec.chapter,
             text=spec.text,
+            source_text=spec.source,
             pause_after=spec.pause_after,
+            pause_seconds=spec.pause_seconds,
+            rate=spec.rate,
             voice_id=voice_id,
         )
         for spec, voice_id in zip(specs, voice_ids, strict=True)
@@ -72,6 +75,7 @@ class Claimed:
     text: str
     voice_id: uuid.UUID
     attempts: int
+    rate: float | None = None
 
 
 def start_job(session: Session, job_id: uuid.UUID, now: datetime) -> bool:
@@ -115,11 +119,11 @@ def claim_chunks(
         )
     )
     rows = session.execute(
-        select(Chunk.id, Chunk.seq, Chunk.text, Chunk.voice_id, Chunk.attempts)
+        select(Chunk.id, Chunk.seq, Chunk.text, Chunk.voice_id, Chunk.attempts, Chunk.rate)
         .where(Chunk.job_id == job_id, Chunk.attempt_token == token)
         .order_by(Chunk.seq)
     ).all()
-    return token, [Claimed(r.id, r.seq, r.text, r.voice_id, r.attempts) for r in rows]
+    return token, [Claimed(r.id, r.seq, r.text, r.voice_id, r.attempts, r.rate) for r in rows]
 
 
 def complete_chunk(

@@ -38,7 +38,7 @@ def stitch_job(rt: Runtime, job_id: uuid.UUID, token: str, enqueue: Enqueue) -> 
         if job is None or job.status != JobStatus.STITCHING or job.stitch_token != token:
             return False
         rows = session.execute(
-            select(Chunk.audio_path, Chunk.pause_after, Chunk.chapter, Chunk.status)
+            select(Chunk.audio_path, Chunk.pause_after, Chunk.pause_seconds, Chunk.chapter, Chunk.status)
             .where(Chunk.job_id == job_id)
             .order_by(Chunk.seq)
         ).all()
@@ -51,7 +51,14 @@ def stitch_job(rt: Runtime, job_id: uuid.UUID, token: str, enqueue: Enqueue) -> 
     out.parent.mkdir(parents=True, exist_ok=True)
     by_index = {int(c["index"]): c.get("title") for c in titles}
     result = stitch(
-        (StitchPiece(str(r.audio_path), r.pause_after, r.chapter) for r in rows),
+        (
+            StitchPiece(
+                str(r.audio_path),
+                r.pause_after if r.pause_seconds is None else r.pause_seconds,
+                r.chapter,
+            )
+            for r in rows
+        ),
         out,
         fmt,  # type: ignore[arg-type]
         rt.engine(engine_name).sample_rate,

@@ -125,18 +125,41 @@ def _tidy(value: str | None) -> str | None:
 @dataclass(frozen=True)
 class _Candidate:
     grapheme: str
-    key: str  # the grapheme, casefolded unless case-sensitive
     alias: str
     lexicon: str
-    case_sensitive: bool
-    order: int
+    order: int  # the job's order: the lower wins when two entries match the same text
+
+
+@dataclass
+class _Group:
+    """The entries whose grapheme starts with one word: looked up by exact text or casefolded text, per
+    length (at most :data:`MAX_GRAPHEME_CHARS` lengths, so a word costs a bounded number of lookups
+    however many entries share it)."""
+
+    lengths: list[int] = field(default_factory=list)
+    exact: dict[str, _Candidate] = field(default_factory=dict)  # case-sensitive entries
+    folded: dict[str, _Candidate] = field(default_factory=dict)  # the others, by casefolded grapheme
+
+    def match(self, text: str, start: int) -> _Candidate | None:
+        for length in self.lengths:  # longest first
+            end = start + length
+            if end > len(text):
+                continue
+            written = text[start:end]
+            if _is_word_char(written[-1]) and end < len(text) and _is_word_char(text[end]):
+                continue  # "cat" must not match the start of "catalogue"
+            found = [c for c in (self.exact.get(written), self.folded.get(written.casefold())) if c]
+            found = [c for c in found if len(c.grapheme) == length]
+            if found:
+                return min(found, key=lambda c: c.order)
+        return None
 
 
 @dataclass
 class CompiledLexicon:
     """Lexicons merged for one voice, ready to apply; ``warnings`` names the entries left out."""
 
-    by_first_word: dict[str, list[_Candidate]] = field(default_factory=dict)
+    by_first_word: dict[str, _Group] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
     def apply(self, text: str) -> tuple[str, list[Fired]]:
@@ -150,10 +173,8 @@ class CompiledLexicon:
             start = word.start()
             if start < done or (start > 0 and _is_word_char(text[start - 1])):
                 continue
-            candidates = self.by_first_word.get(word.group().casefold())
-            if not candidates:
-                continue
-            hit = _first_match(text, start, candidates)
+            group = self.by_first_word.get(word.group().casefold())
+            hit = group.match(text, start) if group is not None else None
             if hit is None:
                 continue
             end = start + len(hit.grapheme)
@@ -169,23 +190,6 @@ def _is_word_char(c: str) -> bool:
     return c.isalnum() or c == "_" or unicodedata.category(c)[0] == "M"
 
 
-def _first_match(text: str, start: int, candidates: list[_Candidate]) -> _Candidate | None:
-    for candidate in candidates:  # longest grapheme first, then the job's order
-        end = start + len(candidate.grapheme)
-        written = text[start:end]
-        if len(written) != len(candidate.grapheme):
-            continue
-        if candidate.case_sensitive:
-            if written != candidate.grapheme:
-                continue
-        elif written.casefold() != candidate.key:
-            continue
-        if _is_word_char(candidate.grapheme[-1]) and end < len(text) and _is_word_char(text[end]):
-            continue  # "cat" must not match the start of "catalogue"
-        return candidate
-    return None
-
-
 def compile_lexicons(
     lexicons: Sequence[Lexicon], *, phonemes: bool = False, engine: str = "the engine"
 ) -> CompiledLexicon:
@@ -193,7 +197,6 @@ def compile_lexicons(
     yet) an entry with only a phoneme cannot be said and is left out, with a warning; an entry with both
     is said by its alias."""
     compiled = CompiledLexicon()
-    seen: set[tuple[str, bool]] = set()
     order = 0
     for lexicon in lexicons:
         for entry in lexicon.entries:
@@ -206,16 +209,18 @@ def compile_lexicons(
                     )
                     continue
                 alias = entry.phoneme or ""
-            key = entry.grapheme if entry.case_sensitive else entry.grapheme.casefold()
-            if (key, entry.case_sensitive) in seen:
-                continue  # an earlier lexicon already says this grapheme
-            seen.add((key, entry.case_sensitive))
             first = _WORD.match(entry.grapheme)
             if first is None:  # check_entry refuses these; a stored row from elsewhere is skipped
                 continue
-            candidate = _Candidate(entry.grapheme, key, alias, lexicon.name, entry.case_sensitive, order)
-            compiled.by_first_word.setdefault(first.group().casefold(), []).append(candidate)
+            group = compiled.by_first_word.setdefault(first.group().casefold(), _Group())
+            table = group.exact if entry.case_sensitive else group.folded
+            key = entry.grapheme if entry.case_sensitive else entry.grapheme.casefold()
+            if key in table:
+                continue  # an earlier entry (or lexicon) already says this grapheme
+            table[key] = _Candidate(entry.grapheme, alias, lexicon.name, order)
+            if len(entry.grapheme) not in group.lengths:
+                group.lengths.append(len(entry.grapheme))
             order += 1
-    for candidates in compiled.by_first_word.values():
-        candidates.sort(key=lambda c: (-len(c.grapheme), c.order))
+    for group in compiled.by_first_word.values():
+        group.lengths.sort(reverse=True)
     return compiled
