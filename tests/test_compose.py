@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml  # type: ignore[import-untyped]  # PyYAML comes with the dev extra (schemathesis); no stubs
+import yaml
 
 from worker.celery_app import celery_config
 from worker.config import Settings, load_settings

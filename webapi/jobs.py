@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import re
 import uuid
@@ -13,6 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from models import Job, JobStatus, Voice, utcnow
+from webapi import scripts
 from webapi.auth import current_principal, require_key
 from webapi.errors import Conflict, Gone, Invalid, NotFound
 from webapi.extensions import tome
@@ -21,6 +21,7 @@ from webapi.schemas import (
     ChapterOut,
     ErrorDetail,
     JobCreate,
+    JobForm,
     JobList,
     JobListQuery,
     JobOut,
@@ -29,11 +30,11 @@ from webapi.schemas import (
     WebhookOut,
 )
 from webapi.usage import require_room_for_job
-from webapi.validation import json_body, parse_id, query
-from worker.audio import FORMATS, BookTags, Pauses
-from worker.jobs import intake, limits
+from webapi.validation import parse_id, query
+from worker.audio import FORMATS, BookTags
+from worker.jobs import intake
 from worker.jobs import state as jobs
-from worker.jobs.plan import PlanError, PlanRequest, ScriptPlan, live_voices, plan
+from worker.jobs.plan import ScriptPlan
 from worker.task_names import DELIVER_WEBHOOK, PLAN_JOB, START_JOB
 from worker.webhooks import WebhookRefused, check_url
 
@@ -116,13 +117,6 @@ def owned_job(job_id: str) -> Job:
     return job
 
 
-def _resolve_voice(owner: str, ref: str) -> Voice:
-    voice = live_voices(tome().sessions(), owner, [ref]).get(ref)
-    if voice is None:
-        raise Invalid(f"you have no voice with id or name {ref!r}", code="unknown_voice", field="voice")
-    return voice
-
-
 def _idempotent_replay(owner: str, key: str, request_sha: str) -> Job | None:
     """The job an earlier request with this Idempotency-Key made; 409 if that request was different."""
     job = tome().sessions.scalars(select(Job).where(Job.owner == owner, Job.idempotency_key == key)).first()
@@ -138,31 +132,36 @@ def _idempotent_replay(owner: str, key: str, request_sha: str) -> Job | None:
 @bp.post("")
 @operation(
     Operation(
-        "Submit a script to render. With an Idempotency-Key header, a retried request returns the same job.",
+        "Submit a script to render: JSON, or multipart/form-data with the script as the file `script` (an "
+        "EPUB, or UTF-8 text) and the other fields as JSON in `job`. With an Idempotency-Key header, a "
+        "retried request returns the same job.",
         {202: JobOut, 409: None, 413: None},
         body=JobCreate,
+        form=JobForm,
+        files=("script",),
         tags=("jobs",),
     )
 )
 def create_job() -> tuple[Response, int]:
-    body = json_body(JobCreate)
+    scripts.require_multipart_or_json()
     owner = current_principal().owner
     idempotency_key = _idempotency_key()
-    request_sha = hashlib.sha256(body.model_dump_json().encode()).hexdigest()
+    submitted = scripts.read_job_request()
+    body, request_sha = submitted.body, submitted.sha256
     if idempotency_key and (earlier := _idempotent_replay(owner, idempotency_key, request_sha)):
         return _accepted(earlier)
     _check_webhook(body.webhook_url)
-    _check_tags(body)
-    _check_script_size(body.script)
-    voice = _resolve_voice(owner, body.voice)
-    if len(body.script) > tome().settings.inline_plan_max_chars:
-        return _accept_for_planning(body, voice, idempotency_key, request_sha)
-    try:
-        script_plan = plan(tome().sessions(), _plan_request(owner, body, voice))
-    except PlanError as exc:
-        raise Invalid(exc.message, code=exc.code, field=exc.field, line=exc.line, column=exc.column) from exc
+    _check_script_size(submitted)
+    voice = scripts.resolve_voice(owner, body.voice)
+    title = scripts.script_title(submitted)
+    if isinstance(submitted.source, str) and len(submitted.source) > tome().settings.inline_plan_max_chars:
+        _check_tags(body, _required_title(title))
+        return _accept_for_planning(submitted, _required_title(title), voice, idempotency_key)
+    script_plan = scripts.plan_or_422(owner, submitted, voice)
+    title = _required_title(title or script_plan.info.title)
+    _check_tags(body, title)
     require_room_for_job(script_plan.size.total_seconds, tome().engine().sample_rate)
-    job = _new_job(body, voice, idempotency_key, request_sha)
+    job = _new_job(body, title, voice, idempotency_key, request_sha)
     intake.apply_plan(job, script_plan)
     earlier = _insert(job, script_plan, owner, idempotency_key, request_sha)
     if earlier is not None:
@@ -178,35 +177,30 @@ def create_job() -> tuple[Response, int]:
 
 
 def _accept_for_planning(
-    body: JobCreate, voice: Voice, idempotency_key: str | None, request_sha: str
+    submitted: scripts.JobRequest, title: str, voice: Voice, idempotency_key: str | None
 ) -> tuple[Response, int]:
-    """A long script is planned by a worker (worker.jobs.intake): the request stays short whatever the
-    script costs to parse, and a script error fails the job with the same code, line and column."""
-    rough = len(body.script) / tome().settings.speech_chars_per_second  # speech only, before parsing
+    """A long text script is planned by a worker (worker.jobs.intake): the request stays short whatever
+    the script costs to parse, and a script error fails the job with the same code, line and column."""
+    body = submitted.body
+    script = str(submitted.source)
+    rough = len(script) / tome().settings.speech_chars_per_second  # speech only, before parsing
     require_room_for_job(rough, tome().engine().sample_rate)
-    job = _new_job(body, voice, idempotency_key, request_sha)
-    job.script = body.script
+    job = _new_job(body, title, voice, idempotency_key, submitted.sha256)
+    job.script = script
     job.estimated_seconds = round(rough, 1)
     job.options = {**job.options, "voice_ids": [str(voice.id)]}
-    earlier = _insert(job, None, job.owner, idempotency_key, request_sha)
+    earlier = _insert(job, None, job.owner, idempotency_key, submitted.sha256)
     if earlier is not None:
         return _accepted(earlier)
     tome().enqueue(PLAN_JOB, [str(job.id)])
-    log.info("job %s: accepted, %d characters to plan", job.id, len(body.script))
+    log.info("job %s: accepted, %d characters to plan", job.id, len(script))
     return _accepted(job)
 
 
-def _plan_request(owner: str, body: JobCreate, voice: Voice) -> PlanRequest:
-    settings = tome().settings
-    return PlanRequest(
-        owner=owner,
-        voice=voice,
-        script=body.script,
-        script_format=body.script_format,
-        pauses=Pauses(**body.pauses.model_dump()),
-        max_chunk_chars=tome().engine().max_chunk_chars,
-        job_limits=limits.JobLimits.of(settings),
-    )
+def _required_title(title: str | None) -> str:
+    if not title:
+        raise Invalid("give the job a title: the script names none", code="validation_error", field="title")
+    return " ".join(title.split())[:200]
 
 
 def _accepted(job: Job) -> tuple[Response, int]:
@@ -230,17 +224,20 @@ def _check_webhook(url: str | None) -> None:
         raise Invalid(str(exc), code="webhook_refused", field="webhook_url") from exc
 
 
-def _check_tags(body: JobCreate) -> None:
+def _check_tags(body: JobCreate, title: str) -> None:
     """The tags the output will carry, checked as the stitcher will build them (language form, lengths)."""
     try:
-        BookTags(title=body.title, **body.metadata.model_dump())
+        BookTags(title=title, **body.metadata.model_dump())
     except ValueError as exc:
         raise Invalid(str(exc), code="validation_error", field="metadata") from exc
 
 
-def _check_script_size(script: str) -> None:
-    """Refuse an over-long script before the costly parse: by characters, and by paragraphs (every
-    paragraph is at least one chunk)."""
+def _check_script_size(submitted: scripts.JobRequest) -> None:
+    """Refuse an over-long text script before the costly parse: by characters, and by paragraphs (every
+    paragraph is at least one chunk). An EPUB is bounded by its reader."""
+    script = submitted.source
+    if not isinstance(script, str):
+        return
     settings = tome().settings
     if len(script) > settings.max_script_chars:
         raise Invalid(
@@ -257,11 +254,11 @@ def _check_script_size(script: str) -> None:
         )
 
 
-def _new_job(body: JobCreate, voice: Voice, idempotency_key: str | None, request_sha: str) -> Job:
+def _new_job(body: JobCreate, title: str, voice: Voice, idempotency_key: str | None, request_sha: str) -> Job:
     principal = current_principal()
     return Job(
         owner=principal.owner,
-        title=body.title,
+        title=title,
         script_format=body.script_format,
         voice_id=voice.id,
         engine=tome().engine().name,
@@ -269,6 +266,10 @@ def _new_job(body: JobCreate, voice: Voice, idempotency_key: str | None, request
             "bitrate_kbps": body.output.bitrate_kbps,
             "pauses": body.pauses.model_dump(),
             "metadata": body.metadata.model_dump(exclude_none=True),
+            "speed": body.speed,
+            "language": body.language,
+            "lexicons": list(body.lexicons),
+            "script_options": body.script_options.model_dump(),
         },
         chapters=[],
         chunks_total=0,

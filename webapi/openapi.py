@@ -90,11 +90,9 @@ def _operation(
             params.append({"name": name, "in": "query", "required": False, "schema": schema})
     if params:
         out["parameters"] = params
+    content: dict[str, Any] = {}
     if op.body is not None:
-        out["requestBody"] = {
-            "required": True,
-            "content": {"application/json": {"schema": {"$ref": REF.format(model=op.body.__name__)}}},
-        }
+        content["application/json"] = {"schema": {"$ref": REF.format(model=op.body.__name__)}}
     if op.form is not None:
         form = dict(schemas[op.form.__name__])
         properties = dict(form.get("properties", {}))
@@ -102,7 +100,9 @@ def _operation(
             properties[name] = {"type": "string", "contentMediaType": "application/octet-stream"}
         form["properties"] = properties
         form["required"] = sorted({*form.get("required", []), *op.files})
-        out["requestBody"] = {"required": True, "content": {"multipart/form-data": {"schema": form}}}
+        content["multipart/form-data"] = {"schema": form}
+    if content:
+        out["requestBody"] = {"required": True, "content": content}
     for status, model in op.responses.items():
         response: dict[str, Any] = {"description": str(status)}
         if model is not None:

@@ -45,16 +45,45 @@ class BookMetadata(Strict):
     description: str | None = Field(None, max_length=4000)
 
 
+class ScriptOptions(Strict):
+    """How a book's structure becomes speech (EPUB and Markdown)."""
+
+    front_matter: bool = Field(
+        False, description="EPUB: also read the cover, title, copyright and contents pages"
+    )
+    back_matter: bool = Field(False, description="EPUB: also read the index, colophon and other back matter")
+    footnotes: Literal["skip", "chapter_end"] = Field(
+        "skip", description="Footnotes are never read where their marker is; chapter_end reads them after it"
+    )
+
+
 class JobCreate(Strict):
-    title: str = Field(min_length=1, max_length=200)
+    title: str | None = Field(
+        None,
+        min_length=1,
+        max_length=200,
+        description="Required unless the script names one (EPUB, front matter)",
+    )
     script: str = Field(
         min_length=1,
-        description="The text to read; size limited by the server. A line holding only "
-        "`<!-- voice: NAME -->` (an id or name of yours) switches the voice of what follows; "
-        "`<!-- voice: default -->` goes back to `voice`",
+        description="The text to read (an EPUB: the file base64-encoded); size limited by the server. A "
+        "line holding only `<!-- voice: NAME -->` (an id or name of yours) switches the voice of what "
+        "follows; `<!-- voice: default -->` goes back to `voice`; `<!-- break: 2s -->` is a pause",
     )
-    script_format: Literal["plain", "markdown"] = "plain"
+    script_format: Literal["plain", "markdown", "ssml", "epub"] = Field(
+        "plain", description="epub: upload the file (multipart field `script`) or send it base64-encoded"
+    )
+    script_options: ScriptOptions = Field(default_factory=lambda: ScriptOptions())  # noqa: PLW0108
     voice: str = Field(min_length=1, max_length=64, description="A voice id or name of yours")
+    language: str | None = Field(
+        None, pattern=LANGUAGE_PATTERN, description="The script's language; default: the voice's"
+    )
+    speed: float = Field(1.0, ge=0.5, le=2.0, description="Speaking rate: 1 is the voice's own")
+    lexicons: list[str] = Field(
+        default_factory=list,
+        max_length=20,
+        description="Ids or names of your pronunciation lexicons, applied in order before the voices' own",
+    )
     output: OutputSpec = Field(default_factory=lambda: OutputSpec())  # noqa: PLW0108
     pauses: Pauses = Field(default_factory=lambda: Pauses())  # noqa: PLW0108
     metadata: BookMetadata = Field(default_factory=lambda: BookMetadata())  # noqa: PLW0108
@@ -65,12 +94,25 @@ class JobCreate(Strict):
     )
 
 
+class JobForm(Strict):
+    """A job as multipart/form-data: the script is the file field ``script`` (an EPUB, or UTF-8 text)."""
+
+    job: str = Field(
+        max_length=100_000,
+        description="JSON: the fields of the JSON form except `script`; `script_format` defaults to the "
+        "file's kind (.epub, .md, .ssml/.xml, else plain)",
+    )
+
+
 class VoiceForm(Strict):
     """The text fields of the multipart voice upload (the reference recording is the file field ``audio``)."""
 
     name: str = Field(pattern=NAME_PATTERN, description="1-64 letters, digits, space, '_', '.', '-'")
     ref_text: str = Field(min_length=1, max_length=5000, description="What the reference recording says")
     language: str = Field("en", pattern=LANGUAGE_PATTERN)
+    lexicons: list[str] = Field(
+        default_factory=list, max_length=20, description="Default lexicons (ids or names) of the voice"
+    )
 
 
 class VoiceUpdate(Strict):
@@ -78,6 +120,7 @@ class VoiceUpdate(Strict):
 
     ref_text: str | None = Field(None, min_length=1, max_length=5000)
     language: str | None = Field(None, pattern=LANGUAGE_PATTERN)
+    lexicons: list[str] | None = Field(None, max_length=20)
 
 
 class ListQuery(Strict):
@@ -101,6 +144,9 @@ class VoiceOut(BaseModel):
     cache_error: str | None
     cache_built_at: datetime | None
     cache_engine: str | None
+    lexicons: list[uuid.UUID] = Field(
+        default_factory=list, validation_alias="lexicon_ids", description="Default lexicons, read in order"
+    )
 
 
 class VoiceList(BaseModel):
@@ -176,6 +222,50 @@ class JobOut(BaseModel):
 
 class JobList(BaseModel):
     jobs: list[JobOut]
+
+
+class FiredOut(BaseModel):
+    rule: str = Field(
+        description="A normalisation rule (cardinal, date, ...), lexicon:NAME, sub or say-as:KIND"
+    )
+    written: str
+    spoken: str
+
+
+class PreviewChunk(BaseModel):
+    seq: int
+    chapter: int
+    text: str = Field(description="What the engine reads: normalised, lexicons applied")
+    written: str = Field(description="The text as written")
+    voice_id: uuid.UUID
+    rate: float = Field(description="Speaking rate: the job's speed times SSML prosody")
+    pause_after: float = Field(description="Seconds of silence after the chunk")
+    fired: list[FiredOut]
+
+
+class PreviewChapter(BaseModel):
+    index: int
+    title: str | None
+    chunks: int
+    characters: int
+    estimated_seconds: float
+
+
+class PreviewMetadata(BaseModel):
+    title: str | None
+    author: str | None
+    language: str | None
+
+
+class PreviewOut(BaseModel):
+    title: str | None
+    language: str = Field(description="The language the script was split and normalised with")
+    metadata: PreviewMetadata = Field(description="What the script says about itself")
+    estimated_seconds: float
+    chapters: list[PreviewChapter]
+    chunks: list[PreviewChunk]
+    rules: dict[str, int] = Field(description="How often each rule and lexicon entry fired")
+    warnings: list[str]
 
 
 class ErrorOut(BaseModel):

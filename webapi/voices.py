@@ -10,8 +10,10 @@ import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from flask import Blueprint, Response, jsonify, request
+from pydantic import BaseModel
 from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from werkzeug.datastructures import FileStorage
@@ -25,10 +27,13 @@ from webapi.schemas import ListQuery, VoiceForm, VoiceList, VoiceOut, VoiceUpdat
 from webapi.usage import require_storage_room
 from webapi.validation import parse_id, query, validate
 from worker.audio import AudioError, AudioLimits, decode_reference, write_wav_atomic
+from worker.jobs.lexicons import LexiconNotFound
+from worker.jobs.lexicons import find as find_lexicons
 from worker.jobs.state import jobs_using_voice
 from worker.task_names import BUILD_VOICE
 from worker.voices.state import reset_for_new_reference
 
+F = TypeVar("F", bound=BaseModel)
 log = logging.getLogger(__name__)
 bp = Blueprint("voices", __name__, url_prefix="/v1/voices")
 bp.before_request(require_key)
@@ -116,6 +121,25 @@ def _store_reference(upload: FileStorage, voice_id: uuid.UUID) -> StoredReferenc
     return StoredReference(reference, sha, round(decoded.duration, 3), decoded.sample_rate, len(data))
 
 
+def _form(model: type[F]) -> F:
+    """The multipart text fields as ``model``; ``lexicons`` may repeat or be comma-separated (neither a
+    name nor an id contains a comma); an empty value clears the list."""
+    data: dict[str, object] = {k: v for k, v in request.form.items() if k in model.model_fields}
+    if "lexicons" in request.form:
+        values = request.form.getlist("lexicons")
+        data["lexicons"] = [part.strip() for value in values for part in value.split(",") if part.strip()]
+    return validate(model, data)
+
+
+def _lexicon_ids(refs: list[str]) -> list[str]:
+    """The ids of the caller's lexicons that ``refs`` name, in order; 422 for one that names none."""
+    try:
+        rows = find_lexicons(tome().sessions(), current_principal().owner, refs)
+    except LexiconNotFound as exc:
+        raise Invalid(exc.message, code="lexicon_not_found", field="lexicons") from exc
+    return [str(row.id) for row in rows]
+
+
 def _require_multipart() -> None:
     if not request.mimetype.startswith("multipart/form-data"):
         raise UnsupportedMediaType("send the voice as multipart/form-data with fields name, ref_text, audio")
@@ -142,7 +166,7 @@ def create_voice() -> tuple[Response, int]:
     _require_multipart()
     # The body first, the database after: a client trickling its upload must not hold a pooled
     # connection while it does (request.form reads the whole multipart body).
-    form = validate(VoiceForm, {k: v for k, v in request.form.items() if k in VoiceForm.model_fields})
+    form = _form(VoiceForm)
     upload = request.files.get("audio")
     if upload is None:
         raise Invalid("the file field 'audio' is required", code="validation_error", field="audio")
@@ -152,6 +176,7 @@ def create_voice() -> tuple[Response, int]:
         select(func.count()).where(Voice.owner == owner, Voice.name == form.name, Voice.deleted_at.is_(None))
     ):
         raise Conflict(f"you already have a voice named {form.name!r}", field="name")
+    lexicon_ids = _lexicon_ids(form.lexicons)
     voice_id = uuid.uuid4()
     folder = voice_dir(voice_id)
     try:
@@ -167,6 +192,7 @@ def create_voice() -> tuple[Response, int]:
             audio_duration=ref.duration,
             audio_sample_rate=ref.sample_rate,
             audio_bytes=ref.size,
+            lexicon_ids=lexicon_ids,
         )
         state.sessions.add(voice)
         try:
@@ -185,8 +211,9 @@ def create_voice() -> tuple[Response, int]:
 @bp.put("/<voice_id>")
 @operation(
     Operation(
-        "Replace a voice's reference recording and/or transcript; its prompt is rebuilt",
-        {202: VoiceOut, 409: None, 413: None},
+        "Replace a voice's reference recording, transcript or language (its prompt is rebuilt: 202), or "
+        "only its default lexicons (200)",
+        {200: VoiceOut, 202: VoiceOut, 409: None, 413: None},
         form=VoiceUpdate,
         optional_files=("audio",),
         tags=("voices",),
@@ -195,14 +222,21 @@ def create_voice() -> tuple[Response, int]:
 def replace_voice(voice_id: str) -> tuple[Response, int]:
     state = tome()
     _require_multipart()
-    form = validate(VoiceUpdate, {k: v for k, v in request.form.items() if k in VoiceUpdate.model_fields})
+    form = _form(VoiceUpdate)
     upload = request.files.get("audio")  # the body before the database, as in create_voice
     voice = owned_voice(voice_id)
-    require_storage_room()
     if upload is None and form.ref_text is None and form.language is None:
-        raise Invalid(
-            "send a new 'audio' file, 'ref_text' or 'language'", code="validation_error", field="audio"
-        )
+        if form.lexicons is None:
+            raise Invalid(
+                "send a new 'audio' file, 'ref_text', 'language' or 'lexicons'",
+                code="validation_error",
+                field="audio",
+            )
+        # Only the default lexicons: the prompt stays, and jobs already planned keep what they read.
+        voice.lexicon_ids = _lexicon_ids(form.lexicons)
+        state.sessions.commit()
+        return jsonify(voice_out(voice).model_dump(mode="json")), 200
+    require_storage_room()
     if in_use := _in_use(voice):
         raise Conflict(f"voice is used by {in_use} unfinished job(s); cancel them or wait", field="voice_id")
     old_audio = voice.audio_path
@@ -215,6 +249,8 @@ def replace_voice(voice_id: str) -> tuple[Response, int]:
         voice.ref_text = form.ref_text
     if form.language is not None:
         voice.language = form.language
+    if form.lexicons is not None:
+        voice.lexicon_ids = _lexicon_ids(form.lexicons)
     reset_for_new_reference(voice)
     state.sessions.commit()
     if ref is not None:

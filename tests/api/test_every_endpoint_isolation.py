@@ -21,6 +21,9 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/admin/voices/<voice_id>/cache"): {"json": {"force": True}},
     ("POST", "/v1/admin/voice-caches/rebuild"): {"json": {"all": True}},
     ("POST", "/v1/jobs/<job_id>/cancel"): {},
+    ("POST", "/v1/scripts/preview"): {"json": {"script": "Hello.", "voice": "{voice_id}"}},
+    ("POST", "/v1/lexicons"): {"json": {"name": "mine", "entries": [{"grapheme": "Tome", "alias": "tohm"}]}},
+    ("PUT", "/v1/lexicons/<lexicon_id>"): {"json": {"name": "stolen", "entries": []}},
 }
 
 
@@ -33,7 +36,12 @@ def test_second_user_gets_404_or_403_on_every_endpoint_for_the_first_users_objec
 ) -> None:
     voice = upload_voice(client, user, reference_audio[0]).json
     job = submit_job(client, user, voice["id"]).json
-    ids = {"voice_id": voice["id"], "job_id": job["id"]}
+    lexicon = client.post(
+        "/v1/lexicons",
+        json={"name": "names", "entries": [{"grapheme": "Tome", "alias": "tohm"}]},
+        headers=user,
+    ).json
+    ids = {"voice_id": voice["id"], "job_id": job["id"], "lexicon_id": lexicon["id"]}
     walked = 0
     for rule in app.url_map.iter_rules():
         if rule.rule in PUBLIC:
@@ -59,14 +67,16 @@ def test_second_user_gets_404_or_403_on_every_endpoint_for_the_first_users_objec
                 assert response.status_code == 403, (method, url, response.status_code)
             elif takes_id:
                 assert response.status_code == 404, (method, url, response.status_code)
-            elif method == "POST" and rule.rule == "/v1/jobs":
+            elif method == "POST" and rule.rule in ("/v1/jobs", "/v1/scripts/preview"):
                 assert response.status_code == 422, "another user's voice id is unknown to this user"
             else:
-                assert response.status_code in (200, 202), (method, url, response.status_code)
+                assert response.status_code in (200, 201, 202), (method, url, response.status_code)
                 body = response.get_data(as_text=True)
                 assert voice["id"] not in body
                 assert job["id"] not in body
+                assert lexicon["id"] not in body
     assert walked >= 12
     # The first user's objects are untouched.
     assert client.get(f"/v1/voices/{voice['id']}", headers=user).json["ref_text"] == "hello there"
     assert client.get(f"/v1/jobs/{job['id']}", headers=user).json["status"] == "queued"
+    assert client.get(f"/v1/lexicons/{lexicon['id']}", headers=user).json["entries"][0]["alias"] == "tohm"

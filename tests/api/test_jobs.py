@@ -78,7 +78,7 @@ def test_voice_can_be_named_by_id(client: FlaskClient, user: dict[str, str], voi
         ({"script": "   \n\n  "}, "script", "script_invalid"),
         ({"script": "bad \x00 byte"}, "script", "script_invalid"),
         ({"output": {"format": "aac"}}, "output.format", "validation_error"),
-        ({"script_format": "ssml"}, "script_format", "validation_error"),
+        ({"script_format": "docx"}, "script_format", "validation_error"),
         ({"title": ""}, "title", "validation_error"),
         ({"unexpected": 1}, "unexpected", "validation_error"),
         ({"pauses": {"chapter": -1}}, "pauses.chapter", "validation_error"),
