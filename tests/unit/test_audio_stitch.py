@@ -261,3 +261,21 @@ def test_memory_does_not_grow_with_the_number_of_pieces(tmp_path: Path) -> None:
     assert sf.info(str(tmp_path / "large.wav")).frames > 400 * SR
     assert large < 20 * 1024 * 1024
     assert large < 1.5 * small + 256 * 1024
+
+
+def test_an_exact_pause_in_seconds_is_that_many_samples_of_silence(
+    tmp_path: Path, pieces: list[StitchPiece]
+) -> None:
+    """A script's break (``<!-- break: 1.25s -->``, SSML ``<break time>``) is stitched exactly."""
+    first, second = pieces[0], pieces[1]
+    timed = [StitchPiece(first.path, 1.25, 0), StitchPiece(second.path, 0.0, 0)]
+    out = tmp_path / "breaks.flac"
+    result = stitch(timed, out, "flac", SR, PAUSES)
+    pcm = decode_to_pcm(out, SR)
+    assert pcm.size == SR // 2 + round(1.25 * SR) + SR // 2
+    assert result.duration == pcm.size / SR
+    gap = pcm[SR // 2 : SR // 2 + round(1.25 * SR)]
+    assert np.abs(gap).max() == 0  # silence, all of it
+    assert np.abs(pcm[SR // 2 + round(1.25 * SR) :]).max() > 0.1  # then the second chunk, at once
+    with pytest.raises(ValueError, match="finite number of seconds"):
+        stitch([StitchPiece(first.path, -1.0, 0)], tmp_path / "bad.flac", "flac", SR, PAUSES)
