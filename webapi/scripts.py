@@ -28,7 +28,7 @@ from webapi.schemas import (
     PreviewOut,
 )
 from webapi.validation import json_body, validate
-from worker.audio import Pauses
+from worker.audio import MAX_COVER_BYTES, Cover, CoverError, Pauses, load_cover
 from worker.jobs import limits
 from worker.jobs.plan import PlanError, PlanRequest, ScriptPlan, live_voices, plan
 from worker.script import ReadOptions
@@ -50,6 +50,7 @@ class JobRequest:
     body: JobCreate
     source: str | bytes
     sha256: str
+    cover: Cover | None = None  # multipart only: the file field ``cover`` (JPEG or PNG), checked
 
 
 def read_job_request() -> JobRequest:
@@ -92,18 +93,40 @@ def _multipart() -> JobRequest:
     if upload is None:
         raise Invalid("upload the script as the file field 'script'", code="validation_error", field="script")
     data = _read_upload(upload.stream)
+    cover = _read_cover()
     fields.setdefault("script_format", _kind(upload.filename or "", data))
     body = validate(JobCreate, {**fields, "script": "(uploaded)"}, prefix="job.")
-    digest = hashlib.sha256(body.model_dump_json().encode() + hashlib.sha256(data).digest()).hexdigest()
+    digest = hashlib.sha256(
+        body.model_dump_json().encode()
+        + hashlib.sha256(data).digest()
+        + (hashlib.sha256(cover.data).digest() if cover else b"")
+    ).hexdigest()
     if body.script_format == "epub":
-        return JobRequest(body, data, digest)
+        return JobRequest(body, data, digest, cover)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise Invalid(
             f"the script is not valid UTF-8 (byte {exc.start})", code="script_invalid", field="script"
         ) from exc
-    return JobRequest(body.model_copy(update={"script": text}), text, digest)
+    return JobRequest(body.model_copy(update={"script": text}), text, digest, cover)
+
+
+def _read_cover() -> Cover | None:
+    """The optional file field ``cover``: a JPEG or PNG of at most MAX_COVER_BYTES, its header checked
+    (worker.audio.cover); 413 or 422 naming ``cover`` otherwise."""
+    upload = request.files.get("cover")
+    if upload is None:
+        return None
+    data = upload.stream.read(MAX_COVER_BYTES + 1)
+    if len(data) > MAX_COVER_BYTES:
+        raise TooLarge(
+            f"the cover is larger than {MAX_COVER_BYTES} bytes", code="cover_too_large", field="cover"
+        )
+    try:
+        return load_cover(data)
+    except CoverError as exc:
+        raise Invalid(exc.message, code=exc.code, field="cover") from exc
 
 
 def _extra_fields() -> dict[str, str]:
@@ -148,7 +171,9 @@ def plan_request(owner: str, job: JobRequest, voice: Voice) -> PlanRequest:
         max_chunk_chars=tome().engine().max_chunk_chars,
         job_limits=limits.JobLimits.of(tome().settings),
         language=body.language,
-        read_options=ReadOptions(options.front_matter, options.back_matter, options.footnotes),
+        read_options=ReadOptions(
+            options.front_matter, options.back_matter, options.footnotes, tome().settings.max_script_chars
+        ),
         lexicons=tuple(body.lexicons),
         engine=tome().engine().name,
     )
@@ -186,7 +211,7 @@ def script_title(job: JobRequest) -> str | None:
         {200: PreviewOut, 413: None},
         body=JobCreate,
         form=JobForm,
-        files=("script",),
+        files=("script", "cover"),
         tags=("jobs",),
     )
 )

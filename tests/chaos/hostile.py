@@ -5,7 +5,12 @@ through the Flask test client and measures it.
 + 1 byte, foreign magic numbers, random bytes, WAV/FLAC/AIFF headers that claim absurd sizes, a truncated
 MP3, an Ogg page of garbage, XML entity bombs), file names that try to escape the data directory, voice
 names with traversal and control characters, oversized fields and bodies, deeply nested JSON, a script
-one character over the limit, and unicode edge cases.
+one character over the limit, and unicode edge cases. Issue 11's inputs (to ``POST /v1/jobs``,
+``POST /v1/scripts/preview`` and ``/v1/lexicons``): EPUB zip bombs (honest and lying directories),
+DRM-protected and malformed EPUBs, SSML with a DTD, entities or an external entity, text uploads that are
+not UTF-8, lexicons over the entry limit or with graphemes that look like regular expressions, and PLS
+documents with a DOCTYPE. Those items also name the error ``code`` they expect and words the message must
+``say``, so that a refusal for the wrong reason (or a bare 400) is caught too.
 
 ``run_hostile(app, headers)`` sends every item twice: once as ``headers``' owner with nothing traced, to
 time it honestly, and once as a second owner with ``tracemalloc`` on, to measure the peak of Python
@@ -15,12 +20,15 @@ records ``ru_maxrss`` before and after the whole corpus, whatever is left in ``d
 file that appeared outside ``data_dir`` (in its parent, or at any path a hostile file name points to).
 
 Invariants checked by ``HostileReport.violations``: each item's status is one it allows (by default any
-4xx: never a 2xx for garbage, never a 5xx), each request takes under ``time_limit_s``, and allocates at
-most ``memory_limit`` bytes above its baseline; nothing is left in ``uploads``; nothing escapes.
+4xx: never a 2xx for garbage, never a 5xx), with the error code and words it expects if it names them,
+each request takes under ``time_limit_s``, and allocates at most ``memory_limit`` bytes above its
+baseline; nothing is left in ``uploads``; nothing escapes.
 """
 
 from __future__ import annotations
 
+import base64
+import functools
 import io
 import itertools
 import json
@@ -34,7 +42,7 @@ import time
 import tracemalloc
 import zipfile
 import zlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +54,7 @@ from flask import Flask
 from werkzeug.datastructures import Headers
 from werkzeug.test import EnvironBuilder
 
+from tests.support import epubs
 from tests.support.apps import tome_of
 from webapi.cli import mint_key
 from worker.config import Settings
@@ -235,6 +244,98 @@ def nested_json(depth: int, key: str | None = None) -> bytes:
     return opener * depth + b"1" + b"}" * depth
 
 
+MIB = 2**20
+_ZERO_MIB = bytes(MIB)
+
+
+@functools.cache
+def zeros_deflated(mib: int) -> tuple[bytes, int]:
+    """A raw deflate stream of ``mib`` MiB of zero bytes, and their CRC-32. Built from one compressed MiB
+    (after a full flush the compressor starts afresh, so every MiB compresses to the same bytes): a GiB
+    costs milliseconds and 1 MB, not the seconds a real compression of it takes."""
+    compressor = zlib.compressobj(9, zlib.DEFLATED, -15)
+    block = compressor.compress(_ZERO_MIB) + compressor.flush(zlib.Z_FULL_FLUSH)
+    crc = 0
+    for _ in range(mib):
+        crc = zlib.crc32(_ZERO_MIB, crc)
+    return block * mib + compressor.flush(), crc
+
+
+def _deflated(data: bytes) -> bytes:
+    compressor = zlib.compressobj(9, zlib.DEFLATED, -15)
+    return compressor.compress(data) + compressor.flush()
+
+
+def raw_zip(entries: Sequence[tuple[str, bytes, int, int, int]]) -> bytes:
+    """A zip of ``(name, payload, method, crc, size)`` entries, headers written as given (``size`` is the
+    uncompressed size both headers declare): what the author of a zip bomb writes, lies included."""
+    out = bytearray()
+    directory = bytearray()
+    for name, payload, method, crc, size in entries:
+        encoded = name.encode()
+        offset = len(out)
+        # version needed, flags, method, time, date (2024-01-01), CRC-32, compressed and uncompressed sizes
+        common = struct.pack("<HHHHHIII", 20, 0, method, 0, 0x5821, crc, len(payload), size)
+        out += b"PK\x03\x04" + common + struct.pack("<HH", len(encoded), 0) + encoded + payload
+        directory += b"PK\x01\x02" + struct.pack("<H", 20) + common
+        directory += struct.pack("<HHHHHII", len(encoded), 0, 0, 0, 0, 0, offset) + encoded
+    count = len(entries)
+    end = struct.pack("<4sHHHHIIH", b"PK\x05\x06", 0, 0, count, count, len(directory), len(out), 0)
+    return bytes(out + directory + end)
+
+
+def epub_bomb(mib: int = 1024, *, declared: int | None = None, member: str = "OEBPS/chapter1.xhtml") -> bytes:
+    """The default test book (tests/support/epubs.py) with ``member`` replaced by ``mib`` MiB of zeros,
+    deflated (about 1 KB on the wire per MiB). Its headers declare the true size, or ``declared``: a
+    directory that lies so that the book passes every check made before inflating."""
+    entries: list[tuple[str, bytes, int, int, int]] = []
+    for name, data in epubs.epub_files(epubs.DEFAULT_CHAPTERS).items():
+        if name == member:
+            payload, crc = zeros_deflated(mib)
+            entries.append(
+                (name, payload, zipfile.ZIP_DEFLATED, crc, mib * MIB if declared is None else declared)
+            )
+        elif name == "mimetype":
+            entries.append((name, data, zipfile.ZIP_STORED, zlib.crc32(data), len(data)))
+        else:
+            entries.append((name, _deflated(data), zipfile.ZIP_DEFLATED, zlib.crc32(data), len(data)))
+    return raw_zip(entries)
+
+
+def encryption_xml(algorithm: str, uri: str) -> bytes:
+    """META-INF/encryption.xml saying that ``uri`` is encrypted with ``algorithm``."""
+    return (
+        '<?xml version="1.0"?>\n<encryption xmlns="urn:oasis:names:tc:opendocument:xmlns:container" '
+        'xmlns:enc="http://www.w3.org/2001/04/xmlenc#"><enc:EncryptedData>'
+        f'<enc:EncryptionMethod Algorithm="{algorithm}"/><enc:KeyInfo/>'
+        f'<enc:CipherData><enc:CipherReference URI="{uri}"/></enc:CipherData>'
+        "</enc:EncryptedData></encryption>"
+    ).encode()
+
+
+AES_CBC = "http://www.w3.org/2001/04/xmlenc#aes128-cbc"
+FONT_OBFUSCATION = "http://www.idpf.org/2008/embedding"
+PLS_NS = "http://www.w3.org/2005/01/pronunciation-lexicon"
+
+
+def pls_document(lexemes: Iterable[tuple[str, str]], doctype: str = "") -> bytes:
+    """A W3C PLS lexicon of ``(grapheme, alias)`` lexemes; ``doctype`` goes before the root element."""
+    body = "".join(
+        f"<lexeme><grapheme>{grapheme}</grapheme><alias>{alias}</alias></lexeme>"
+        for grapheme, alias in lexemes
+    )
+    return (
+        f'<?xml version="1.0" encoding="UTF-8"?>\n{doctype}<lexicon version="1.0" xmlns="{PLS_NS}" '
+        f'alphabet="ipa" xml:lang="en">{body}</lexicon>'
+    ).encode()
+
+
+LAUGHS_DTD = BILLION_LAUGHS[BILLION_LAUGHS.index("<!DOCTYPE") : BILLION_LAUGHS.index("]>") + 3].replace(
+    "lolz", "lexicon"
+)
+"""The billion laughs' internal DTD alone, for a PLS ``<lexicon>``."""
+
+
 # --------------------------------------------------------------------------------------------------
 # The corpus
 # --------------------------------------------------------------------------------------------------
@@ -257,9 +358,30 @@ class HostileItem:
     """For a job that may legitimately be accepted: the most chunks it may make (no entity expansion)."""
     bug: str | None = None
     """A known server bug this item triggers; the CI test expects it to break an invariant (xfail)."""
+    file_field: str = "audio"
+    """The multipart field ``file`` is sent as (``script`` for a job's script file)."""
+    code: str | None = None
+    """The error code a refusal must carry (``{"error": {"code": ...}}``); None: any."""
+    says: tuple[str, ...] = ()
+    """Words a refusal's message must contain (case-insensitive): it names the problem."""
 
     def accepts(self, status: int) -> bool:
         return 400 <= status < 500 if self.allowed is None else status in self.allowed
+
+    def misnamed(self, status: int, body: bytes) -> str | None:
+        """What a refusal (a 4xx) fails to say of what this item expects it to say; None if all is said."""
+        if not 400 <= status < 500 or (self.code is None and not self.says):
+            return None
+        try:
+            error = json.loads(body)["error"]
+            code, message = str(error["code"]), str(error["message"])
+        except (ValueError, KeyError, TypeError):
+            return "the refusal is not the JSON error shape"
+        wanted = f"expected code {self.code!r}" if self.code else "expected"
+        missing = [word for word in self.says if word.casefold() not in message.casefold()]
+        if (self.code is not None and code != self.code) or missing:
+            return f"{wanted} and a message saying {list(self.says)}; got {code!r}: {message!r}"
+        return None
 
 
 @dataclass(frozen=True)
@@ -289,6 +411,22 @@ def _job(label: str, **overrides: Any) -> HostileItem:
 
 def _raw_job(label: str, body: bytes, content_type: str = "application/json", **kw: Any) -> HostileItem:
     return HostileItem(label, "/v1/jobs", body=body, content_type=content_type, **kw)
+
+
+def _script_file(label: str, data: bytes, filename: str, path: str = "/v1/jobs", **kw: Any) -> HostileItem:
+    """A job (or, with ``path``, a preview) whose script is the uploaded file ``filename``."""
+    form = {"job": json.dumps({"title": "hostile", "voice": VOICE})}
+    return HostileItem(label, path, form=form, file=(filename, data), file_field="script", **kw)
+
+
+def _lexicon(label: str, entries: list[dict[str, Any]], **kw: Any) -> HostileItem:
+    body = json.dumps({"name": "hostile", "entries": entries}).encode()
+    return HostileItem(label, "/v1/lexicons", body=body, content_type="application/json", **kw)
+
+
+def _pls(label: str, document: bytes, **kw: Any) -> HostileItem:
+    path = "/v1/lexicons?name=hostile"
+    return HostileItem(label, path, body=document, content_type="application/pls+xml", **kw)
 
 
 def _escape_names(data_dir: Path, tag: str) -> tuple[list[str], list[Path], list[Path]]:
@@ -575,7 +713,215 @@ def build_corpus(settings: Settings, tag: str) -> Corpus:
             )
         ),
     ]
+    items += issue_11_items()
     return Corpus(tuple(items), tuple(targets), tuple(guarded))
+
+
+def issue_11_items() -> list[HostileItem]:
+    """EPUB, SSML, text uploads and lexicons (issue 11): each a 4xx with its code, naming the problem."""
+    return [*_epub_items(), *_ssml_and_text_items(), *_lexicon_items()]
+
+
+def _epub_items() -> list[HostileItem]:
+    script: dict[str, Any] = {"code": "script_invalid"}
+    bomb = epub_bomb(1024)
+    bombed = ("chapter1.xhtml", "unpacks to more than")
+    valid = epubs.build_epub()
+    rng = random.Random(11)
+
+    def drm(uri: str) -> bytes:
+        return epubs.build_epub(files={"META-INF/encryption.xml": encryption_xml(AES_CBC, uri)})
+
+    fonts = epubs.build_epub(
+        files={
+            "META-INF/encryption.xml": encryption_xml(FONT_OBFUSCATION, "OEBPS/font.otf"),
+            "OEBPS/font.otf": rng.randbytes(512),
+        }
+    )
+    return [
+        # Zip bombs: refused from the zip's directory, before inflating; when the directory lies, while
+        # inflating, at the size it declared.
+        _script_file(
+            f"epub: zip bomb, one file inflates to 1 GiB ({len(bomb):,} bytes sent)",
+            bomb,
+            "bomb.epub",
+            says=bombed,
+            **script,
+        ),
+        _script_file(
+            "epub: the same zip bomb, previewed",
+            bomb,
+            "bomb.epub",
+            path="/v1/scripts/preview",
+            says=bombed,
+            **script,
+        ),
+        _job(
+            "epub: the same zip bomb, base64 in a JSON job",
+            payload={"script": base64.b64encode(bomb).decode(), "script_format": "epub"},
+            says=bombed,
+            **script,
+        ),
+        *(
+            _script_file(
+                f"epub: zip bomb whose directory lies (declares {label}, inflates to 1 GiB)",
+                epub_bomb(1024, declared=declared),
+                "liar.epub",
+                says=("chapter1.xhtml",),
+                **script,
+            )
+            for label, declared in (("4 KB", 4096), ("40 MB", 40 * MIB))
+        ),
+        # DRM: encryption.xml that is not font obfuscation.
+        _script_file(
+            "epub: DRM, encryption.xml encrypts a chapter (AES)",
+            drm("OEBPS/chapter1.xhtml"),
+            "drm.epub",
+            says=("DRM", "chapter1.xhtml"),
+            **script,
+        ),
+        _script_file(
+            "epub: DRM, encryption.xml encrypts the package document (AES)",
+            drm(epubs.OPF_PATH),
+            "drm.epub",
+            says=("DRM", "content.opf"),
+            **script,
+        ),
+        _script_file(
+            "epub: font obfuscation only (not DRM: accepted)", fonts, "fonts.epub", allowed=frozenset({202})
+        ),
+        # Malformed.
+        _script_file(
+            "epub: not a zip at all",
+            b"This is not an EPUB. " * 50,
+            "book.epub",
+            says=("not an EPUB", "zip"),
+            **script,
+        ),
+        _script_file(
+            "epub: zip signature, then garbage",
+            b"PK\x03\x04" + rng.randbytes(4096),
+            "book.epub",
+            says=("not an EPUB",),
+            **script,
+        ),
+        _script_file(
+            "epub: the first half of a valid EPUB",
+            valid[: len(valid) // 2],
+            "book.epub",
+            says=("not an EPUB",),
+            **script,
+        ),
+        _script_file(
+            "epub: a zip without META-INF/container.xml",
+            epubs.build_epub(files={"META-INF/container.xml": None}),
+            "book.epub",
+            says=("container.xml", "missing"),
+            **script,
+        ),
+        _script_file(
+            "epub: container.xml names a package document that is missing",
+            epubs.build_epub(files={epubs.OPF_PATH: None}),
+            "book.epub",
+            says=("package", "missing"),
+            **script,
+        ),
+        *(
+            _script_file(
+                f"epub: a chapter with {what}",
+                epubs.build_epub(files={"OEBPS/chapter1.xhtml": document}),
+                "book.epub",
+                says=("chapter1.xhtml", "entit"),  # entity, entities
+                **script,
+            )
+            for what, document in (
+                ("a DTD and entity declarations (billion laughs)", epubs.BILLION_LAUGHS),
+                ("an external entity (file:///etc/passwd)", epubs.EXTERNAL_ENTITY),
+            )
+        ),
+    ]
+
+
+def _ssml_and_text_items() -> list[HostileItem]:
+    script: dict[str, Any] = {"code": "script_invalid"}
+    parameter = '<!DOCTYPE speak [<!ENTITY % remote SYSTEM "http://127.0.0.1:9/tome.dtd"> %remote;]>\n'
+    ssml = (
+        ("a DTD with entity declarations (billion laughs)", BILLION_LAUGHS, ("DOCTYPE",)),
+        ("external entities (file:// and http://)", XXE, ("DOCTYPE",)),
+        ("an external parameter entity", parameter + "<speak>Hi.</speak>", ("DOCTYPE",)),
+        ("an undeclared entity, no DTD", "<speak>Hello &xxe; there.</speak>", ("entity", "&xxe;")),
+    )
+    not_utf8 = (
+        ("Latin-1", "Caf\u00e9 au lait, s'il vous pla\u00eet.".encode("latin-1"), "book.txt"),
+        ("an encoded surrogate", b"Hello \xed\xa0\x80 there.", "book.txt"),
+        ("an overlong '/'", b"Hello \xc0\xaf there.", "book.md"),
+        ("cut mid-character", "Hello \u20ac".encode()[:-1], "book.txt"),
+    )
+    return [
+        *(
+            _job(f"ssml: {what}", payload={"script": text, "script_format": "ssml"}, says=says, **script)
+            for what, text, says in ssml
+        ),
+        _script_file(
+            "ssml: billion laughs uploaded as a .ssml file",
+            BILLION_LAUGHS.encode(),
+            "laughs.ssml",
+            says=("DOCTYPE",),
+            **script,
+        ),
+        _script_file(
+            "ssml: billion laughs, previewed",
+            BILLION_LAUGHS.encode(),
+            "laughs.ssml",
+            path="/v1/scripts/preview",
+            says=("DOCTYPE",),
+            **script,
+        ),
+        *(
+            _script_file(f"text upload: {what} (invalid UTF-8)", data, name, says=("UTF-8",), **script)
+            for what, data, name in not_utf8
+        ),
+    ]
+
+
+def _lexicon_items() -> list[HostileItem]:
+    lexicon: dict[str, Any] = {"code": "lexicon_invalid"}
+    w3c_dtd = '<!DOCTYPE lexicon SYSTEM "http://www.w3.org/TR/pronunciation-lexicon/pls.dtd">\n'
+    external = '<!DOCTYPE lexicon [<!ENTITY xxe SYSTEM "file:///etc/passwd">]>\n'
+    return [
+        _lexicon(
+            "lexicon: 5,000 entries (JSON; the limit is 1,000)",
+            [{"grapheme": f"word{i}", "alias": "x"} for i in range(5000)],
+            code="validation_error",
+            says=("entries", "1000"),
+        ),
+        _pls(
+            "lexicon: 5,000 lexemes (PLS; the limit is 1,000)",
+            pls_document((f"word{i}", "x") for i in range(5000)),
+            says=("1000",),
+            **lexicon,
+        ),
+        *(
+            _lexicon(
+                f"lexicon: grapheme {grapheme!r} (looks like a regular expression)",
+                [{"grapheme": grapheme, "alias": "x"}],
+                says=("pattern",),
+                **lexicon,
+            )
+            for grapheme in (".*", "(a+)+", "[a-z]+", "a|b", "^Tome$", "\\d+", "x{1000}")
+        ),
+        _pls("lexicon: PLS grapheme '(a+)+'", pls_document([("(a+)+", "x")]), says=("pattern",), **lexicon),
+        *(
+            _pls(
+                f"lexicon: PLS with {what}", pls_document([(word, alias)], doctype), says=("DTD",), **lexicon
+            )
+            for what, doctype, word, alias in (
+                ("a DOCTYPE (the W3C DTD)", w3c_dtd, "Tome", "tohm"),
+                ("a DTD with entity declarations (billion laughs)", LAUGHS_DTD, "lol", "&lol9;"),
+                ("an external entity (file:///etc/passwd)", external, "secret", "&xxe;"),
+            )
+        ),
+    ]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -595,6 +941,8 @@ class HostileResult:
     traceback: str | None
     bug: str | None
     chunks: int | None
+    misnamed: str | None = None
+    """How the refusal failed to name the problem the item expects it to name (see HostileItem.says)."""
 
     def describe(self) -> str:
         line = (
@@ -629,6 +977,8 @@ class HostileReport:
             problems.append(f"status {result.status}/{result.memory_status}: {result.response}")
             if result.traceback:
                 problems.append(result.traceback)
+        if result.misnamed:
+            problems.append(result.misnamed)
         if result.elapsed_s > time_limit_s:
             problems.append(f"took {result.elapsed_s:.2f} s (limit {time_limit_s} s)")
         if result.peak_bytes > memory_limit:
@@ -704,7 +1054,7 @@ def _request(item: HostileItem, headers: Mapping[str, str]) -> EnvironBuilder:
         data: dict[str, Any] = dict(item.form or {})
         if item.file is not None:
             filename, content = item.file
-            data["audio"] = (io.BytesIO(content), filename)
+            data[item.file_field] = (io.BytesIO(content), filename)
         return EnvironBuilder(path=item.path, method="POST", headers=merged, data=data)
     return EnvironBuilder(
         path=item.path, method="POST", headers=merged, data=item.body or b"", content_type=item.content_type
@@ -832,6 +1182,8 @@ def run_hostile(app: Flask, headers: Mapping[str, str], corpus: Corpus | None = 
                 traceback=timed.traceback or measured.traceback,
                 bug=item.bug,
                 chunks=chunks,
+                misnamed=item.misnamed(timed.status, timed.body)
+                or item.misnamed(measured.status, measured.body),
             )
         )
     maxrss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -73,6 +73,7 @@ def plan_request(rt: Runtime, job: Job, voice: Voice, script: str | bytes) -> Pl
             bool(read.get("front_matter", False)),
             bool(read.get("back_matter", False)),
             read.get("footnotes", "skip"),
+            rt.settings.max_script_chars,
         ),
         lexicons=tuple(options.get("lexicons", [])),
         engine=job.engine,

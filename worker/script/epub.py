@@ -45,7 +45,7 @@ from .epub_package import (
 from .epub_text import DocText, NoteRef, TextBlock, note_texts, read_document, strip_label
 from .epub_xml import parse_xml
 from .epub_zip import Archive, EpubLimits
-from .errors import ScriptError
+from .errors import ScriptError, ScriptTooLong
 
 __all__ = ["EpubBook", "EpubLimits", "read_epub"]
 
@@ -110,7 +110,7 @@ def _read(data: bytes, options: _Options, limits: EpubLimits) -> EpubBook:
     entries = _usable_entries(archive, entries, {item.path for item in spine}, warnings)
     if len(entries) > limits.max_chapters:
         raise ScriptError(f"the table of contents has more than {limits.max_chapters} entries")
-    docs = _read_docs(archive, spine, entries)
+    docs = _read_docs(archive, spine, entries, limits.max_text_chars)
     if not entries:
         entries = spine_entries(docs)
         if not entries:
@@ -166,13 +166,17 @@ def _usable_entries(
     return usable
 
 
-def _read_docs(archive: Archive, spine: Sequence[SpineItem], entries: Sequence[TocEntry]) -> list[DocText]:
-    """Every spine file's text, noting where the entries' anchors fall."""
+def _read_docs(
+    archive: Archive, spine: Sequence[SpineItem], entries: Sequence[TocEntry], max_chars: int | None
+) -> list[DocText]:
+    """Every spine file's text, noting where the entries' anchors fall; :class:`ScriptTooLong` as soon
+    as the text read passes ``max_chars`` (the limit a text script has), before anything is planned."""
     wanted: dict[str, set[str]] = {}
     for entry in entries:
         if entry.fragment:
             wanted.setdefault(entry.path, set()).add(entry.fragment)
     docs: list[DocText] = []
+    total = 0
     for item in spine:
         if item.media_type not in _DOCUMENT_TYPES:
             doc = DocText(item.path)
@@ -181,6 +185,9 @@ def _read_docs(archive: Archive, spine: Sequence[SpineItem], entries: Sequence[T
         else:
             root = parse_xml(archive.read(item.path), item.path, "XHTML")
             doc = read_document(root, item.path, wanted.get(item.path, ()))
+            total += sum(len(block.text) for block in doc.blocks)
+            if max_chars is not None and total > max_chars:
+                raise ScriptTooLong(f"the EPUB has more than {max_chars} characters of text (the limit)")
         docs.append(doc)
     return docs
 

@@ -39,6 +39,7 @@ class EpubLimits:
     max_entry_bytes: int = 50 * MIB
     max_ratio: int = 200  # compression ratio per entry (zip bomb)
     max_chapters: int = 2_000
+    max_text_chars: int | None = None  # the text read from the spine, counted as it is read
 
 
 def _megabytes(size: int) -> str:

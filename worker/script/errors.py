@@ -22,3 +22,7 @@ class ScriptError(ValueError):
         if self.column is None:
             return f"line {self.line}: {self.message}"
         return f"line {self.line}, column {self.column}: {self.message}"
+
+
+class ScriptTooLong(ScriptError):
+    """A script (an EPUB's text, counted while it is read) is longer than the server's limit."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from .breaks import break_line, check_breaks, split_breaks
@@ -121,6 +121,7 @@ class ReadOptions:
     front_matter: bool = False
     back_matter: bool = False
     footnotes: Footnotes = "skip"
+    max_chars: int | None = None  # an EPUB's text, like a text script, is refused past this length
 
 
 def parse_script(text: str, fmt: ScriptFormat, *, language: str = "en") -> list[Chapter]:
@@ -168,7 +169,7 @@ def _read(
     """The reader of ``fmt``: events, metadata, SSML's voices (others' directives come as events),
     warnings."""
     if fmt == "epub":
-        from .epub import read_epub  # lxml is only loaded for books
+        from .epub import DEFAULT_LIMITS, read_epub  # lxml is only loaded for books
 
         if not isinstance(source, bytes):
             raise ScriptError("an EPUB script must be the file's bytes")
@@ -177,6 +178,7 @@ def _read(
             front_matter=options.front_matter,
             back_matter=options.back_matter,
             footnotes=options.footnotes,
+            limits=replace(DEFAULT_LIMITS, max_text_chars=options.max_chars),
         )
         return book.events, book.info, [], list(book.warnings)
     if isinstance(source, bytes):
