@@ -129,7 +129,7 @@ def test_text_without_graphemes_is_unchanged_and_matches_are_whole_words(
     expected = " ".join(words).replace("hot dog", "HOTDOG")
     expected = " ".join("CAT" if w.casefold() == "cat" else w for w in expected.split(" "))
     assert result == expected
-    assert apply(filler, Lexicon("l", [Entry("zzz", "q")])) == filler
+    assert apply(filler, Lexicon("l", [Entry("www", "q")])) == filler  # no "w" in the filler alphabet
 
 
 # PLS -----------------------------------------------------------------------------------------------

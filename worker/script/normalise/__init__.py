@@ -46,7 +46,19 @@ def normalise(text: str, language: str = "en", *, heading: bool = False) -> Norm
     if found is None or not text:
         return Normalised(text, ())
     rules, region = found
-    return rules.normalise(text, heading=heading, region=region)
+    result = rules.normalise(text, heading=heading, region=region)
+    # What one reading writes can still hold something a rule reads ("0@.@0.0": the numbers read
+    # first, an address appears): read again until nothing changes, so the engine never gets text that
+    # would be read differently once more. Ordinary text settles in one more reading (a cheap no-op).
+    for _ in range(_MAX_READINGS - 1):
+        again = rules.normalise(result.text, heading=heading, region=region)
+        if again.text == result.text:
+            break
+        result = Normalised(again.text, result.fired + again.fired)
+    return result
+
+
+_MAX_READINGS = 4
 
 
 def say_as(text: str, interpret_as: str, format: str | None, language: str = "en") -> str:

@@ -69,7 +69,7 @@ _RUN = r"[0-9]+(?:[.,][0-9]+)*"
 
 _COMMON = [
     # jane.doe@example.org
-    r"(?P<email>(?<![\w.%+\-])[\w.%+\-]+@(?:[A-Za-z0-9\-]+\.)+[A-Za-z]{2,}(?![\w]))",
+    r"(?P<email>(?<![\w.%+\-])[\w.%+\-]+@(?:[A-Za-z0-9\-]+\.)+[A-Za-z0-9]+(?![\w]))",
     # https://..., www...., example.com/path
     r"(?P<url>(?<![\w@.\-/])(?:(?:https?|ftp)://|www\.)[^\s<>\"]+"
     rf"|(?<![\w@.\-/])(?:[A-Za-z0-9\-]+\.)+{_TLD}(?![\w\-])(?:/[^\s<>\"]*)?)",
@@ -101,8 +101,10 @@ _COMMON = [
     r"(?P<abbr>(?<![\w.])(?:[eE]\.g\.|[iI]\.e\.|(?:vs|Mrs|Mr|Ms|Dr|St)(?:\.|(?![\w]))"
     r"|(?:etc|Prof|Jr|Sr|Mt|Ave|Rd|approx|Fig|Vol|Capt|Lt|Sgt|Col|Gen|Rev|Hon|Inc|Ltd)\."
     r"|(?:Nos|No|pp|p)\.(?=\s?[0-9])))",
-    # Smith & Wesson
-    r"(?P<amp>(?<=\w)\s*&\s*(?=\w))",
+    # Smith & Wesson; also beside what becomes words ("5%&6", "6&$5"), so that normalising is idempotent
+    r"(?P<amp>(?<=[\w%\u00b0$\u00a3\u20ac\u00a5#])\s*&\s*(?=[\w$\u00a3\u20ac\u00a5#]|[\-\u2212'\u2019][0-9]))",
+    # "3@4", "x@5" that is no e-mail address (which came first): "at", for the same reason as "&"
+    r"(?P<at>(?<=[\w%\u00b0$\u00a3\u20ac\u00a5#])\s*@\s*(?=[\w$\u00a3\u20ac\u00a5#]|[\-\u2212'\u2019][0-9]))",
 ]
 _ROMAN = (
     r"(?P<roman>(?P<rkey>\b(?i:chapter|part|book|volume|vol\.|section|act|scene|canto|appendix)\s+)"
@@ -319,6 +321,9 @@ class _Reader:
 
     def _amp(self, match: re.Match[str]) -> tuple[str, str, str]:
         return "abbreviation", "and", ""
+
+    def _at(self, match: re.Match[str]) -> tuple[str, str, str]:
+        return "abbreviation", "at", ""
 
     # Helpers for the numbers rule.
 

@@ -179,10 +179,28 @@ def read_groups(digits: str, lang: str) -> str | None:
     return " ".join(words)
 
 
+# Symbols that are read as words beside a number ("5%", "$5", "#1", "5°"): as good as letters for spacing.
+_WORDY = frozenset("%\u00b0$\u00a3\u20ac\u00a5#")
+
+
 def pad(text: str, start: int, end: int, said: str) -> str:
-    """Spaces around ``said`` where it would run into the letters beside it ("MP3" -> "MP three")."""
-    if start > 0 and text[start - 1].isalnum():
+    """Spaces around ``said`` where it would run into the letters beside it ("MP3" -> "MP three"), or
+    into a symbol that is read as a word ("5%&6" -> "five percent and six")."""
+    if start > 0 and (text[start - 1].isalnum() or text[start - 1] in _WORDY):
         said = " " + said
-    if end < len(text) and text[end].isalnum():
+    if end < len(text) and _starts_a_word(text, end):
         said += " "
     return said
+
+
+def _starts_a_word(text: str, at: int) -> bool:
+    """Whether what starts at ``at`` is read as a word: a letter or digit, a wordy symbol, or a sign or
+    apostrophe before a digit that the numbers rule reads ("&-5" is "and minus five", "&'80s" "and
+    eighties"; not the dash of a range, "200-1000", which follows a letter or digit)."""
+    ch = text[at]
+    if ch.isalnum() or ch in _WORDY:
+        return True
+    if ch not in "-\u2212'\u2019" or at + 1 >= len(text) or not text[at + 1].isdigit():
+        return False
+    before = text[at - 1] if at > 0 else " "
+    return not (before.isalnum() or before in "_-\u2212.,'\u2019")
