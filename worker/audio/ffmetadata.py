@@ -56,7 +56,7 @@ def format_tags(fmt: OutputFormat, tags: BookTags) -> list[tuple[str, str]]:
     if fmt == "mp3":
         pairs = [
             ("title", tags.title),
-            ("album", tags.title),
+            ("album", tags.album or tags.title),
             ("artist", tags.author),
             ("album_artist", tags.author),
             ("composer", tags.narrator),
@@ -71,7 +71,7 @@ def format_tags(fmt: OutputFormat, tags: BookTags) -> list[tuple[str, str]]:
     elif fmt in ("m4a", "m4b"):
         pairs = [
             ("title", tags.title),
-            ("album", tags.title),
+            ("album", tags.album or tags.title),
             ("artist", tags.author),
             ("album_artist", tags.author),
             ("composer", tags.narrator),
@@ -86,7 +86,7 @@ def format_tags(fmt: OutputFormat, tags: BookTags) -> list[tuple[str, str]]:
     elif fmt in ("flac", "ogg"):
         pairs = [
             ("TITLE", tags.title),
-            ("ALBUM", tags.title),
+            ("ALBUM", tags.album or tags.title),
             ("ARTIST", tags.author),
             ("ALBUMARTIST", tags.author),
             ("COMPOSER", tags.narrator),
@@ -102,7 +102,7 @@ def format_tags(fmt: OutputFormat, tags: BookTags) -> list[tuple[str, str]]:
     else:
         pairs = [
             ("title", tags.title),
-            ("album", tags.title),
+            ("album", tags.album or tags.title),
             ("artist", tags.author),
             ("date", year),
             ("genre", tags.genre),

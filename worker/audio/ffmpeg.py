@@ -47,6 +47,7 @@ def encoder_command(
     metadata_path: str | None = None,
     cover: Cover | None = None,
     cover_path: str | None = None,
+    output_rate: int | None = None,
 ) -> list[str]:
     """The ffmpeg command that encodes mono s16le PCM from stdin into ``out_path``.
 
@@ -84,7 +85,8 @@ def encoder_command(
         "-map",
         f"{n}:a",
         *maps,
-        *codec_args(fmt, sample_rate, bitrate_kbps),
+        *([] if output_rate in (None, sample_rate) else ["-ar", str(output_rate)]),
+        *codec_args(fmt, output_rate or sample_rate, bitrate_kbps),
         out_path,
     ]
 
@@ -140,8 +142,11 @@ class FfmpegEncoder:
         tags: BookTags | None = None,
         chapters: Sequence[ChapterMark] = (),
         cover: Cover | None = None,
+        output_rate: int | None = None,
     ) -> None:
         fmt = check_format(fmt)
+        if output_rate is not None and not 8_000 <= output_rate <= 192_000:
+            raise ValueError(f"output_rate must be between 8000 and 192000 Hz, got {output_rate}")
         if sample_rate <= 0:
             raise ValueError(f"sample_rate must be positive, got {sample_rate}")
         if not 8 <= bitrate_kbps <= 320:
@@ -162,7 +167,9 @@ class FfmpegEncoder:
             meta = self._sidecar(out, text.encode("utf-8")) if text is not None else None
             picture = cover if cover is not None and takes_cover_stream(fmt) else None
             picture_path = self._sidecar(out, picture.data) if picture is not None else None
-            cmd = encoder_command(out, fmt, sample_rate, bitrate_kbps, meta, picture, picture_path)
+            cmd = encoder_command(
+                out, fmt, sample_rate, bitrate_kbps, meta, picture, picture_path, output_rate
+            )
             self._proc = subprocess.Popen(
                 cmd, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
             )

@@ -93,5 +93,19 @@ def codec_args(fmt: OutputFormat, sample_rate: int, bitrate_kbps: int) -> list[s
     # m4a and m4b: AAC in MP4; the index (moov) is moved to the front once the stream ends, which needs
     # a seekable output (a file path is). m4b only differs by its brand, which players use to treat the
     # file as an audiobook (bookmarking, chapters, speed control).
+    # ffmpeg's "fast" AAC coder: about 6x the speed of its default (twoloop) on speech (19 s -> 3.5 s
+    # for 19 minutes, measured by make bench's stitch section), at a quality speech does not miss.
     brand = ["-brand", "M4B "] if fmt == "m4b" else []
-    return ["-c:a", "aac", "-b:a", f"{bitrate_kbps}k", "-movflags", "+faststart", *brand, "-f", "mp4"]
+    return [
+        "-c:a",
+        "aac",
+        "-aac_coder",
+        "fast",
+        "-b:a",
+        f"{bitrate_kbps}k",
+        "-movflags",
+        "+faststart",
+        *brand,
+        "-f",
+        "mp4",
+    ]

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
+import numpy.typing as npt
 import soundfile as sf
 
 from worker.audio.chapters import (
@@ -23,6 +24,8 @@ from worker.audio.errors import StitchError
 from worker.audio.ffmetadata import embedded_chapters
 from worker.audio.ffmpeg import FfmpegEncoder
 from worker.audio.formats import OutputFormat, check_format
+from worker.audio.master import Mastering, apply
+from worker.audio.roomtone import RoomTone
 from worker.audio.tags import BookTags
 from worker.storage.atomic import atomic_file
 
@@ -41,6 +44,7 @@ class StitchPiece:
     pause_after: str | float  # a kind of pause (see Pauses), or exact seconds (a script's break)
     chapter: int
     samples: int | None = None
+    gain_db: float = 0.0  # mastering: this chunk's gain (see worker.audio.master.chunk_gain_db)
 
 
 @dataclass(frozen=True)
@@ -53,6 +57,8 @@ class StitchResult:
     bytes: int
     chapters: list[ChapterMark]
     embedded_chapters: int
+    starts: list[int]  # where each piece starts in the output, in samples at the chunks' rate
+    sample_rate: int
 
 
 def read_lengths(pieces: Iterable[StitchPiece], sample_rate: int) -> list[StitchPiece]:
@@ -69,7 +75,7 @@ def read_lengths(pieces: Iterable[StitchPiece], sample_rate: int) -> list[Stitch
         frames, rate = _header(piece.path)
         if rate != sample_rate:
             raise ValueError(f"chunk {piece.path} is at {rate} Hz, the output at {sample_rate} Hz")
-        out.append(StitchPiece(piece.path, piece.pause_after, piece.chapter, frames))
+        out.append(StitchPiece(piece.path, piece.pause_after, piece.chapter, frames, piece.gain_db))
     return out
 
 
@@ -84,6 +90,11 @@ def stitch(
     tags: BookTags | None = None,
     chapter_titles: Mapping[int, str | None] | None = None,
     cover: Cover | None = None,
+    mastering: Mastering | None = None,
+    room_tone: RoomTone | None = None,
+    head_seconds: float = 0.0,
+    tail_seconds: float = 0.0,
+    output_rate: int | None = None,
 ) -> StitchResult:
     """Encode ``pieces`` in order, each followed by its pause, into ``out_path``, with chapters and tags.
 
@@ -100,32 +111,52 @@ def stitch(
     to ``out_path``, fsynced and renamed onto it; on any failure the temp files are removed. Raises
     :class:`StitchError` if a chunk is missing or unreadable or ffmpeg fails, ``ValueError`` for invalid
     arguments, an unknown pause kind, an empty ``pieces`` or a chapter whose pieces are not contiguous.
+
+    Mastering: with ``mastering``, each chunk gets its piece's ``gain_db`` and the true-peak limiter
+    (:func:`~worker.audio.master.apply`, one chunk in memory at a time); with ``room_tone``, pauses are
+    that low-level noise instead of digital silence, and it runs on under the chunks. ``head_seconds``
+    of pause open the file (inside the first chapter), and the pause after the last chunk is at least
+    ``tail_seconds``. ``output_rate`` resamples in ffmpeg (chapter marks are in seconds: unaffected).
     """
     fmt = check_format(fmt)
     if sample_rate <= 0:
         raise ValueError(f"sample_rate must be positive, got {sample_rate}")
     if not 8 <= bitrate_kbps <= 320:
         raise ValueError(f"bitrate_kbps must be between 8 and 320, got {bitrate_kbps}")
-    timeline = read_lengths(pieces, sample_rate)
-    plan: ChapterPlan = plan_chapters(
-        (PieceLength(_known(p.samples), p.pause_after, p.chapter) for p in timeline),
-        sample_rate,
-        pauses,
-        chapter_titles,
+    timeline = _with_tail(read_lengths(pieces, sample_rate), pauses, tail_seconds)
+    head = round(max(0.0, head_seconds) * sample_rate)
+    plan = _shifted(
+        plan_chapters(
+            (PieceLength(_known(p.samples), p.pause_after, p.chapter) for p in timeline),
+            sample_rate,
+            pauses,
+            chapter_titles,
+        ),
+        head,
     )
-    total = 0
+    total = head
+    starts: list[int] = []
     with (
         atomic_file(out_path) as tmp,
         FfmpegEncoder(
-            tmp, fmt, sample_rate, bitrate_kbps, tags=tags, chapters=plan.chapters, cover=cover
+            tmp,
+            fmt,
+            sample_rate,
+            bitrate_kbps,
+            tags=tags,
+            chapters=plan.chapters,
+            cover=cover,
+            output_rate=output_rate,
         ) as encoder,
     ):
+        _write_pause(encoder, head, room_tone)
         for piece in timeline:
-            sent = _send_chunk(encoder, piece.path, sample_rate)
+            starts.append(total)
+            sent = _send_chunk(encoder, piece, sample_rate, mastering, room_tone)
             if sent != piece.samples:
                 raise StitchError(f"chunk {piece.path} has {sent} samples; {piece.samples} were planned")
             pause = pauses.samples(piece.pause_after, sample_rate)
-            encoder.write_silence(pause)
+            _write_pause(encoder, pause, room_tone)
             total += sent + pause
     assert total == plan.total_samples
     return StitchResult(
@@ -133,7 +164,45 @@ def stitch(
         bytes=os.path.getsize(out_path),
         chapters=list(plan.chapters),
         embedded_chapters=len(embedded_chapters(fmt, plan.chapters)),
+        starts=starts,
+        sample_rate=sample_rate,
     )
+
+
+def _with_tail(timeline: list[StitchPiece], pauses: Pauses, tail_seconds: float) -> list[StitchPiece]:
+    """``timeline`` with the pause after its last piece lengthened to ``tail_seconds`` if shorter."""
+    if not timeline or tail_seconds <= 0:
+        return timeline
+    last = timeline[-1]
+    if pauses.seconds(last.pause_after) >= tail_seconds:
+        return timeline
+    return [*timeline[:-1], replace(last, pause_after=float(tail_seconds))]
+
+
+def _shifted(plan: ChapterPlan, head: int) -> ChapterPlan:
+    """``plan`` with ``head`` samples of lead-in at the start: the first chapter takes them (it still
+    starts at 0), every later mark moves by as much."""
+    if head == 0:
+        return plan
+    rate = plan.sample_rate
+    marks = []
+    for n, mark in enumerate(plan.chapters):
+        start = 0 if n == 0 else mark.start_sample + head
+        end = mark.end_sample + head
+        marks.append(replace(mark, start_sample=start, end_sample=end, start=start / rate, end=end / rate))
+    return ChapterPlan(tuple(marks), plan.total_samples + head, rate)
+
+
+def _write_pause(encoder: FfmpegEncoder, count: int, room_tone: RoomTone | None) -> None:
+    """``count`` samples of pause: digital silence, or room tone taken a block at a time."""
+    if room_tone is None:
+        encoder.write_silence(count)
+        return
+    remaining = count
+    while remaining > 0:
+        n = min(remaining, _READ_FRAMES)
+        encoder.write(room_tone.take(n))
+        remaining -= n
 
 
 def _known(samples: int | None) -> int:
@@ -152,8 +221,24 @@ def _header(path: str) -> tuple[int, int]:
         raise StitchError(f"chunk file {path} could not be read: {exc}") from exc
 
 
-def _send_chunk(encoder: FfmpegEncoder, path: str, sample_rate: int) -> int:
-    """Pipe one chunk file to the encoder block by block; returns its number of samples."""
+def _send_chunk(
+    encoder: FfmpegEncoder,
+    piece: StitchPiece,
+    sample_rate: int,
+    mastering: Mastering | None,
+    room_tone: RoomTone | None,
+) -> int:
+    """Pipe one chunk file to the encoder; returns its number of samples. Plain, block by block;
+    mastered or over room tone, the whole chunk at once (the limiter looks ahead; a chunk is a sentence
+    or a few). Room tone runs on under the chunk, so the gaps inside it are no digital silence either."""
+    if mastering is not None or room_tone is not None:
+        samples = _read_chunk(piece.path, sample_rate)
+        out = samples if mastering is None else apply(samples, sample_rate, piece.gain_db, mastering)
+        if room_tone is not None:
+            out = np.clip(out + room_tone.take(out.shape[0]), -1.0, 1.0).astype(np.float32)
+        encoder.write(out)
+        return int(samples.shape[0])
+    path = piece.path
     sent = 0
     try:
         with open(path, "rb") as raw, sf.SoundFile(raw.fileno(), closefd=False) as f:
@@ -171,3 +256,18 @@ def _send_chunk(encoder: FfmpegEncoder, path: str, sample_rate: int) -> int:
     except (sf.SoundFileError, OSError) as exc:
         raise StitchError(f"chunk file {path} could not be read: {exc}") from exc
     return sent
+
+
+def _read_chunk(path: str, sample_rate: int) -> npt.NDArray[np.float32]:
+    """One chunk file as mono float32 (chunks are a sentence or a few: seconds, not hours)."""
+    try:
+        with open(path, "rb") as raw, sf.SoundFile(raw.fileno(), closefd=False) as f:
+            if f.samplerate != sample_rate:
+                raise ValueError(f"chunk {path} is at {f.samplerate} Hz, the output at {sample_rate} Hz")
+            data = f.read(dtype="float32", always_2d=True)
+    except FileNotFoundError as exc:
+        raise StitchError(f"chunk file {path} is missing") from exc
+    except (sf.SoundFileError, OSError) as exc:
+        raise StitchError(f"chunk file {path} could not be read: {exc}") from exc
+    mono = data[:, 0] if data.shape[1] == 1 else data.mean(axis=1)
+    return np.ascontiguousarray(mono, dtype=np.float32)

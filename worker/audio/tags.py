@@ -45,8 +45,9 @@ class BookTags:
     (:data:`MAX_TAG_CHARS`, :data:`MAX_DESCRIPTION_CHARS` for ``description``), a ``year`` outside
     1-9999, a ``language`` that is not a language tag (``en``, ``eng``, ``en-GB``), or a ``track``
     outside 1..``track_total`` raises ``ValueError`` naming the field, so the API can check a request
-    by building one. An empty string is the same as ``None``. ``track`` is for per-chapter files; leave
-    it unset for a whole book.
+    by building one. An empty string is the same as ``None``. ``track`` and ``album`` are for
+    per-chapter files (the chapter's title is the file's title, the book's its album); leave them unset
+    for a whole book.
     """
 
     title: str | None = None
@@ -59,6 +60,7 @@ class BookTags:
     genre: str | None = "Audiobook"
     track: int | None = None
     track_total: int | None = None
+    album: str | None = None  # the book's title on a chapter file (None: the title)
 
     def __post_init__(self) -> None:
         for f in fields(self):
