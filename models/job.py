@@ -89,6 +89,10 @@ class Job(Base):
     script: Mapped[str | None] = mapped_column(Text, default=None)
     # The output's length estimated at submission (worker.jobs.limits): what the daily quota counts.
     estimated_seconds: Mapped[float | None] = mapped_column(Float, default=None)
+    # Every artefact of the finished job but the book itself (chapter files, the ZIP of them, subtitles,
+    # the manifest, the ACX report): name, kind, format, chapter, duration, bytes and the server's path.
+    files: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
+    files_bytes: Mapped[int | None] = mapped_column(BigInteger, default=None)  # counts against the owner
 
 
 class Chunk(Base):
@@ -119,4 +123,7 @@ class Chunk(Base):
     audio_path: Mapped[str | None] = mapped_column(String(500), default=None)
     duration: Mapped[float | None] = mapped_column(Float, default=None)
     audio_bytes: Mapped[int | None] = mapped_column(BigInteger, default=None)  # counts against the owner
+    # Loudness and levels measured when the chunk was rendered (worker.audio.loudness.Levels as JSON):
+    # the stitcher's per-chunk gain and the ACX predictions read these instead of the audio.
+    levels: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
     error: Mapped[str | None] = mapped_column(Text, default=None)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
+import shutil
 import uuid
 from pathlib import Path
 
@@ -31,10 +33,12 @@ from webapi.schemas import (
 )
 from webapi.usage import require_room_for_job
 from webapi.validation import parse_id, query
-from worker.audio import FORMATS, BookTags
+from worker.audio import FORMATS, BookTags, Cover
+from worker.audio.presets import Delivery, DeliveryError, resolve
 from worker.jobs import intake
 from worker.jobs import state as jobs
 from worker.jobs.plan import ScriptPlan
+from worker.storage.atomic import atomic_file
 from worker.task_names import DELIVER_WEBHOOK, PLAN_JOB, START_JOB
 from worker.webhooks import WebhookRefused, check_url
 
@@ -54,6 +58,8 @@ def _eta(job: Job) -> float | None:
 
 def job_out(job: Job) -> JobOut:
     done = job.status == JobStatus.SUCCEEDED and job.output_path is not None
+    stored = job.options.get("delivery") if isinstance(job.options, dict) else None
+    delivery: dict[str, object] = stored if isinstance(stored, dict) else {}
     return JobOut(
         id=job.id,
         title=job.title,
@@ -78,6 +84,12 @@ def job_out(job: Job) -> JobOut:
             duration=job.output_duration,
             bytes=job.output_bytes,
             url=url_for("jobs.job_audio", job_id=str(job.id)) if done else None,
+            preset=str(delivery.get("preset", "none")),
+            split=str(delivery.get("split", "none")),
+            files_url=url_for("job_files.list_files", job_id=str(job.id)) if done else None,
+            report_url=url_for("job_files.get_file", job_id=str(job.id), name="acx-report.json")
+            if done and any(f.get("kind") == "report" for f in job.files or [])
+            else None,
         ),
         chapters=[ChapterOut.model_validate(c) for c in job.chapters],
         webhook=WebhookOut(
@@ -138,7 +150,7 @@ def _idempotent_replay(owner: str, key: str, request_sha: str) -> Job | None:
         {202: JobOut, 409: None, 413: None},
         body=JobCreate,
         form=JobForm,
-        files=("script",),
+        files=("script", "cover"),
         tags=("jobs",),
     )
 )
@@ -160,11 +172,13 @@ def create_job() -> tuple[Response, int]:
     script_plan = scripts.plan_or_422(owner, submitted, voice)
     title = _required_title(title or script_plan.info.title)
     _check_tags(body, title)
+    _check_split(body, script_plan)
     require_room_for_job(script_plan.size.total_seconds, tome().engine().sample_rate)
-    job = _new_job(body, title, voice, idempotency_key, request_sha)
+    job = _new_job(body, title, voice, idempotency_key, request_sha, submitted.cover)
     intake.apply_plan(job, script_plan)
     earlier = _insert(job, script_plan, owner, idempotency_key, request_sha)
     if earlier is not None:
+        _discard_cover(job)
         return _accepted(earlier)
     tome().enqueue(START_JOB, [str(job.id)])
     log.info(
@@ -185,12 +199,13 @@ def _accept_for_planning(
     script = str(submitted.source)
     rough = len(script) / tome().settings.speech_chars_per_second  # speech only, before parsing
     require_room_for_job(rough, tome().engine().sample_rate)
-    job = _new_job(body, title, voice, idempotency_key, submitted.sha256)
+    job = _new_job(body, title, voice, idempotency_key, submitted.sha256, submitted.cover)
     job.script = script
     job.estimated_seconds = round(rough, 1)
     job.options = {**job.options, "voice_ids": [str(voice.id)]}
     earlier = _insert(job, None, job.owner, idempotency_key, submitted.sha256)
     if earlier is not None:
+        _discard_cover(job)
         return _accepted(earlier)
     tome().enqueue(PLAN_JOB, [str(job.id)])
     log.info("job %s: accepted, %d characters to plan", job.id, len(script))
@@ -254,16 +269,77 @@ def _check_script_size(submitted: scripts.JobRequest) -> None:
         )
 
 
-def _new_job(body: JobCreate, title: str, voice: Voice, idempotency_key: str | None, request_sha: str) -> Job:
+def _check_split(body: JobCreate, script_plan: ScriptPlan) -> None:
+    """A split asked for by name needs chapters to split at (the ACX preset splits what there is)."""
+    if body.output.split != "chapter" or body.output.preset == "acx":
+        return
+    if len(script_plan.chapters) < 2 and not any(c.title for c in script_plan.chapters):
+        raise Invalid(
+            "the script has no chapters to split at (Markdown headings, an EPUB's table of contents, "
+            "or SSML with several chapters): leave output.split out",
+            code="validation_error",
+            field="output.split",
+        )
+
+
+def _delivery(body: JobCreate) -> Delivery:
+    """The job's files as asked (format, preset, split, loudness), or a 422 naming the contradiction."""
+    out = body.output
+    try:
+        return resolve(
+            fmt=out.format,
+            bitrate_kbps=out.bitrate_kbps,
+            preset=out.preset,
+            split=out.split,
+            max_part_minutes=out.max_part_minutes,
+            loudness=None if out.loudness is None else (out.loudness.target_lufs, out.loudness.true_peak_db),
+            given=frozenset(out.model_fields_set),
+        )
+    except DeliveryError as exc:
+        raise Invalid(str(exc), code="validation_error", field=exc.field) from exc
+
+
+def _store_cover(job_id: uuid.UUID, cover: Cover) -> str:
+    """The job's cover in its folder (checked already), under a name made of its digest."""
+    digest = hashlib.sha256(cover.data).hexdigest()[:16]
+    ext = "jpg" if cover.mime_type == "image/jpeg" else "png"
+    path = tome().settings.layout.job_dir(job_id) / f"cover-{digest}.{ext}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_file(path) as tmp, open(tmp, "wb") as f:
+        f.write(cover.data)
+    return str(path)
+
+
+def _discard_cover(job: Job) -> None:
+    """A job that was not inserted (an idempotent replay won) leaves no cover behind."""
+    if job.options.get("cover"):
+        shutil.rmtree(tome().settings.layout.job_dir(job.id), ignore_errors=True)
+
+
+def _new_job(
+    body: JobCreate,
+    title: str,
+    voice: Voice,
+    idempotency_key: str | None,
+    request_sha: str,
+    cover: Cover | None = None,
+) -> Job:
     principal = current_principal()
+    delivery = _delivery(body)
+    job_id = uuid.uuid4()
+    options: dict[str, object] = {"delivery": delivery.to_json()}
+    if cover is not None:
+        options["cover"] = _store_cover(job_id, cover)
     return Job(
+        id=job_id,
         owner=principal.owner,
         title=title,
         script_format=body.script_format,
         voice_id=voice.id,
         engine=tome().engine().name,
         options={
-            "bitrate_kbps": body.output.bitrate_kbps,
+            **options,
+            "bitrate_kbps": delivery.bitrate_kbps,
             "pauses": body.pauses.model_dump(),
             "metadata": body.metadata.model_dump(exclude_none=True),
             "speed": body.speed,
@@ -273,7 +349,7 @@ def _new_job(body: JobCreate, title: str, voice: Voice, idempotency_key: str | N
         },
         chapters=[],
         chunks_total=0,
-        output_format=body.output.format,
+        output_format=delivery.format,
         idempotency_key=idempotency_key,
         request_sha256=request_sha,
         webhook_url=body.webhook_url,
@@ -339,19 +415,25 @@ def job_audio(job_id: str) -> Response:
     path = Path(job.output_path)
     if not path.is_file():
         raise Gone("the audio of this job was removed", code="expired")
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", job.title).strip("-") or "tome"
-    _serve_multi_range_whole()
+    serve_multi_range_whole()
     kind = FORMATS.get(job.output_format)  # type: ignore[call-overload]
     return send_file(
         path,
         mimetype=kind.mime_type if kind else "application/octet-stream",
         as_attachment=True,
-        download_name=f"{slug}{kind.extension}" if kind else f"{slug}.{job.output_format}",
+        download_name=job_audio_name(job),
         conditional=True,
     )
 
 
-def _serve_multi_range_whole() -> None:
+def job_audio_name(job: Job) -> str:
+    """The book's file name for a download: its title made safe, and the format's extension."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", job.title).strip("-") or "tome"
+    kind = FORMATS.get(job.output_format)  # type: ignore[call-overload]
+    return f"{slug}{kind.extension}" if kind else f"{slug}.{job.output_format}"
+
+
+def serve_multi_range_whole() -> None:
     """A request for several ranges gets the whole file (200), as RFC 9110 allows and most servers do;
     Werkzeug would answer 416, which players and download managers treat as an error."""
     if "," in request.headers.get("Range", ""):

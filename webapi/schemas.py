@@ -24,6 +24,13 @@ class Pauses(Strict):
     chapter: float = Field(2.0, ge=0, le=30)
 
 
+class Loudness(Strict):
+    """Mastering: the loudness every chunk is brought to (ITU-R BS.1770) and the true-peak ceiling."""
+
+    target_lufs: float = Field(-18.0, ge=-35, le=-10, description="Integrated loudness of each chunk")
+    true_peak_db: float = Field(-3.0, ge=-9, le=0, description="No sample (4x oversampled) above this")
+
+
 class OutputSpec(Strict):
     format: Literal["wav", "mp3", "flac", "ogg", "m4a", "m4b"] = Field(
         "mp3",
@@ -32,6 +39,25 @@ class OutputSpec(Strict):
         "CHAPTERnnn comments); wav carries none",
     )
     bitrate_kbps: int = Field(128, ge=32, le=320, description="Lossy formats (Opus at most 256)")
+    preset: Literal["none", "acx"] = Field(
+        "none",
+        description="acx: what ACX (Audible) asks for: MP3 at 192 kb/s CBR, 44.1 kHz mono, one file per "
+        "chapter of at most 120 minutes, RMS -23 to -18 dB, peaks at most -3 dBFS, room tone instead of "
+        "digital silence (noise floor at most -60 dB), and a report measured on the encoded files",
+    )
+    split: Literal["none", "chapter"] = Field(
+        "none",
+        description="chapter: also one file per chapter (with its own tags and track number), and a ZIP "
+        "of them; a chapter longer than max_part_minutes is cut into parts at a pause",
+    )
+    max_part_minutes: int = Field(
+        600, ge=1, le=1440, description="With split: the longest a chapter file may be (acx: 120)"
+    )
+    loudness: Loudness | None = Field(
+        default_factory=lambda: Loudness(),  # noqa: PLW0108
+        description="Every chunk is brought to target_lufs (so passages and voices do not jump) under a "
+        "true-peak ceiling; null leaves the engine's levels as they are",
+    )
 
 
 class BookMetadata(Strict):
@@ -165,6 +191,28 @@ class OutputOut(BaseModel):
     duration: float | None
     bytes: int | None
     url: str | None
+    preset: str = "none"
+    split: str = "none"
+    files_url: str | None = Field(
+        None, description="Once the job succeeded: every file it made (chapters, ZIP, subtitles, report)"
+    )
+    report_url: str | None = Field(None, description="With preset acx: the ACX report (JSON)")
+
+
+class FileOut(BaseModel):
+    name: str
+    kind: Literal["book", "chapter", "bundle", "subtitles", "manifest", "report"]
+    format: str
+    chapter: int | None = Field(None, description="The chapter's index, for a chapter file")
+    part: int | None = Field(None, description="A chapter cut into parts: the part's number (1, 2, ...)")
+    title: str | None = None
+    duration: float | None = None
+    bytes: int
+    url: str
+
+
+class FileList(BaseModel):
+    files: list[FileOut]
 
 
 class WebhookOut(BaseModel):

@@ -149,7 +149,7 @@ def expire_outputs(rt: Runtime, now: datetime) -> int:
             session.execute(
                 update(Job)
                 .where(Job.id == job_id, Job.expired_at.is_(None))
-                .values(expired_at=now, output_path=None)
+                .values(expired_at=now, output_path=None, files=[], files_bytes=None)
             )
             session.execute(update(Chunk).where(Chunk.job_id == job_id).values(audio_path=None))
         shutil.rmtree(rt.layout.job_dir(job_id), ignore_errors=True)

@@ -41,7 +41,12 @@ def test_second_user_gets_404_or_403_on_every_endpoint_for_the_first_users_objec
         json={"name": "names", "entries": [{"grapheme": "Tome", "alias": "tohm"}]},
         headers=user,
     ).json
-    ids = {"voice_id": voice["id"], "job_id": job["id"], "lexicon_id": lexicon["id"]}
+    ids = {
+        "voice_id": voice["id"],
+        "job_id": job["id"],
+        "lexicon_id": lexicon["id"],
+        "name": "book.srt",
+    }
     walked = 0
     for rule in app.url_map.iter_rules():
         if rule.rule in PUBLIC:

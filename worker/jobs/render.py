@@ -19,6 +19,7 @@ from sqlalchemy import select
 
 from models import Chunk, Job, JobStatus, unit_of_work, utcnow
 from worker.audio import apply_fades, trim_silence, write_wav_atomic
+from worker.audio.loudness import measure
 from worker.engines import Engine, EngineError, SynthesisRequest, release_memory
 from worker.jobs import actions, state
 from worker.jobs.scheduler import schedule
@@ -193,8 +194,11 @@ def _store(
         path = rt.layout.chunk_audio(job_id, chunk.seq, token)
         path.parent.mkdir(parents=True, exist_ok=True)
         size = write_wav_atomic(path, samples, rate)
+        levels = measure(samples, rate).to_json()
         with unit_of_work(rt.sessions) as session:
-            ok = state.complete_chunk(session, chunk.id, job_id, token, str(path), len(samples) / rate, size)
+            ok = state.complete_chunk(
+                session, chunk.id, job_id, token, str(path), len(samples) / rate, size, levels
+            )
         if ok:
             done += 1
         else:

@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import Select, and_, exists, or_, select, update
 from sqlalchemy.engine import CursorResult
@@ -134,8 +135,10 @@ def complete_chunk(
     audio_path: str,
     duration: float,
     audio_bytes: int | None = None,
+    levels: dict[str, Any] | None = None,
 ) -> bool:
-    """running -> done if ``token`` still holds the chunk; counts it once towards the job's progress."""
+    """running -> done if ``token`` still holds the chunk; counts it once towards the job's progress.
+    ``levels`` are the chunk's measured loudness and levels (what mastering reads at the stitch)."""
     result = session.execute(
         update(Chunk)
         .where(Chunk.id == chunk_id, Chunk.attempt_token == token, Chunk.status == ChunkStatus.RUNNING.value)
@@ -144,6 +147,7 @@ def complete_chunk(
             audio_path=audio_path,
             duration=duration,
             audio_bytes=audio_bytes,
+            levels=levels,
             lease_until=None,
         )
     )
@@ -230,6 +234,7 @@ def finish_stitch(
     chapters: list[dict[str, object]],
     now: datetime,
     expires_at: datetime | None = None,
+    files: list[dict[str, Any]] | None = None,
 ) -> bool:
     result = session.execute(
         update(Job)
@@ -240,6 +245,8 @@ def finish_stitch(
             output_bytes=output_bytes,
             output_duration=duration,
             chapters=chapters,
+            files=files or [],
+            files_bytes=sum(int(f["bytes"]) for f in files or []),
             expires_at=expires_at,
             finished_at=now,
             updated_at=now,

@@ -1,18 +1,23 @@
-"""Stitching: once every chunk is done, exactly one worker wins running -> stitching and concatenates
-the chunks in order, with their pauses, into the output file (streamed through ffmpeg)."""
+"""Stitching: once every chunk is done, exactly one worker wins running -> stitching and builds the
+book and its files (worker.jobs.deliver: mastered, streamed through ffmpeg), published under its token."""
 
 from __future__ import annotations
 
 import logging
+import shutil
 import uuid
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import select
 
 from models import Chunk, ChunkStatus, Job, JobStatus, unit_of_work, utcnow
-from worker.audio import FORMATS, BookTags, Pauses, StitchPiece, stitch
-from worker.jobs import actions, state
+from worker.audio import FORMATS, BookTags, Cover, Pauses, load_cover
+from worker.audio.formats import check_format
+from worker.audio.loudness import Levels
+from worker.audio.presets import Delivery
+from worker.jobs import actions, deliver, state
 from worker.runtime import Runtime
 from worker.task_names import DELIVER_WEBHOOK, STITCH_JOB, Enqueue
 
@@ -32,41 +37,68 @@ def maybe_begin_stitch(rt: Runtime, job_id: uuid.UUID, enqueue: Enqueue) -> bool
 
 
 def stitch_job(rt: Runtime, job_id: uuid.UUID, token: str, enqueue: Enqueue) -> bool:
-    """Concatenate the chunks in order with their pauses and encode; only the current token may publish."""
+    """Build the book and its files (worker.jobs.deliver); only the current token may publish them."""
     with rt.sessions() as session:
         job = session.get(Job, job_id)
         if job is None or job.status != JobStatus.STITCHING or job.stitch_token != token:
             return False
         rows = session.execute(
-            select(Chunk.audio_path, Chunk.pause_after, Chunk.pause_seconds, Chunk.chapter, Chunk.status)
+            select(
+                Chunk.seq,
+                Chunk.audio_path,
+                Chunk.pause_after,
+                Chunk.pause_seconds,
+                Chunk.chapter,
+                Chunk.status,
+                Chunk.levels,
+                Chunk.text,
+                Chunk.source_text,
+                Chunk.voice_id,
+            )
             .where(Chunk.job_id == job_id)
             .order_by(Chunk.seq)
         ).all()
-        fmt, options, titles, title = job.output_format, dict(job.options), list(job.chapters), job.title
-        engine_name = job.engine
+        options, titles, title = dict(job.options), list(job.chapters), job.title
+        engine_name, fmt = job.engine, job.output_format
     if any(r.status != ChunkStatus.DONE or not r.audio_path for r in rows):
         actions.fail(rt, job_id, "internal: stitching started before every chunk was done", enqueue)
         return False
-    out = rt.layout.output(job_id, token, FORMATS[fmt].extension.lstrip("."))  # type: ignore[index]
+    delivery = job_delivery(options, fmt)
+    out = rt.layout.output(job_id, token, FORMATS[delivery.format].extension.lstrip("."))
     out.parent.mkdir(parents=True, exist_ok=True)
     by_index = {int(c["index"]): c.get("title") for c in titles}
-    result = stitch(
-        (
-            StitchPiece(
-                str(r.audio_path),
-                r.pause_after if r.pause_seconds is None else r.pause_seconds,
-                r.chapter,
-            )
-            for r in rows
-        ),
-        out,
-        fmt,  # type: ignore[arg-type]
-        rt.engine(engine_name).sample_rate,
-        Pauses(**options.get("pauses", {})),
-        int(options.get("bitrate_kbps", rt.settings.mp3_bitrate_kbps)),
-        tags=BookTags(title=title, **options.get("metadata", {})),
-        chapter_titles=by_index,
-    )
+    try:
+        built = deliver.build(
+            [
+                deliver.ChunkRow(
+                    seq=r.seq,
+                    chapter=r.chapter,
+                    path=str(r.audio_path),
+                    pause=r.pause_after if r.pause_seconds is None else r.pause_seconds,
+                    levels=None if r.levels is None else Levels.from_json(r.levels),
+                    written=r.source_text or r.text,
+                    spoken=r.text,
+                    voice=str(r.voice_id),
+                )
+                for r in rows
+            ],
+            delivery,
+            out,
+            lambda name: rt.layout.job_file(job_id, token, name),
+            sample_rate=rt.engine(engine_name).sample_rate,
+            pauses=Pauses(**options.get("pauses", {})),
+            info=deliver.BookInfo(
+                tags=BookTags(title=title, **options.get("metadata", {})),
+                titles=by_index,
+                cover=_cover(options),
+                language=str(options.get("language") or "en"),
+                seed=int(job_id.int % (1 << 31)),
+            ),
+        )
+    except BaseException:
+        shutil.rmtree(rt.layout.job_files(job_id, token), ignore_errors=True)
+        raise
+    result = built.book
     chapters: list[dict[str, object]] = [
         {"index": m.index, "title": by_index.get(m.index), "start": round(m.start, 3)}
         for m in result.chapters
@@ -83,14 +115,46 @@ def stitch_job(rt: Runtime, job_id: uuid.UUID, token: str, enqueue: Enqueue) -> 
             chapters=chapters,
             now=now,
             expires_at=now + timedelta(seconds=rt.settings.output_ttl_seconds),
+            files=[f.to_json() for f in built.files],
         )
     if not ok:
         out.unlink(missing_ok=True)
+        shutil.rmtree(rt.layout.job_files(job_id, token), ignore_errors=True)
         return False
-    _remove_orphans(rt.layout.job_dir(job_id), {out, *(Path(str(r.audio_path)) for r in rows)})
-    log.info("succeeded, %.1f s of %s, %d bytes", result.duration, fmt, result.bytes)
+    keep = {out, *(Path(f.path) for f in built.files), *(Path(str(r.audio_path)) for r in rows)}
+    if cover_path := options.get("cover"):
+        keep.add(Path(str(cover_path)))
+    _remove_orphans(rt.layout.job_dir(job_id), keep)
+    log.info(
+        "succeeded, %.1f s of %s, %d bytes, %d more files",
+        result.duration,
+        delivery.format,
+        result.bytes,
+        len(built.files),
+    )
     enqueue(DELIVER_WEBHOOK, [str(job_id)])
     return True
+
+
+def job_delivery(options: dict[str, Any], fmt: str) -> Delivery:
+    """The job's delivery as stored at submission; jobs from before presets get their format and
+    bitrate, unmastered, as they were rendered then."""
+    stored = options.get("delivery")
+    if isinstance(stored, dict):
+        return Delivery.from_json(stored)
+    return Delivery(
+        format=check_format(fmt),
+        bitrate_kbps=int(options.get("bitrate_kbps", 128)),
+        mastering=None,
+    )
+
+
+def _cover(options: dict[str, Any]) -> Cover | None:
+    """The cover the job was sent with (checked when it was accepted, stored in the job's folder)."""
+    path = options.get("cover")
+    if not path:
+        return None
+    return load_cover(Path(str(path)).read_bytes())
 
 
 def _remove_orphans(folder: Path, keep: set[Path]) -> None:

@@ -63,7 +63,7 @@ def usage_of(session: Session, owner: str, now: datetime) -> Usage:
         ).where(Voice.owner == owner, Voice.deleted_at.is_(None))
     )
     outputs = session.scalar(
-        select(func.coalesce(func.sum(Job.output_bytes), 0)).where(
+        select(func.coalesce(func.sum(Job.output_bytes + func.coalesce(Job.files_bytes, 0)), 0)).where(
             Job.owner == owner, Job.output_path.is_not(None)
         )
     )
