@@ -1,18 +1,26 @@
-"""``make bench``: one voice, one 200-chunk job; what the speaker-prompt cache does and saves.
+"""``make bench``: how fast a whole novel is previewed; then one voice, one 200-chunk job, and what the
+speaker-prompt cache does and saves.
 
+0. Preview (``bench/preview.py``; alone with ``--preview-only``): a generated 100,000-word novel
+   (``--preview-words``) through ``POST /v1/scripts/preview`` as Markdown and as an EPUB upload: words per
+   second, and the cost of normalisation and lexicons over the parse and chunking alone.
 1. In-process: the real pipeline functions (build_voice, start_job, render_chunks, stitch_job) on an
    embedded SQLite database in a temp dir, messages delivered by a synchronous local queue (one process).
    Counts the encodes, prompt file reads and cache hits of the job from the shared counters, then times a
    cache hit against an encode in the same process.
 2. Real workers (skip with ``--workers 0``): the same job on a ``celery worker`` with that many pool
    processes, on the filesystem broker; counts again from the counters table.
-3. qwen3-tts batches (``bench/qwen3.py``; on CUDA when there is a GPU, else skipped unless
+3. Stitch (``bench/stitch.py``; ``--stitch-hours``, 0 skips it): hours of speech-like chunks stitched by
+   Tome to MP3 and to M4B with chapters, beside pydub ``AudioSegment`` accumulation on the same chunks:
+   peak memory and speed as a multiple of real time, each case in its own process.
+4. qwen3-tts batches (``bench/qwen3.py``; on CUDA when there is a GPU, else skipped unless
    ``--qwen3-device cpu``): throughput, real-time factor, wall and peak GPU memory per batch size, on the
    tests' tiny checkpoint and on the one ``TOME_QWEN3_MODEL_DIR`` names.
 
-Exits 1 if the voice was encoded other than exactly once, or a prompt file was read more often than there
-are processes rendering (the invariants this benchmark guards), or a job did not succeed, or a qwen3 batch
-rendered a request without audio or not in one generate call.
+Exits 1 if a preview did not answer 200 with every chapter, if the voice was encoded other than exactly
+once, or a prompt file was read more often than there are processes rendering (the invariants this
+benchmark guards), or a job did not succeed, or a qwen3 batch rendered a request without audio or not in
+one generate call.
 """
 
 from __future__ import annotations
@@ -25,7 +33,9 @@ from pathlib import Path
 
 from bench import qwen3
 from bench.inprocess import Dispatch, run_messages
+from bench.preview import WORDS, run_preview
 from bench.scene import Scene, create_scene
+from bench.stitch import run_stitch_bench
 from bench.voice_cache import (
     ENCODE_REPEATS,
     HIT_REPEATS,
@@ -151,6 +161,16 @@ def _batches(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench", description=__doc__.split("\n\n")[0] if __doc__ else None
@@ -161,6 +181,23 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--keep", action="store_true", help="keep the temp dir (databases, audio, worker log)"
+    )
+    parser.add_argument(
+        "--preview-only", action="store_true", help="only the preview section (skip the render sections)"
+    )
+    parser.add_argument(
+        "--preview-words",
+        type=_positive,
+        default=WORDS,
+        metavar="N",
+        help=f"words in the previewed novel (default {WORDS:,})",
+    )
+    parser.add_argument(
+        "--stitch-hours",
+        type=float,
+        default=10.0,
+        metavar="H",
+        help="hours of chunks the stitch section masters and encodes; 0 skips it (default 10)",
     )
     parser.add_argument(
         "--qwen3-device",
@@ -179,11 +216,25 @@ def main(argv: list[str] | None = None) -> int:
 
     base = Path(tempfile.mkdtemp(prefix="tome-bench-"))
     try:
-        problems, summary = run(base, args.chunks, args.workers)
-        qwen3_problems, qwen3_summary = qwen3.run_section(args.qwen3_device, args.qwen3_batches, base)
-        problems += qwen3_problems
-        if qwen3_summary:
-            summary += f" | {qwen3_summary}"
+        print(f"[preview] a {args.preview_words:,}-word novel through POST /v1/scripts/preview")
+        problems, timings = run_preview(base, args.preview_words)
+        for line in timings.lines():
+            print(line)
+        summary = f"preview {timings.words} words in {timings.preview_s:.2f} s"
+        if not args.preview_only:
+            more, cache_summary = run(base, args.chunks, args.workers)
+            problems += more
+            summary = f"{cache_summary} | {summary}"
+            if args.stitch_hours > 0:
+                print(f"[stitch] {args.stitch_hours:g} hours of chunks, Tome beside pydub accumulation")
+                stitch_problems, stitch_lines = run_stitch_bench(base / "stitch", args.stitch_hours)
+                for line in stitch_lines:
+                    print(line)
+                problems += stitch_problems
+            qwen3_problems, qwen3_summary = qwen3.run_section(args.qwen3_device, args.qwen3_batches, base)
+            problems += qwen3_problems
+            if qwen3_summary:
+                summary += f" | {qwen3_summary}"
     finally:
         if args.keep:
             print(f"kept {base}")
