@@ -154,7 +154,8 @@ def submit_all(api: Api, config: ChaosConfig, voice: str, deadline: float) -> li
             "title": f"chaos {index}",
             "script": script_for(index, config.chunks_per_job),
             "voice": voice,
-            "output": {"format": "wav"},
+            # unmastered, so that verify_outputs can find every chunk's exact samples in the book
+            "output": {"format": "wav", "loudness": None},
         }
         while time.monotonic() < deadline:
             response = api.call("POST", "/v1/jobs", json=body, headers={"Idempotency-Key": f"c{index}"})
