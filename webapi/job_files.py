@@ -9,10 +9,10 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, send_file, url_for
 
-from models import Job, JobStatus
+from models import Job
 from webapi.auth import require_key
-from webapi.errors import Conflict, Gone, NotFound
-from webapi.jobs import job_audio_name, owned_job, serve_multi_range_whole
+from webapi.errors import Gone, NotFound
+from webapi.jobs import finished_job, job_audio_name, serve_multi_range_whole
 from webapi.openapi import Operation, operation
 from webapi.schemas import FileList, FileOut
 from worker.audio import FORMATS
@@ -26,15 +26,6 @@ _MIME = {
     "json": "application/json",
     "zip": "application/zip",
 }
-
-
-def _finished(job_id: str) -> Job:
-    job = owned_job(job_id)
-    if job.expired_at is not None:
-        raise Gone(f"the files of this job expired at {job.expired_at:%Y-%m-%dT%H:%M:%SZ}", code="expired")
-    if job.status != JobStatus.SUCCEEDED or not job.output_path:
-        raise Conflict(f"job is {job.status}; files are listed once it has succeeded", code="not_ready")
-    return job
 
 
 def _book(job: Job) -> FileOut:
@@ -71,7 +62,7 @@ def _listed(job: Job, entry: dict[str, Any]) -> FileOut:
     )
 )
 def list_files(job_id: str) -> Response:
-    job = _finished(job_id)
+    job = finished_job(job_id, "files")
     files = [_book(job), *(_listed(job, f) for f in job.files or [])]
     return jsonify(FileList(files=files).model_dump(mode="json"))
 
@@ -86,7 +77,7 @@ def list_files(job_id: str) -> Response:
     )
 )
 def get_file(job_id: str, name: str) -> Response:
-    job = _finished(job_id)
+    job = finished_job(job_id, "files")
     entry = next((f for f in job.files or [] if f.get("name") == name), None)
     if entry is None:
         raise NotFound(f"this job has no file named {name[:100]!r}; GET its /files for the list")

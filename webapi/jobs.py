@@ -407,12 +407,8 @@ def get_job(job_id: str) -> Response:
     )
 )
 def job_audio(job_id: str) -> Response:
-    job = owned_job(job_id)
-    if job.expired_at is not None:
-        raise Gone(f"the audio of this job expired at {job.expired_at:%Y-%m-%dT%H:%M:%SZ}", code="expired")
-    if job.status != JobStatus.SUCCEEDED or not job.output_path:
-        raise Conflict(f"job is {job.status}; audio is available once it has succeeded", code="not_ready")
-    path = Path(job.output_path)
+    job = finished_job(job_id, "audio")
+    path = Path(str(job.output_path))
     if not path.is_file():
         raise Gone("the audio of this job was removed", code="expired")
     serve_multi_range_whole()
@@ -424,6 +420,17 @@ def job_audio(job_id: str) -> Response:
         download_name=job_audio_name(job),
         conditional=True,
     )
+
+
+def finished_job(job_id: str, what: str) -> Job:
+    """The caller's job, once it has succeeded and while its ``what`` (audio, files) has not expired:
+    410 after expiry, 409 before success."""
+    job = owned_job(job_id)
+    if job.expired_at is not None:
+        raise Gone(f"the {what} of this job expired at {job.expired_at:%Y-%m-%dT%H:%M:%SZ}", code="expired")
+    if job.status != JobStatus.SUCCEEDED or not job.output_path:
+        raise Conflict(f"job is {job.status}; its {what} can be had once it has succeeded", code="not_ready")
+    return job
 
 
 def job_audio_name(job: Job) -> str:
