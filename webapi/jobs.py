@@ -172,7 +172,6 @@ def create_job() -> tuple[Response, int]:
     script_plan = scripts.plan_or_422(owner, submitted, voice)
     title = _required_title(title or script_plan.info.title)
     _check_tags(body, title)
-    _check_split(body, script_plan)
     require_room_for_job(script_plan.size.total_seconds, tome().engine().sample_rate)
     job = _new_job(body, title, voice, idempotency_key, request_sha, submitted.cover)
     intake.apply_plan(job, script_plan)
@@ -266,19 +265,6 @@ def _check_script_size(submitted: scripts.JobRequest) -> None:
             f"script has at least {paragraphs} paragraphs; the limit is {settings.max_chunks_per_job} chunks",
             code="script_too_long",
             field="script",
-        )
-
-
-def _check_split(body: JobCreate, script_plan: ScriptPlan) -> None:
-    """A split asked for by name needs chapters to split at (the ACX preset splits what there is)."""
-    if body.output.split != "chapter" or body.output.preset == "acx":
-        return
-    if len(script_plan.chapters) < 2 and not any(c.title for c in script_plan.chapters):
-        raise Invalid(
-            "the script has no chapters to split at (Markdown headings, an EPUB's table of contents, "
-            "or SSML with several chapters): leave output.split out",
-            code="validation_error",
-            field="output.split",
         )
 
 

@@ -176,6 +176,7 @@ def plan_request(owner: str, job: JobRequest, voice: Voice) -> PlanRequest:
         ),
         lexicons=tuple(body.lexicons),
         engine=tome().engine().name,
+        split_chapters=body.output.split == "chapter" and body.output.preset != "acx",
     )
 
 

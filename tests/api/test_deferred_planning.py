@@ -122,3 +122,19 @@ def test_a_pathological_two_megabyte_script_is_answered_within_a_second(
     elapsed = time.perf_counter() - started
     assert response.status_code == 202, response.json
     assert elapsed < 1.0, elapsed
+
+
+def test_a_split_asked_on_a_long_script_without_chapters_fails_the_job_naming_the_field(
+    make_app: Callable[..., Flask], reference_audio: tuple[bytes, str]
+) -> None:
+    app, client, user = _setup(make_app, reference_audio[0])
+    script = " ".join(["A plain sentence without any heading."] * 10)
+    job = submit_job(client, user, "narrator", title="Plain", script=script, output={"split": "chapter"})
+    assert job.status_code == 202  # over the inline limit: planned by a worker
+    inline = Inline(tome_of(app).runtime)
+    inline.enqueue(PLAN_JOB, [job.json["id"]])
+    inline.run()
+    failed = client.get(f"/v1/jobs/{job.json['id']}", headers=user).json
+    assert failed["status"] == "failed"
+    assert failed["error_detail"]["field"] == "output.split"
+    assert "no chapters" in failed["error_detail"]["message"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import uuid
 from enum import StrEnum
+from typing import Any
 
 from sqlalchemy import update
 
@@ -77,7 +78,16 @@ def plan_request(rt: Runtime, job: Job, voice: Voice, script: str | bytes) -> Pl
         ),
         lexicons=tuple(options.get("lexicons", [])),
         engine=job.engine,
+        split_chapters=_splits_by_name(options),
     )
+
+
+def _splits_by_name(options: dict[str, Any]) -> bool:
+    """Whether the job asked for chapter files by name (an ACX job splits whatever chapters there are)."""
+    delivery = options.get("delivery")
+    if not isinstance(delivery, dict):
+        return False
+    return delivery.get("split") == "chapter" and delivery.get("preset") != "acx"
 
 
 def plan_job(rt: Runtime, job_id: uuid.UUID, enqueue: Enqueue) -> PlanOutcome:

@@ -93,11 +93,19 @@ class PlanRequest:
     read_options: ReadOptions = field(default_factory=ReadOptions)
     lexicons: Sequence[str] = ()
     engine: str = "the engine"
+    split_chapters: bool = False  # output.split = "chapter" asked by name: the script needs chapters
 
 
 def plan(session: Session, request: PlanRequest) -> ScriptPlan:
     """Parse, resolve, read, chunk and check; raises :class:`PlanError`."""
     parsed = _parse(request)
+    if request.split_chapters and len(parsed.chapters) < 2 and not any(c.title for c in parsed.chapters):
+        raise PlanError(
+            "the script has no chapters to split at (Markdown headings, an EPUB's table of contents, "
+            "or SSML with several chapters): leave output.split out",
+            "validation_error",
+            field="output.split",
+        )
     resolved = _script_voices(session, request.owner, request.voice, parsed.directives)
     by_ref, skipped = _lexicons(session, request, resolved)
     speaker = Speaker(parsed.language, by_ref, engine=request.engine)
