@@ -84,8 +84,10 @@ def test_tiny_run_reports_every_case_without_problems(tmp_path: Path) -> None:
         assert wall > 0
         assert speed > 1
         assert 30 < python_mb < 1000
-        assert 5 < ffmpeg_mb < 1000
+        # ffmpeg's memory is sampled every 50 ms: at this tiny length one may end before it is sampled
+        assert 0 <= ffmpeg_mb < 1000
         assert abs(total_mb - python_mb - ffmpeg_mb) <= 1
+    assert max(float(row[6]) for row in rows) > 5  # but not all of them
     assert float(rows[1][1]) == round(book_seconds(make_book(tmp_path / "chunks-0.02h", 0.02)) / 3600, 2)
     text = "\n".join(lines)
     assert "EXTRAPOLATED" not in text
