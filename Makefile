@@ -32,7 +32,7 @@ format: $(STAMP)
 test: lint
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# The inner loop: lint, then the unit, API and cache tests (no worker processes, no chaos): about a minute.
+# The inner loop: lint, then the unit, API and cache tests (no worker processes, no chaos): minutes, not the whole suite.
 test-fast: lint
 	$(PY) -m pytest tests/unit tests/api tests/cache tests/test_migrations.py $(PYTEST_ARGS)
 
