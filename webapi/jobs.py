@@ -177,7 +177,6 @@ def create_job() -> tuple[Response, int]:
     intake.apply_plan(job, script_plan)
     earlier = _insert(job, script_plan, owner, idempotency_key, request_sha)
     if earlier is not None:
-        _discard_cover(job)
         return _accepted(earlier)
     tome().enqueue(START_JOB, [str(job.id)])
     log.info(
@@ -204,7 +203,6 @@ def _accept_for_planning(
     job.options = {**job.options, "voice_ids": [str(voice.id)]}
     earlier = _insert(job, None, job.owner, idempotency_key, submitted.sha256)
     if earlier is not None:
-        _discard_cover(job)
         return _accepted(earlier)
     tome().enqueue(PLAN_JOB, [str(job.id)])
     log.info("job %s: accepted, %d characters to plan", job.id, len(script))
@@ -318,6 +316,7 @@ def _new_job(
         options["cover"] = _store_cover(job_id, cover)
     return Job(
         id=job_id,
+        files_bytes=len(cover.data) if cover is not None else None,  # stored now: counts now
         owner=principal.owner,
         title=title,
         script_format=body.script_format,
@@ -357,6 +356,7 @@ def _insert(
         sessions.commit()
     except IntegrityError:
         sessions.rollback()
+        _discard_cover(job)  # this job was not inserted: its cover goes, whatever happens next
         earlier = _idempotent_replay(owner, idempotency_key, request_sha) if idempotency_key else None
         if earlier is None:
             raise

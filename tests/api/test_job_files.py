@@ -305,3 +305,20 @@ def test_files_are_a_409_until_the_job_succeeds(
     assert answer.status_code == 409
     assert answer.json["error"]["code"] == "not_ready"
     assert job.json["output"]["files_url"] is None
+
+
+def test_a_cover_counts_against_storage_from_submission(
+    client: FlaskClient, user: dict[str, str], reference_audio: tuple[bytes, str]
+) -> None:
+    assert upload_voice(client, user, reference_audio[0]).status_code == 202
+    before = client.get("/v1/usage", headers=user).json["stored_bytes"]["used"]
+    cover = _png(64, 64)
+    form = {
+        "job": json.dumps({"voice": "narrator", "title": "T"}),
+        "script": (io.BytesIO(b"Hello there."), "a.txt"),
+        "cover": (io.BytesIO(cover), "cover.png"),
+    }
+    answer = client.post("/v1/jobs", data=form, headers=user, content_type="multipart/form-data")
+    assert answer.status_code == 202, answer.json
+    after = client.get("/v1/usage", headers=user).json["stored_bytes"]["used"]
+    assert after - before == len(cover)

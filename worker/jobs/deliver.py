@@ -235,7 +235,9 @@ def _split(
     tone: float | None,
 ) -> list[Artefact]:
     """One file per chapter, or per part of a chapter longer than ``max_part_seconds``."""
-    parts = chapter_parts(pieces, pauses, sample_rate, delivery.max_part_seconds)
+    # every file also gets its head and a tail of up to tail_seconds: the parts leave room for both
+    room = delivery.head_seconds + delivery.tail_seconds
+    parts = chapter_parts(pieces, pauses, sample_rate, max(1.0, delivery.max_part_seconds - room))
     ext = FORMATS[delivery.format].extension
     out: list[Artefact] = []
     for track, (position, part, count, chunk) in enumerate(parts, start=1):

@@ -235,7 +235,10 @@ def finish_stitch(
     now: datetime,
     expires_at: datetime | None = None,
     files: list[dict[str, Any]] | None = None,
+    extra_bytes: int = 0,
 ) -> bool:
+    """stitching -> succeeded under the current token, with the book, its files and what they weigh
+    (``extra_bytes``: the job's other stored files, such as its cover)."""
     result = session.execute(
         update(Job)
         .where(Job.id == job_id, Job.status == JobStatus.STITCHING.value, Job.stitch_token == token)
@@ -246,7 +249,7 @@ def finish_stitch(
             output_duration=duration,
             chapters=chapters,
             files=files or [],
-            files_bytes=sum(int(f["bytes"]) for f in files or []),
+            files_bytes=sum(int(f["bytes"]) for f in files or []) + extra_bytes,
             expires_at=expires_at,
             finished_at=now,
             updated_at=now,

@@ -95,7 +95,8 @@ def stitch_job(rt: Runtime, job_id: uuid.UUID, token: str, enqueue: Enqueue) -> 
                 seed=int(job_id.int % (1 << 31)),
             ),
         )
-    except BaseException:
+    except BaseException:  # nothing of a failed attempt stays: the sweeper re-issues the stitch
+        out.unlink(missing_ok=True)
         shutil.rmtree(rt.layout.job_files(job_id, token), ignore_errors=True)
         raise
     result = built.book
@@ -116,6 +117,7 @@ def stitch_job(rt: Runtime, job_id: uuid.UUID, token: str, enqueue: Enqueue) -> 
             now=now,
             expires_at=now + timedelta(seconds=rt.settings.output_ttl_seconds),
             files=[f.to_json() for f in built.files],
+            extra_bytes=_cover_bytes(options),
         )
     if not ok:
         out.unlink(missing_ok=True)
@@ -147,6 +149,11 @@ def job_delivery(options: dict[str, Any], fmt: str) -> Delivery:
         bitrate_kbps=int(options.get("bitrate_kbps", 128)),
         mastering=None,
     )
+
+
+def _cover_bytes(options: dict[str, Any]) -> int:
+    path = options.get("cover")
+    return Path(str(path)).stat().st_size if path and Path(str(path)).is_file() else 0
 
 
 def _cover(options: dict[str, Any]) -> Cover | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import case, func, select
+from sqlalchemy import case, func, or_, select
 from sqlalchemy.orm import Session
 
 from models import Chunk, Job, JobStatus, Voice
@@ -62,10 +62,10 @@ def usage_of(session: Session, owner: str, now: datetime) -> Usage:
             )
         ).where(Voice.owner == owner, Voice.deleted_at.is_(None))
     )
-    outputs = session.scalar(
-        select(func.coalesce(func.sum(Job.output_bytes + func.coalesce(Job.files_bytes, 0)), 0)).where(
-            Job.owner == owner, Job.output_path.is_not(None)
-        )
+    outputs = session.scalar(  # the book and its files; a cover from submission on (files_bytes)
+        select(
+            func.coalesce(func.sum(func.coalesce(Job.output_bytes, 0) + func.coalesce(Job.files_bytes, 0)), 0)
+        ).where(Job.owner == owner, or_(Job.output_path.is_not(None), Job.files_bytes.is_not(None)))
     )
     chunks = session.scalar(
         select(func.coalesce(func.sum(Chunk.audio_bytes), 0))
