@@ -43,7 +43,7 @@ import numpy.typing as npt
 
 from worker.audio.binary import ffmpeg_exe
 from worker.audio.errors import AudioError
-from worker.audio.ffmpeg import STDERR_TAIL_BYTES, _TailDrainer
+from worker.audio.ffmpeg import STDERR_TAIL_BYTES, TailDrainer, decode_command
 from worker.audio.pcm import PCM16_SCALE, Pcm16
 
 __all__ = [
@@ -268,28 +268,11 @@ def pcm_blocks(
     name = os.path.abspath(os.fspath(path))
     if not os.path.isfile(name):
         raise FileNotFoundError(name)
-    cmd = [
-        ffmpeg_exe(),
-        "-hide_banner",
-        "-loglevel",
-        "error",
-        "-nostdin",
-        "-i",
-        name,
-        "-map",
-        "0:a:0",
-        "-ac",
-        str(channels),
-        "-c:a",
-        "pcm_s16le",
-        "-f",
-        "s16le",
-        "pipe:1",
-    ]
+    cmd = decode_command(name, ["-map", "0:a:0", "-ac", str(channels)])
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None
     assert proc.stderr is not None
-    stderr = _TailDrainer(proc.stderr)
+    stderr = TailDrainer(proc.stderr)
     stderr.start()
     expired = threading.Event()
 

@@ -27,6 +27,7 @@ __all__ = [
     "OUTPUT_FORMATS",
     "FfmpegEncoder",
     "OutputFormat",
+    "decode_command",
     "decode_to_pcm",
     "encoder_command",
     "ffmpeg_exe",
@@ -96,7 +97,7 @@ def takes_cover_stream(fmt: OutputFormat) -> bool:
     return fmt in ("mp3", "flac", "m4a", "m4b")
 
 
-class _TailDrainer(threading.Thread):
+class TailDrainer(threading.Thread):
     """Reads a pipe to its end so the child never blocks on it, keeping only the last bytes."""
 
     def __init__(self, stream: IO[bytes], limit: int = STDERR_TAIL_BYTES) -> None:
@@ -179,7 +180,7 @@ class FfmpegEncoder:
         assert self._proc.stdin is not None
         assert self._proc.stderr is not None
         self._stdin = self._proc.stdin
-        self._stderr = _TailDrainer(self._proc.stderr)
+        self._stderr = TailDrainer(self._proc.stderr)
         self._stderr.start()
 
     def _sidecar(self, out: str, data: bytes) -> str:
@@ -287,6 +288,26 @@ def _close_quietly(stream: IO[bytes] | None) -> None:
         stream.close()
 
 
+def decode_command(path: str, selection: Sequence[str]) -> list[str]:
+    """ffmpeg decoding ``path`` (a path Tome made) to s16le PCM on stdout; ``selection``: the stream,
+    channel and rate options between input and output (constants and numbers only)."""
+    return [
+        ffmpeg_exe(),
+        "-hide_banner",
+        "-loglevel",
+        "error",
+        "-nostdin",
+        "-i",
+        path,
+        *selection,
+        "-c:a",
+        "pcm_s16le",
+        "-f",
+        "s16le",
+        "pipe:1",
+    ]
+
+
 def decode_to_pcm(path: str | os.PathLike[str], sample_rate: int, timeout: float = 600.0) -> Waveform:
     """Decode any audio file ffmpeg understands to float32 mono at ``sample_rate`` (resampling if needed).
 
@@ -298,25 +319,7 @@ def decode_to_pcm(path: str | os.PathLike[str], sample_rate: int, timeout: float
         raise FileNotFoundError(name)
     if sample_rate <= 0:
         raise ValueError(f"sample_rate must be positive, got {sample_rate}")
-    cmd = [
-        ffmpeg_exe(),
-        "-hide_banner",
-        "-loglevel",
-        "error",
-        "-nostdin",
-        "-i",
-        name,
-        "-vn",
-        "-ac",
-        "1",
-        "-ar",
-        str(sample_rate),
-        "-c:a",
-        "pcm_s16le",
-        "-f",
-        "s16le",
-        "pipe:1",
-    ]
+    cmd = decode_command(name, ["-vn", "-ac", "1", "-ar", str(sample_rate)])
     proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout, check=False)
     if proc.returncode != 0:
         tail = proc.stderr[-STDERR_TAIL_BYTES:].decode("utf-8", "replace").strip()
