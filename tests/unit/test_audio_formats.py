@@ -26,7 +26,7 @@ def test_table() -> None:
         "m4b": (".m4b", "audio/mp4"),
     }
     assert {f: i.max_chapters for f, i in FORMATS.items()} == {
-        "wav": 0,
+        "wav": None,
         "mp3": 255,
         "flac": 999,
         "ogg": 999,

@@ -117,7 +117,7 @@ def test_chapter_marks(tmp_path: Path, pieces: list[StitchPiece]) -> None:
         ChapterMark(1, spans[3][0] / SR, spans[4][0] / SR, spans[3][0], spans[4][0], "Two"),
         ChapterMark(2, spans[4][0] / SR, total / SR, spans[4][0], total, "Chapter 3"),
     ]
-    assert result.embedded_chapters == 0  # WAV carries no chapter marks
+    assert result.embedded_chapters == 3  # as cue points with labels
     assert result.chapters[1].start == pytest.approx(3 * 0.5 + 0.35 + 0.8)
     assert result.chapters[2].start == pytest.approx(4 * 0.5 + 0.35 + 0.8 + 2.0)
 

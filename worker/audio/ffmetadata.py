@@ -122,7 +122,7 @@ def vorbis_time(ms: int) -> str:
 
 
 def embedded_chapters(fmt: OutputFormat, chapters: Sequence[ChapterMark]) -> Sequence[ChapterMark]:
-    """The chapters ``fmt`` can carry: all, the first 255 (MP3) or 999 (FLAC, Ogg), none (WAV)."""
+    """The chapters ``fmt`` can carry: all (MP4, WAV cue points), the first 255 (MP3) or 999 (FLAC, Ogg)."""
     limit = FORMATS[fmt].max_chapters
     return chapters if limit is None else chapters[:limit]
 

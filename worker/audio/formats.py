@@ -45,7 +45,7 @@ class FormatInfo:
 
 
 FORMATS: dict[OutputFormat, FormatInfo] = {
-    "wav": FormatInfo("wav", ".wav", "audio/wav", "pcm_s16le", True, True, 0, False),
+    "wav": FormatInfo("wav", ".wav", "audio/wav", "pcm_s16le", True, True, None, False),
     "mp3": FormatInfo("mp3", ".mp3", "audio/mpeg", "mp3", False, True, ID3_MAX_CHAPTERS, True),
     "flac": FormatInfo("flac", ".flac", "audio/flac", "flac", True, True, VORBIS_MAX_CHAPTERS, True),
     # RFC 7845 section 9: Ogg Opus files are audio/ogg and should be named .opus.
@@ -63,16 +63,16 @@ def check_format(fmt: str) -> OutputFormat:
     raise ValueError(f"unknown output format {fmt!r}; expected one of {', '.join(OUTPUT_FORMATS)}")
 
 
-def chapter_family(fmt: OutputFormat) -> Literal["ffmpeg", "vorbis", "none"]:
+def chapter_family(fmt: OutputFormat) -> Literal["ffmpeg", "vorbis", "cues"]:
     """How chapters get into a file: ffmpeg's muxer from chapter sections (ID3 CHAP/CTOC, MP4 chapter
     track and Nero ``chpl``), Vorbis comments written by Tome (ffmpeg's FLAC muxer writes none and its
-    Ogg muxer writes wrong seconds for starts with 500 ms or more), or none (ffmpeg's WAV muxer has no
-    cue chunk)."""
+    Ogg muxer writes wrong seconds for starts with 500 ms or more), or cue points with labels that Tome
+    adds to the finished WAV (worker.audio.wavcues: ffmpeg's WAV muxer writes none)."""
     if fmt in ("mp3", "m4a", "m4b"):
         return "ffmpeg"
     if fmt in ("flac", "ogg"):
         return "vorbis"
-    return "none"
+    return "cues"
 
 
 def codec_args(fmt: OutputFormat, sample_rate: int, bitrate_kbps: int) -> list[str]:

@@ -27,6 +27,7 @@ from worker.audio.formats import OutputFormat, check_format
 from worker.audio.master import Mastering, apply
 from worker.audio.roomtone import RoomTone
 from worker.audio.tags import BookTags
+from worker.audio.wavcues import add_cues
 from worker.storage.atomic import atomic_file
 
 __all__ = ["PAUSE_KINDS", "ChapterMark", "Pauses", "StitchPiece", "StitchResult", "read_lengths", "stitch"]
@@ -136,6 +137,7 @@ def stitch(
     )
     total = head
     starts: list[int] = []
+    cued = True
     with (
         atomic_file(out_path) as tmp,
         FfmpegEncoder(
@@ -158,12 +160,15 @@ def stitch(
             pause = pauses.samples(piece.pause_after, sample_rate)
             _write_pause(encoder, pause, room_tone)
             total += sent + pause
+        if fmt == "wav":  # ffmpeg's WAV muxer writes no chapters: cue points, before the file is published
+            encoder.close()
+            cued = add_cues(tmp, _wav_cues(plan, output_rate))
     assert total == plan.total_samples
     return StitchResult(
         duration=plan.duration,
         bytes=os.path.getsize(out_path),
         chapters=list(plan.chapters),
-        embedded_chapters=len(embedded_chapters(fmt, plan.chapters)),
+        embedded_chapters=len(embedded_chapters(fmt, plan.chapters)) if cued else 0,
         starts=starts,
         sample_rate=sample_rate,
     )
@@ -191,6 +196,13 @@ def _shifted(plan: ChapterPlan, head: int) -> ChapterPlan:
         end = mark.end_sample + head
         marks.append(replace(mark, start_sample=start, end_sample=end, start=start / rate, end=end / rate))
     return ChapterPlan(tuple(marks), plan.total_samples + head, rate)
+
+
+def _wav_cues(plan: ChapterPlan, output_rate: int | None) -> list[tuple[int, str]]:
+    """The chapter starts and titles of ``plan`` as WAV cue points, in sample frames at the file's rate
+    (rescaled to ``output_rate`` and rounded to the nearest, as ffmpeg's resampler places them)."""
+    rate, own = output_rate or plan.sample_rate, plan.sample_rate
+    return [((2 * mark.start_sample * rate + own) // (2 * own), mark.title) for mark in plan.chapters]
 
 
 def _write_pause(encoder: FfmpegEncoder, count: int, room_tone: RoomTone | None) -> None:
