@@ -99,6 +99,13 @@ def default_chapter_title(position: int) -> str:
     return f"Chapter {position}"
 
 
+def chapter_title(given: object, position: int) -> str:
+    """The title written for a chapter: ``given`` cleaned and cut to length, or "Chapter N" (N its
+    1-based position) when it is missing or blank."""
+    title = clean_title(given) if isinstance(given, str) else ""
+    return title if title.strip() else default_chapter_title(position)
+
+
 def plan_chapters(
     pieces: Iterable[PieceLength],
     sample_rate: int,
@@ -133,8 +140,6 @@ def plan_chapters(
     marks = []
     for n, (index, start) in enumerate(starts):
         end = starts[n + 1][1] if n + 1 < len(starts) else position
-        given = names.get(index)
-        title = clean_title(given) if isinstance(given, str) else ""
         marks.append(
             ChapterMark(
                 index=index,
@@ -142,7 +147,7 @@ def plan_chapters(
                 end=end / sample_rate,
                 start_sample=start,
                 end_sample=end,
-                title=title if title.strip() else default_chapter_title(n + 1),
+                title=chapter_title(names.get(index), n + 1),
             )
         )
     return ChapterPlan(chapters=tuple(marks), total_samples=position, sample_rate=sample_rate)

@@ -31,6 +31,7 @@ __all__ = [
     "decode_to_pcm",
     "encoder_command",
     "ffmpeg_exe",
+    "mux_command",
 ]
 
 STDERR_TAIL_BYTES = 4096
@@ -57,6 +58,32 @@ def encoder_command(
     so that ffmpeg has opened the files before it waits for audio. Every value the user chose is inside
     those files: the command holds only paths Tome made, numbers and constants.
     """
+    return mux_command(
+        out_path,
+        fmt,
+        ["-f", "s16le", "-ar", str(sample_rate), "-ac", "1", "-i", "pipe:0"],
+        [
+            *([] if output_rate in (None, sample_rate) else ["-ar", str(output_rate)]),
+            *codec_args(fmt, output_rate or sample_rate, bitrate_kbps),
+        ],
+        metadata_path,
+        cover,
+        cover_path,
+    )
+
+
+def mux_command(
+    out_path: str,
+    fmt: OutputFormat,
+    audio_input: Sequence[str],
+    audio_output: Sequence[str],
+    metadata_path: str | None = None,
+    cover: Cover | None = None,
+    cover_path: str | None = None,
+) -> list[str]:
+    """The ffmpeg command that writes the audio of ``audio_input`` (its input options and ``-i``) into
+    ``out_path`` with ``audio_output`` (codec and container options), tags and chapters from the
+    ffmetadata file and the cover, as :func:`encoder_command` describes."""
     inputs: list[str] = []
     maps: list[str] = []
     n = 0
@@ -75,7 +102,6 @@ def encoder_command(
         if fmt in ("mp3", "flac"):  # picture type 3, "Cover (front)", rather than 0, "Other"
             maps += ["-metadata:s:v:0", "comment=Cover (front)"]
         n += 1
-    inputs += ["-f", "s16le", "-ar", str(sample_rate), "-ac", "1", "-i", "pipe:0"]
     return [
         ffmpeg_exe(),
         "-hide_banner",
@@ -83,11 +109,11 @@ def encoder_command(
         "error",
         "-y",
         *inputs,
+        *audio_input,
         "-map",
-        f"{n}:a",
+        f"{n}:a:0",
         *maps,
-        *([] if output_rate in (None, sample_rate) else ["-ar", str(output_rate)]),
-        *codec_args(fmt, output_rate or sample_rate, bitrate_kbps),
+        *audio_output,
         out_path,
     ]
 

@@ -22,8 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from worker.audio import BookTags, Cover, Pauses, StitchPiece, StitchResult, stitch
-from worker.audio.acx import AcxReport, check_file
+from worker.audio.acx import check_file
+from worker.audio.chapters import chapter_title
+from worker.audio.ffmetadata import embedded_chapters
 from worker.audio.formats import FORMATS
+from worker.audio.join import JoinChapter, join, joinable, lead_seconds
 from worker.audio.loudness import Levels
 from worker.audio.master import chunk_gain_db, predicted_rms_db
 from worker.audio.presets import MAX_RMS_FIT_DB, Delivery
@@ -113,21 +116,227 @@ def build(
     pauses: Pauses,
     info: BookInfo,
 ) -> Deliverables:
-    """Write the book to ``book_path`` and every other file under ``file_path(name)``."""
+    """Write the book to ``book_path`` in one pass over the chunks, and every other file under
+    ``file_path(name)`` (for jobs whose chapters were not built one by one, and Ogg books)."""
     pieces = read_lengths(
         [StitchPiece(r.path, r.pause, r.chapter, None, _gain(r, delivery)) for r in rows], sample_rate
     )
     tone = _tone_level(rows, delivery)
     book = _stitch(pieces, book_path, delivery, sample_rate, pauses, info, info.tags, tone)
-    files = _timings(rows, pieces, book, file_path, info)
+    chapters = [ChapterTiming(m.index, m.title, m.start, m.end) for m in book.chapters]
+    files = _timings(rows, _spans(pieces, book.starts, book.sample_rate), chapters, file_path, info)
     if delivery.split == "chapter":
-        levels_of = {r.path: r.levels for r in rows}
-        chapter_files = _split(pieces, levels_of, delivery, file_path, sample_rate, pauses, info, tone)
-        files += chapter_files
-        files.append(_bundle(chapter_files, file_path("chapters.zip")))
-        if delivery.report:
-            files.append(_report(chapter_files, file_path("acx-report.json"), delivery))
+        groups = _by_chapter(rows)
+        builds = [
+            build_chapter(
+                group,
+                delivery,
+                file_path,
+                position=n,
+                chapters_total=len(groups),
+                sample_rate=sample_rate,
+                pauses=pauses,
+                info=info,
+            )
+            for n, group in enumerate(groups, start=1)
+        ]
+        files += _chapter_files(builds, file_path, delivery)
     return Deliverables(book, files)
+
+
+def build_from_chapters(
+    builds: Sequence[ChapterBuild],
+    rows: Sequence[ChunkRow],
+    delivery: Delivery,
+    book_path: Path,
+    file_path: Callable[[str], Path],
+    *,
+    sample_rate: int,
+    pauses: Pauses,
+    info: BookInfo,
+) -> Deliverables:
+    """The book joined from the chapters' files without encoding again (worker.audio.join; for a format
+    that cannot be joined, encoded from the chunks as :func:`build` does), its subtitles and manifest
+    timed from where each chunk lies inside its chapter's file, and the chapter files, ZIP and report
+    when the delivery splits. ``builds`` in book order, every chapter of ``rows`` once."""
+    if not joinable(delivery.format):
+        book_only = replace(delivery, split="none")
+        done = build(rows, book_only, book_path, file_path, sample_rate=sample_rate, pauses=pauses, info=info)
+        extra = _chapter_files(builds, file_path, delivery) if delivery.split == "chapter" else []
+        return Deliverables(done.book, done.files + extra)
+    rate = delivery.sample_rate or sample_rate
+    paths: list[str] = []
+    contents: list[float] = []
+    chapters: list[JoinChapter] = []
+    where: dict[int, tuple[int, float, float]] = {}
+    for b in builds:
+        chapters.append(JoinChapter(b.chapter, b.title, len(paths)))
+        for seq, index, start, end in b.placements:
+            where[int(seq)] = (len(paths) + int(index), start, end)
+        paths += [f.path for f in b.files]
+        contents += b.contents
+    joined = join(
+        paths, contents, book_path, delivery.format, rate, tags=info.tags, chapters=chapters, cover=info.cover
+    )
+    lead = lead_seconds(delivery.format, rate)
+    spans = []
+    for row in rows:
+        index, start, end = where[row.seq]
+        spans.append((joined.offsets[index] + lead + start, joined.offsets[index] + lead + end))
+    book = StitchResult(
+        duration=joined.duration,
+        bytes=joined.bytes,
+        chapters=joined.chapters,
+        embedded_chapters=len(embedded_chapters(delivery.format, joined.chapters)),
+        starts=[round(start * sample_rate) for start, _ in spans],
+        sample_rate=sample_rate,
+    )
+    timed = [ChapterTiming(m.index, m.title, m.start, m.end) for m in joined.chapters]
+    files = _timings(rows, spans, timed, file_path, info)
+    if delivery.split == "chapter":
+        files += _chapter_files(builds, file_path, delivery)
+    return Deliverables(book, files)
+
+
+@dataclass(frozen=True)
+class ChapterBuild:
+    """A chapter stitched on its own as soon as its chunks were done: its files in order (one, or with
+    ``split = "chapter"`` a part per ``max_part_seconds``), the seconds of PCM written into each, where
+    each of its chunks lies inside them ([seq, file, start s, end s]) and, with the ACX preset, each
+    file's report (measured on the file decoded back)."""
+
+    chapter: int
+    position: int
+    title: str
+    files: list[Artefact]
+    contents: list[float]
+    placements: list[tuple[int, int, float, float]]
+    reports: list[dict[str, Any]]
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.bytes for f in self.files)
+
+    @property
+    def duration(self) -> float:
+        return sum(f.duration or 0.0 for f in self.files)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "chapter": self.chapter,
+            "position": self.position,
+            "title": self.title,
+            "files": [f.to_json() for f in self.files],
+            "contents": self.contents,
+            "placements": [list(p) for p in self.placements],
+            "reports": self.reports,
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ChapterBuild:
+        return cls(
+            chapter=int(data["chapter"]),
+            position=int(data["position"]),
+            title=str(data["title"]),
+            files=[Artefact(**f) for f in data["files"]],
+            contents=[float(c) for c in data["contents"]],
+            placements=[(int(a), int(b), float(c), float(d)) for a, b, c, d in data["placements"]],
+            reports=list(data.get("reports", [])),
+        )
+
+
+def build_chapter(
+    rows: Sequence[ChunkRow],
+    delivery: Delivery,
+    file_path: Callable[[str], Path],
+    *,
+    position: int,
+    chapters_total: int,
+    sample_rate: int,
+    pauses: Pauses,
+    info: BookInfo,
+) -> ChapterBuild:
+    """Stitch and master one chapter (``rows``: its chunks in order) into its file(s), named
+    ``chapter-NNN`` (its position) and tagged with its title, the book as album and its position as
+    track. Split deliveries get the preset's head and tail in every file and parts under
+    ``max_part_seconds``; otherwise the file is the chapter's stretch of the book (the head in the
+    first chapter, the tail in the last), ready to be joined."""
+    pieces = read_lengths(
+        [StitchPiece(r.path, r.pause, r.chapter, None, _gain(r, delivery)) for r in rows], sample_rate
+    )
+    tone = _tone_level(rows, delivery)
+    title = chapter_title(info.titles.get(rows[0].chapter), position)
+    split = delivery.split == "chapter"
+    if split:
+        # every file gets its head and a tail of up to tail_seconds: the parts leave room for both
+        room = delivery.head_seconds + delivery.tail_seconds
+        parts = chapter_parts(pieces, pauses, sample_rate, max(1.0, delivery.max_part_seconds - room))
+        head, tail = delivery.head_seconds, delivery.tail_seconds
+    else:
+        parts = [(position, 1, 1, list(pieces))]
+        head = delivery.head_seconds if position == 1 else 0.0
+        tail = delivery.tail_seconds if position == chapters_total else 0.0
+    ext = FORMATS[delivery.format].extension
+    levels_of = {r.path: r.levels for r in rows}
+    seqs = iter(r.seq for r in rows)
+    files, contents, placements, reports = [], [], [], []
+    for index, (_, part, count, chunk) in enumerate(parts):
+        named = f"{title} (part {part} of {count})" if count > 1 else title
+        name = f"chapter-{position:03d}{f'-part-{part}' if count > 1 else ''}{ext}"
+        tags = replace(
+            info.tags, title=named[:200], album=info.tags.title, track=position, track_total=chapters_total
+        )
+        path = file_path(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fitted = (
+            _fit_rms(chunk, levels_of, delivery, pauses, sample_rate, tone)
+            if split and delivery.rms_target_db is not None
+            else chunk
+        )
+        result = _stitch(fitted, path, delivery, sample_rate, pauses, info, tags, tone, head, tail)
+        for piece, (start, end) in zip(fitted, _spans(fitted, result.starts, sample_rate), strict=True):
+            del piece
+            placements.append((next(seqs), index, start, end))
+        file = Artefact(
+            name,
+            "chapter",
+            delivery.format,
+            str(path),
+            result.bytes,
+            chapter=rows[0].chapter,
+            part=part if count > 1 else None,
+            title=named,
+            duration=result.duration,
+        )
+        files.append(file)
+        contents.append(result.duration)
+        if split and delivery.report:
+            reports.append(check_file(path, expected_bitrate_kbps=delivery.bitrate_kbps, name=name).to_json())
+    return ChapterBuild(rows[0].chapter, position, title, files, contents, placements, reports)
+
+
+def _by_chapter(rows: Sequence[ChunkRow]) -> list[list[ChunkRow]]:
+    """``rows`` (in order) grouped by chapter."""
+    groups: list[list[ChunkRow]] = []
+    for row in rows:
+        if not groups or groups[-1][-1].chapter != row.chapter:
+            groups.append([])
+        groups[-1].append(row)
+    return groups
+
+
+def _chapter_files(
+    builds: Sequence[ChapterBuild], file_path: Callable[[str], Path], delivery: Delivery
+) -> list[Artefact]:
+    """The chapter files of a split delivery, their ZIP and (ACX) the report on them."""
+    files = [f for b in builds for f in b.files]
+    out = [*files, _bundle(files, file_path("chapters.zip"))]
+    if delivery.report:
+        entries = [r for b in builds for r in b.reports]
+        report = {"passed": all(bool(r.get("passed")) for r in entries), "files": entries}
+        out.append(_text_file(file_path("acx-report.json"), json.dumps(report, indent=1), "report", "json"))
+        log.info("ACX report: %s", "passed" if report["passed"] else "failed")
+    return out
 
 
 def _gain(row: ChunkRow, delivery: Delivery) -> float:
@@ -155,6 +364,8 @@ def _stitch(
     info: BookInfo,
     tags: BookTags,
     tone: float | None,
+    head: float | None = None,
+    tail: float | None = None,
 ) -> StitchResult:
     return stitch(
         pieces,
@@ -168,26 +379,24 @@ def _stitch(
         cover=info.cover,
         mastering=delivery.mastering,
         room_tone=None if tone is None else RoomTone(tone, sample_rate, info.seed),
-        head_seconds=delivery.head_seconds,
-        tail_seconds=delivery.tail_seconds,
+        head_seconds=delivery.head_seconds if head is None else head,
+        tail_seconds=delivery.tail_seconds if tail is None else tail,
         output_rate=delivery.sample_rate,
     )
 
 
 def _timings(
     rows: Sequence[ChunkRow],
-    pieces: Sequence[StitchPiece],
-    book: StitchResult,
+    spans: Sequence[tuple[float, float]],
+    chapters: Sequence[ChapterTiming],
     file_path: Callable[[str], Path],
     info: BookInfo,
 ) -> list[Artefact]:
-    """Subtitles and the manifest of the book: every chunk where it was stitched (exact, from the
-    samples written), its sentences spread over it in proportion to their length (an estimate)."""
-    rate = book.sample_rate
+    """Subtitles and the manifest of the book: every chunk where it was stitched (``spans``: start and
+    end in seconds, exact, from the samples written), its sentences spread over it in proportion to
+    their length (an estimate)."""
     chunks = []
-    for row, piece, start_sample in zip(rows, pieces, book.starts, strict=True):
-        start = start_sample / rate
-        end = (start_sample + (piece.samples or 0)) / rate
+    for row, (start, end) in zip(rows, spans, strict=True):
         written = split_sentences(row.written or row.spoken, info.language) or [row.written or row.spoken]
         chunks.append(
             ChunkTiming(
@@ -201,9 +410,8 @@ def _timings(
                 sentences=sentence_times(written, [len(s) for s in written], start, end),
             )
         )
-    chapters = [ChapterTiming(m.index, m.title, m.start, m.end) for m in book.chapters]
     cues = subtitle_cues(chunks)
-    out = [
+    return [
         _text_file(file_path("book.srt"), to_srt(cues), "subtitles", "srt"),
         _text_file(file_path("book.vtt"), to_webvtt(cues), "subtitles", "vtt"),
         _text_file(
@@ -213,7 +421,11 @@ def _timings(
             "json",
         ),
     ]
-    return out
+
+
+def _spans(pieces: Sequence[StitchPiece], starts: Sequence[int], rate: int) -> list[tuple[float, float]]:
+    """Each piece's start and end in seconds, from where it was written (samples at ``rate``)."""
+    return [(s / rate, (s + (p.samples or 0)) / rate) for p, s in zip(pieces, starts, strict=True)]
 
 
 def _text_file(path: Path, text: str, kind: str, fmt: str) -> Artefact:
@@ -222,56 +434,6 @@ def _text_file(path: Path, text: str, kind: str, fmt: str) -> Artefact:
     with atomic_file(path) as tmp, open(tmp, "wb") as f:
         f.write(data)
     return Artefact(path.name, kind, fmt, str(path), len(data))
-
-
-def _split(
-    pieces: Sequence[StitchPiece],
-    levels_of: Mapping[str, Levels | None],
-    delivery: Delivery,
-    file_path: Callable[[str], Path],
-    sample_rate: int,
-    pauses: Pauses,
-    info: BookInfo,
-    tone: float | None,
-) -> list[Artefact]:
-    """One file per chapter, or per part of a chapter longer than ``max_part_seconds``."""
-    # every file also gets its head and a tail of up to tail_seconds: the parts leave room for both
-    room = delivery.head_seconds + delivery.tail_seconds
-    parts = chapter_parts(pieces, pauses, sample_rate, max(1.0, delivery.max_part_seconds - room))
-    ext = FORMATS[delivery.format].extension
-    out: list[Artefact] = []
-    for track, (position, part, count, chunk) in enumerate(parts, start=1):
-        index = chunk[0].chapter
-        title = info.titles.get(index) or f"Chapter {position}"
-        if count > 1:
-            title = f"{title} (part {part} of {count})"
-        name = f"chapter-{position:03d}{f'-part-{part}' if count > 1 else ''}{ext}"
-        tags = replace(
-            info.tags, title=title[:200], album=info.tags.title, track=track, track_total=len(parts)
-        )
-        path = file_path(name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fitted = (
-            chunk
-            if delivery.rms_target_db is None
-            else _fit_rms(chunk, levels_of, delivery, pauses, sample_rate, tone)
-        )
-        result = _stitch(fitted, path, delivery, sample_rate, pauses, info, tags, tone)
-        out.append(
-            Artefact(
-                name,
-                "chapter",
-                delivery.format,
-                str(path),
-                result.bytes,
-                chapter=index,
-                part=part if count > 1 else None,
-                title=title,
-                duration=result.duration,
-            )
-        )
-    log.info("%d chapter files", len(out))
-    return out
 
 
 def _fit_rms(
@@ -338,13 +500,3 @@ def _bundle(files: Sequence[Artefact], path: Path) -> Artefact:
         for f in files:
             archive.write(f.path, arcname=f.name)
     return Artefact(path.name, "bundle", "zip", str(path), os.path.getsize(path))
-
-
-def _report(files: Sequence[Artefact], path: Path, delivery: Delivery) -> Artefact:
-    """The ACX report of the chapter files, each measured on the file itself, decoded back."""
-    report = AcxReport(
-        files=[check_file(f.path, expected_bitrate_kbps=delivery.bitrate_kbps, name=f.name) for f in files]
-    )
-    artefact = _text_file(path, json.dumps(report.to_json(), indent=1), "report", "json")
-    log.info("ACX report: %s", "passed" if report.passed else "failed")
-    return artefact
