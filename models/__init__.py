@@ -3,7 +3,7 @@
 from models.apikey import ApiKey, Role, generate_key, hash_key
 from models.base import Base, utcnow
 from models.db import make_engine, make_session_factory, unit_of_work
-from models.job import ACTIVE, TERMINAL, Chunk, ChunkStatus, Job, JobStatus
+from models.job import ACTIVE, TERMINAL, ChapterStatus, Chunk, ChunkStatus, Job, JobChapter, JobStatus
 from models.lexicon import Lexicon
 from models.metric import Counter, RateWindow
 from models.voice import CacheStatus, Voice
@@ -14,10 +14,12 @@ __all__ = [
     "ApiKey",
     "Base",
     "CacheStatus",
+    "ChapterStatus",
     "Chunk",
     "ChunkStatus",
     "Counter",
     "Job",
+    "JobChapter",
     "JobStatus",
     "Lexicon",
     "RateWindow",

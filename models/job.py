@@ -126,4 +126,39 @@ class Chunk(Base):
     # Loudness and levels measured when the chunk was rendered (worker.audio.loudness.Levels as JSON):
     # the stitcher's per-chunk gain and the ACX predictions read these instead of the audio.
     levels: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    # Word times the engine reported (espeak does): [start s, end s, text start, text end] per word,
+    # relative to the stored audio, offsets into ``text``; None when the engine reports none.
+    words: Mapped[list[list[float]] | None] = mapped_column(JSON, default=None)
     error: Mapped[str | None] = mapped_column(Text, default=None)
+
+
+class ChapterStatus(enum.StrEnum):
+    PENDING = "pending"  # some of its chunks are not rendered yet
+    STITCHING = "stitching"  # one worker holds it (token and lease) and is building its files
+    READY = "ready"  # its files are downloadable while later chapters render
+
+
+class JobChapter(Base):
+    """A chapter of a job, stitched and mastered as soon as its last chunk is done, so that it can be
+    downloaded while later chapters still render; the book is then joined from these files. Claimed by
+    compare-and-set like chunks: one worker per chapter, a lease the sweeper re-issues if it dies."""
+
+    __tablename__ = "job_chapters"
+    __table_args__ = (Index("ix_job_chapters_status_lease", "status", "lease_until"),)
+
+    job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    chapter: Mapped[int] = mapped_column(Integer, primary_key=True)  # the chunks' chapter index
+    position: Mapped[int] = mapped_column(Integer)  # 1-based order in the book
+    status: Mapped[str] = mapped_column(String(10), default=ChapterStatus.PENDING.value)
+    token: Mapped[str | None] = mapped_column(String(32), default=None)
+    lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    # worker.jobs.deliver.ChapterBuild as JSON: its files, and where each chunk is inside them
+    build: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    bytes: Mapped[int | None] = mapped_column(BigInteger, default=None)  # counts against the owner
+    duration: Mapped[float | None] = mapped_column(Float, default=None)
+    ready_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
+    # the job.chapter_ready webhook of this chapter (the job's webhook_url), delivered at least once
+    webhook_attempts: Mapped[int] = mapped_column(Integer, default=0)
+    webhook_next_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
+    webhook_delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)

@@ -9,10 +9,18 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, send_file, url_for
 
-from models import Job
+from models import Job, JobStatus
 from webapi.auth import require_key
 from webapi.errors import Gone, NotFound
-from webapi.jobs import finished_job, job_audio_name, serve_multi_range_whole
+from webapi.jobs import (
+    chapter_rows,
+    early_files,
+    file_out,
+    finished_job,
+    job_audio_name,
+    owned_job,
+    serve_multi_range_whole,
+)
 from webapi.openapi import Operation, operation
 from webapi.schemas import FileList, FileOut
 from worker.audio import FORMATS
@@ -39,46 +47,47 @@ def _book(job: Job) -> FileOut:
     )
 
 
-def _listed(job: Job, entry: dict[str, Any]) -> FileOut:
-    return FileOut(
-        name=str(entry["name"]),
-        kind=entry["kind"],
-        format=str(entry["format"]),
-        chapter=entry.get("chapter"),
-        part=entry.get("part"),
-        title=entry.get("title"),
-        duration=entry.get("duration"),
-        bytes=int(entry["bytes"]),
-        url=url_for("job_files.get_file", job_id=str(job.id), name=str(entry["name"])),
-    )
+def _files_of(job_id: str) -> tuple[Job, list[dict[str, Any]], bool]:
+    """The caller's job, the files it can download now, and whether the book is among them: a finished
+    job's files until they expire (410 then); while it renders, its chapters ready so far; 409 when
+    there is nothing yet."""
+    job = owned_job(job_id)
+    if job.status == JobStatus.SUCCEEDED and job.output_path and job.expired_at is None:
+        return job, list(job.files or []), True
+    early = early_files(job, chapter_rows(job))
+    if early:
+        return job, early, False
+    finished_job(job_id, "files")  # raises: 410 after expiry, 409 before any file exists
+    raise AssertionError("unreachable")
 
 
 @bp.get("/<job_id>/files")
 @operation(
     Operation(
-        "Every file of a finished job: the book, chapter files, ZIP, subtitles, manifest, ACX report",
+        "Every file of a finished job (the book, chapter files, ZIP, subtitles, manifest, ACX report); "
+        "while it renders, the files of its chapters ready so far",
         {200: FileList, 409: None, 410: None},
         tags=("jobs",),
     )
 )
 def list_files(job_id: str) -> Response:
-    job = finished_job(job_id, "files")
-    files = [_book(job), *(_listed(job, f) for f in job.files or [])]
+    job, entries, finished = _files_of(job_id)
+    files = [*([_book(job)] if finished else []), *(file_out(job, f) for f in entries)]
     return jsonify(FileList(files=files).model_dump(mode="json"))
 
 
 @bp.get("/<job_id>/files/<name>")
 @operation(
     Operation(
-        "Download one of a finished job's files (Range requests supported)",
+        "Download one of a job's files (Range requests supported), a chapter's as soon as it is ready",
         {200: None, 206: None, 404: None, 409: None, 410: None},
         tags=("jobs",),
         binary="application/octet-stream",
     )
 )
 def get_file(job_id: str, name: str) -> Response:
-    job = finished_job(job_id, "files")
-    entry = next((f for f in job.files or [] if f.get("name") == name), None)
+    _, entries, _ = _files_of(job_id)
+    entry = next((f for f in entries if f.get("name") == name), None)
     if entry is None:
         raise NotFound(f"this job has no file named {name[:100]!r}; GET its /files for the list")
     path = Path(str(entry["path"]))

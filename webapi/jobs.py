@@ -8,12 +8,13 @@ import re
 import shutil
 import uuid
 from pathlib import Path
+from typing import Any
 
 from flask import Blueprint, Response, jsonify, request, send_file, url_for
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from models import Job, JobStatus, Voice, utcnow
+from models import ChapterStatus, Job, JobChapter, JobStatus, Voice, utcnow
 from webapi import scripts
 from webapi.auth import current_principal, require_key
 from webapi.errors import Conflict, Gone, Invalid, NotFound
@@ -22,6 +23,7 @@ from webapi.openapi import Operation, operation
 from webapi.schemas import (
     ChapterOut,
     ErrorDetail,
+    FileOut,
     JobCreate,
     JobForm,
     JobList,
@@ -56,7 +58,62 @@ def _eta(job: Job) -> float | None:
     return round(elapsed / job.chunks_done * (job.chunks_total - job.chunks_done), 1)
 
 
-def job_out(job: Job) -> JobOut:
+def chapter_rows(job: Job) -> list[JobChapter]:
+    """The job's chapters stitched one by one, in book order (none for a single-chapter book)."""
+    query = select(JobChapter).where(JobChapter.job_id == job.id).order_by(JobChapter.position)
+    return list(tome().sessions.scalars(query))
+
+
+def early_files(job: Job, rows: list[JobChapter]) -> list[dict[str, object]]:
+    """The files of the chapters ready so far, downloadable while the job renders or stitches."""
+    if job.status not in (JobStatus.RUNNING, JobStatus.STITCHING):
+        return []
+    return [
+        dict(f)
+        for row in rows
+        if row.status == ChapterStatus.READY and row.build
+        for f in row.build.get("files", [])
+    ]
+
+
+def file_out(job: Job, entry: dict[str, Any]) -> FileOut:
+    """One listed file (a chapter file, the ZIP, subtitles ...) with its download path."""
+    return FileOut(
+        name=str(entry["name"]),
+        kind=entry["kind"],
+        format=str(entry["format"]),
+        chapter=entry.get("chapter"),
+        part=entry.get("part"),
+        title=entry.get("title"),
+        duration=entry.get("duration"),
+        bytes=int(entry["bytes"]),
+        url=url_for("job_files.get_file", job_id=str(job.id), name=str(entry["name"])),
+    )
+
+
+def _chapters_out(job: Job, rows: list[JobChapter] | None) -> list[ChapterOut]:
+    """The job's chapters; with ``rows`` (one job's view), each one's state and, while downloadable,
+    its files: the early ones while the job renders, a split job's chapter files once it is done."""
+    by_index = {row.chapter: row for row in rows or []}
+    if job.status == JobStatus.SUCCEEDED and job.expired_at is None:
+        listed = [f for f in job.files or [] if f.get("kind") == "chapter"]
+    else:
+        listed = early_files(job, rows or [])
+    out = []
+    for entry in job.chapters:
+        chapter = ChapterOut.model_validate(entry)
+        row = by_index.get(chapter.index)
+        if row is not None:
+            files = [file_out(job, f) for f in listed if f.get("chapter") == chapter.index]
+            chapter.state = ChapterStatus(row.status).value
+            chapter.duration = None if row.duration is None else round(row.duration, 3)
+            chapter.files = files or None
+            chapter.url = files[0].url if files else None
+        out.append(chapter)
+    return out
+
+
+def job_out(job: Job, chapters: list[JobChapter] | None = None) -> JobOut:
     done = job.status == JobStatus.SUCCEEDED and job.output_path is not None
     stored = job.options.get("delivery") if isinstance(job.options, dict) else None
     delivery: dict[str, object] = stored if isinstance(stored, dict) else {}
@@ -91,7 +148,7 @@ def job_out(job: Job) -> JobOut:
             if done and any(f.get("kind") == "report" for f in job.files or [])
             else None,
         ),
-        chapters=[ChapterOut.model_validate(c) for c in job.chapters],
+        chapters=_chapters_out(job, chapters),
         webhook=WebhookOut(
             url=job.webhook_url,
             delivered_at=job.webhook_delivered_at,
@@ -380,7 +437,8 @@ def list_jobs() -> Response:
 @bp.get("/<job_id>")
 @operation(Operation("Status, progress, chapters and output of a job", {200: JobOut}, tags=("jobs",)))
 def get_job(job_id: str) -> Response:
-    return jsonify(job_out(owned_job(job_id)).model_dump(mode="json"))
+    job = owned_job(job_id)
+    return jsonify(job_out(job, chapter_rows(job)).model_dump(mode="json"))
 
 
 @bp.get("/<job_id>/audio")

@@ -225,7 +225,15 @@ class WebhookOut(BaseModel):
 class ChapterOut(BaseModel):
     index: int
     title: str | None
-    start: float | None = None
+    start: float | None = Field(None, description="Where it starts in the book (seconds), once finished")
+    state: Literal["pending", "stitching", "ready"] | None = Field(
+        None,
+        description="For a book of several chapters (GET /v1/jobs/{id} only): pending (chunks still "
+        "rendering), stitching, or ready (its file(s) downloadable while later chapters render)",
+    )
+    duration: float | None = Field(None, description="Seconds of audio in its file(s), once ready")
+    url: str | None = Field(None, description="Download of its file (the first part's), while downloadable")
+    files: list[FileOut] | None = Field(None, description="Its file(s) while downloadable: one, or its parts")
 
 
 class ErrorDetail(BaseModel):

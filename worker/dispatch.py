@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from worker import webhooks
+from worker.jobs.chapters import stitch_chapter
 from worker.jobs.intake import plan_job
 from worker.jobs.render import render_chunks
 from worker.jobs.start import start_job, wake_jobs_waiting_for
@@ -19,10 +20,12 @@ from worker.runtime import Runtime
 from worker.sweeper import sweep
 from worker.task_names import (
     BUILD_VOICE,
+    DELIVER_CHAPTER_WEBHOOK,
     DELIVER_WEBHOOK,
     PLAN_JOB,
     RENDER_CHUNKS,
     START_JOB,
+    STITCH_CHAPTER,
     STITCH_JOB,
     SWEEP,
     Enqueue,
@@ -48,6 +51,14 @@ def _stitch(rt: Runtime, args: list[Any], enqueue: Enqueue) -> bool:
     return stitch_job(rt, uuid.UUID(str(args[0])), str(args[1]), enqueue)
 
 
+def _stitch_chapter(rt: Runtime, args: list[Any], enqueue: Enqueue) -> bool:
+    return stitch_chapter(rt, uuid.UUID(str(args[0])), int(args[1]), str(args[2]), enqueue)
+
+
+def _deliver_chapter(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
+    return webhooks.deliver_chapter(rt, uuid.UUID(str(args[0])), int(args[1]))
+
+
 def _build(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
     """Build the voice's prompt; when a build ends either way, the jobs that wait for it go on."""
     voice_id = uuid.UUID(str(args[0]))
@@ -70,13 +81,17 @@ HANDLERS: dict[str, Handler] = {
     START_JOB: _start,
     RENDER_CHUNKS: _render,
     STITCH_JOB: _stitch,
+    STITCH_CHAPTER: _stitch_chapter,
     BUILD_VOICE: _build,
     DELIVER_WEBHOOK: _deliver,
+    DELIVER_CHAPTER_WEBHOOK: _deliver_chapter,
     SWEEP: _sweep,
 }
 
 # Tasks whose first argument is a job id: their log lines carry it (worker.logs).
-_JOB_TASKS = frozenset({PLAN_JOB, START_JOB, RENDER_CHUNKS, STITCH_JOB, DELIVER_WEBHOOK})
+_JOB_TASKS = frozenset(
+    {PLAN_JOB, START_JOB, RENDER_CHUNKS, STITCH_JOB, STITCH_CHAPTER, DELIVER_WEBHOOK, DELIVER_CHAPTER_WEBHOOK}
+)
 
 
 def run(rt: Runtime, name: str, args: list[Any], enqueue: Enqueue) -> Any:

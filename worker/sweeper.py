@@ -14,16 +14,25 @@ from pathlib import Path
 
 from sqlalchemy import delete, select, update
 
-from models import ACTIVE, Chunk, Job, RateWindow, unit_of_work, utcnow
+from models import ACTIVE, Chunk, Job, JobChapter, RateWindow, unit_of_work, utcnow
 from worker.filesystem_broker import PARTIAL_PREFIX, TAKEN_PREFIX
 from worker.jobs import actions
 from worker.jobs import state as jobs
+from worker.jobs.chapters import begin_chapter
 from worker.jobs.scheduler import schedule
 from worker.jobs.stitch import maybe_begin_stitch
 from worker.runtime import Runtime
-from worker.task_names import BUILD_VOICE, DELIVER_WEBHOOK, START_JOB, STITCH_JOB, Enqueue
+from worker.task_names import (
+    BUILD_VOICE,
+    DELIVER_CHAPTER_WEBHOOK,
+    DELIVER_WEBHOOK,
+    START_JOB,
+    STITCH_CHAPTER,
+    STITCH_JOB,
+    Enqueue,
+)
 from worker.voices import state as voices
-from worker.webhooks import due_filter
+from worker.webhooks import chapter_due_filter, due_filter
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +53,8 @@ class SweepReport:
     chunks_failed: int = 0
     stitches_reissued: int = 0
     stitches_started: int = 0
+    chapters_started: int = 0
+    chapters_reissued: int = 0
     failed_jobs: list[str] = field(default_factory=list)
 
 
@@ -58,6 +69,7 @@ def sweep(rt: Runtime, enqueue: Enqueue, now: datetime | None = None) -> SweepRe
     report.jobs_restarted = _restart_queued_jobs(rt, enqueue, now)
     _resend_overdue_chunks(rt, enqueue, now, report)
     report.render_tasks_scheduled = schedule(rt, enqueue)
+    _resume_chapters(rt, enqueue, now, report)
     _resume_stitches(rt, enqueue, now, report)
     if any(value for value in vars(report).values() if isinstance(value, int)):
         log.info("sweep: %s", report)
@@ -116,6 +128,34 @@ def _resume_stitches(rt: Runtime, enqueue: Enqueue, now: datetime, report: Sweep
             report.stitches_reissued += 1
 
 
+def _resume_chapters(rt: Runtime, enqueue: Enqueue, now: datetime, report: SweepReport) -> None:
+    """Chapters whose last chunk finished but whose stitch never began, and chapter stitches whose worker
+    died: sent again, until a chapter has used every attempt (then the job fails, naming it)."""
+    with rt.sessions() as session:
+        unclaimed, expired = jobs.chapters_to_resume(session, now)
+    for job_id, chapter in unclaimed:
+        report.chapters_started += begin_chapter(rt, job_id, chapter, enqueue)
+    lease = timedelta(seconds=rt.settings.stitch_lease_seconds)
+    for job_id, chapter in expired:
+        with unit_of_work(rt.sessions) as session:
+            row = session.get(JobChapter, (job_id, chapter))
+            used = row.attempts if row is not None else 0
+            token = None
+            if used < rt.settings.max_chunk_attempts:
+                token = jobs.reissue_chapter(session, job_id, chapter, lease, now)
+        if token is not None:
+            enqueue(STITCH_CHAPTER, [str(job_id), chapter, token])
+            report.chapters_reissued += 1
+        elif used >= rt.settings.max_chunk_attempts:
+            position = row.position if row is not None else chapter
+            error = (
+                f"chapter {position} could not be stitched in {used} attempts "
+                "(its worker was lost or timed out each time)"
+            )
+            if actions.fail(rt, job_id, error, enqueue):
+                report.failed_jobs.append(str(job_id))
+
+
 def _sweep_voices(rt: Runtime, enqueue: Enqueue, now: datetime, report: SweepReport) -> None:
     """Prompts of an older engine become stale; builds whose worker died, and builds whose message was
     lost, are sent again. A stale voice that an unfinished job's chunks use is rebuilt."""
@@ -159,15 +199,17 @@ def expire_outputs(rt: Runtime, now: datetime) -> int:
 
 
 def _resend_webhooks(rt: Runtime, enqueue: Enqueue, now: datetime) -> int:
+    attempts = rt.settings.webhook_max_attempts
     with rt.sessions() as session:
-        due = list(
-            session.scalars(
-                select(Job.id).where(due_filter(now, rt.settings.webhook_max_attempts)).limit(500)
-            )
-        )
+        due = list(session.scalars(select(Job.id).where(due_filter(now, attempts)).limit(500)))
+        chapters = session.execute(
+            select(JobChapter.job_id, JobChapter.chapter).where(chapter_due_filter(now, attempts)).limit(500)
+        ).all()
     for job_id in due:
         enqueue(DELIVER_WEBHOOK, [str(job_id)])
-    return len(due)
+    for row in chapters:
+        enqueue(DELIVER_CHAPTER_WEBHOOK, [str(row.job_id), row.chapter])
+    return len(due) + len(chapters)
 
 
 # Our own temp files (*.tmp, .prompt-*.tmp, upload-*, the embedded broker's messages being written or

@@ -13,8 +13,10 @@ PLAN_JOB = "tome.plan_job"  # args: [job_id]
 START_JOB = "tome.start_job"  # args: [job_id]
 RENDER_CHUNKS = "tome.render_chunks"  # args: [job_id, [seq, ...]]
 STITCH_JOB = "tome.stitch_job"  # args: [job_id, stitch_token]
+STITCH_CHAPTER = "tome.stitch_chapter"  # args: [job_id, chapter index, chapter token]
 BUILD_VOICE = "tome.build_voice"  # args: [voice_id]
 DELIVER_WEBHOOK = "tome.deliver_webhook"  # args: [job_id]
+DELIVER_CHAPTER_WEBHOOK = "tome.deliver_chapter_webhook"  # args: [job_id, chapter index]
 SWEEP = "tome.sweep"  # args: []
 
 # The tasks that run the TTS engine; with TOME_GPU_QUEUE set they go to that queue (celery_app).

@@ -17,10 +17,12 @@ from worker.engines import warm_up
 from worker.runtime import runtime
 from worker.task_names import (
     BUILD_VOICE,
+    DELIVER_CHAPTER_WEBHOOK,
     DELIVER_WEBHOOK,
     PLAN_JOB,
     RENDER_CHUNKS,
     START_JOB,
+    STITCH_CHAPTER,
     STITCH_JOB,
     SWEEP,
 )
@@ -96,6 +98,19 @@ def render_chunks(job_id: str, seqs: list[int]) -> int:
 @shared_task(name=STITCH_JOB, **RETRIES)
 def stitch_job(job_id: str, token: str) -> bool:
     result: bool = _run(STITCH_JOB, job_id, token)
+    return result
+
+
+@shared_task(name=STITCH_CHAPTER, **RETRIES)
+def stitch_chapter(job_id: str, chapter: int, token: str) -> bool:
+    result: bool = _run(STITCH_CHAPTER, job_id, chapter, token)
+    return result
+
+
+@shared_task(name=DELIVER_CHAPTER_WEBHOOK, **RETRIES)
+def deliver_chapter_webhook(job_id: str, chapter: int) -> str:
+    """One delivery attempt of a chapter's event; the sweeper retries failures on its backoff schedule."""
+    result: str = _run(DELIVER_CHAPTER_WEBHOOK, job_id, chapter)
     return result
 
 

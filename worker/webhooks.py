@@ -38,7 +38,7 @@ from urllib.parse import quote, urlsplit
 from sqlalchemy import and_, or_, select, update
 from sqlalchemy.engine import CursorResult
 
-from models import TERMINAL, ApiKey, Job, unit_of_work, utcnow
+from models import TERMINAL, ApiKey, ChapterStatus, Job, JobChapter, unit_of_work, utcnow
 from worker.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -274,6 +274,83 @@ def payload(job: Job) -> dict[str, Any]:
             "finished_at": job.finished_at.isoformat() if job.finished_at else None,
         },
     }
+
+
+def chapter_payload(job: Job, chapter: JobChapter) -> dict[str, Any]:
+    """The ``job.chapter_ready`` event: the chapter and its files, each with its download path."""
+    build = chapter.build or {}
+    return {
+        "event": "job.chapter_ready",
+        "job": {"id": str(job.id), "status": job.status, "title": job.title},
+        "chapter": {
+            "index": chapter.chapter,
+            "position": chapter.position,
+            "title": build.get("title"),
+            "duration": chapter.duration,
+            "bytes": chapter.bytes,
+            "files": [
+                {
+                    "name": f["name"],
+                    "url": f"/v1/jobs/{job.id}/files/{quote(str(f['name']))}",
+                    "duration": f.get("duration"),
+                    "bytes": f.get("bytes"),
+                }
+                for f in build.get("files", [])
+            ],
+        },
+    }
+
+
+def chapter_due_filter(now: Any, max_attempts: int) -> Any:
+    """Ready chapters of jobs with a webhook whose event is not delivered yet and is due."""
+    with_hook = select(Job.id).where(Job.webhook_url.is_not(None))
+    return and_(
+        JobChapter.status == ChapterStatus.READY.value,
+        JobChapter.webhook_delivered_at.is_(None),
+        JobChapter.webhook_attempts < max_attempts,
+        or_(JobChapter.webhook_next_at.is_(None), JobChapter.webhook_next_at <= now),
+        JobChapter.job_id.in_(with_hook),
+    )
+
+
+def deliver_chapter(rt: Runtime, job_id: uuid.UUID, chapter: int, *, resolver: Resolver = resolve) -> str:
+    """As :func:`deliver`, for one chapter's ``job.chapter_ready`` event (its own attempts and backoff)."""
+    settings = rt.settings
+    now = utcnow()
+    where = (JobChapter.job_id == job_id, JobChapter.chapter == chapter)
+    with unit_of_work(rt.sessions) as session:
+        claimed = session.execute(
+            update(JobChapter)
+            .where(*where, chapter_due_filter(now, settings.webhook_max_attempts))
+            .values(webhook_next_at=now + CLAIM, webhook_attempts=JobChapter.webhook_attempts + 1)
+        )
+        assert isinstance(claimed, CursorResult)
+        if claimed.rowcount != 1:
+            return "not_due"
+        job = session.get(Job, job_id)
+        row = session.get(JobChapter, (job_id, chapter))
+        assert job is not None
+        assert row is not None
+        assert job.webhook_url
+        secret = session.scalar(select(ApiKey.webhook_secret).where(ApiKey.id == job.api_key_id))
+        body = json.dumps(chapter_payload(job, row), separators=(",", ":")).encode()
+        url, attempts = job.webhook_url, row.webhook_attempts
+    error, cause = _attempt(
+        url, body, secret or "", settings.webhook_allow_private, settings.webhook_port_set, resolver
+    )
+    with unit_of_work(rt.sessions) as session:
+        values: dict[str, Any] = (
+            {"webhook_delivered_at": utcnow()}
+            if error is None
+            else {"webhook_next_at": utcnow() + backoff(attempts)}
+        )
+        session.execute(update(JobChapter).where(*where).values(**values))
+    if error:
+        log.warning("job %s: chapter %d webhook attempt %d failed: %s (%r)", job_id, chapter, attempts,
+                    error, cause)  # fmt: skip
+        return "failed"
+    log.info("job %s: chapter %d webhook delivered", job_id, chapter)
+    return "delivered"
 
 
 def backoff(attempts: int) -> timedelta:

@@ -108,9 +108,10 @@ def test_split_gives_a_file_per_chapter_with_its_own_tags_and_a_zip_of_them(
         assert archive.namelist() == [c["name"] for c in chapters]
         for chapter in chapters:
             assert archive.read(chapter["name"]) == (tmp_path / chapter["name"]).read_bytes()
-    # the chapters together last as long as the book
+    # the chapters together last as long as the book (joined from them: each file's encoder delay and
+    # padding, at most two MP3 frames, 52 ms at 44.1 kHz, stays between the chapters)
     book = next(f for f in files if f["kind"] == "book")
-    assert abs(sum(c["duration"] for c in chapters) - book["duration"]) < 0.05
+    assert 0 <= book["duration"] - sum(c["duration"] for c in chapters) < 0.053 * len(chapters)
 
 
 def test_subtitles_and_manifest_follow_the_stitched_audio(

@@ -22,6 +22,7 @@ from worker.audio import apply_fades, trim_silence, write_wav_atomic
 from worker.audio.loudness import measure
 from worker.engines import Engine, EngineError, SynthesisRequest, release_memory
 from worker.jobs import actions, state
+from worker.jobs.chapters import maybe_stitch_chapters
 from worker.jobs.scheduler import schedule
 from worker.jobs.stitch import maybe_begin_stitch
 from worker.runtime import Runtime
@@ -75,8 +76,9 @@ def _render(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -
     if waves is None:
         return 0
     done = _store(rt, job_id, engine, claimed, waves, token)
+    maybe_stitch_chapters(rt, job_id, done, enqueue)
     maybe_begin_stitch(rt, job_id, enqueue)
-    return done
+    return len(done)
 
 
 def _running_job(rt: Runtime, job_id: uuid.UUID) -> tuple[str, float] | None:
@@ -180,15 +182,15 @@ def _store(
     claimed: Sequence[state.Claimed],
     waves: Sequence[Any],
     token: str,
-) -> int:
+) -> list[int]:
     """Write each chunk's audio (one file per attempt) and mark it done under the claim's token; stop,
-    giving the rest back, as soon as the job is no longer running."""
+    giving the rest back, as soon as the job is no longer running. Returns the seqs it completed."""
     rate = engine.sample_rate
-    done = 0
+    done: list[int] = []
     for position, (chunk, wave) in enumerate(zip(claimed, waves, strict=True)):
         if not actions.still_running(rt, job_id):
             actions.release(rt, [c.id for c in claimed[position:]], token)
-            log.info("no longer running; stopped after %d chunks", done)
+            log.info("no longer running; stopped after %d chunks", len(done))
             return done
         samples = apply_fades(trim_silence(wave, rate), rate)
         path = rt.layout.chunk_audio(job_id, chunk.seq, token)
@@ -200,10 +202,10 @@ def _store(
                 session, chunk.id, job_id, token, str(path), len(samples) / rate, size, levels
             )
         if ok:
-            done += 1
+            done.append(chunk.seq)
         else:
             path.unlink(missing_ok=True)  # another attempt owns this chunk now
-    log.info("%d chunks rendered (seqs %s..%s)", done, claimed[0].seq, claimed[-1].seq)
+    log.info("%d chunks rendered (seqs %s..%s)", len(done), claimed[0].seq, claimed[-1].seq)
     return done
 
 

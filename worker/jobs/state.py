@@ -1,10 +1,12 @@
 """Job and chunk state transitions, each one a conditional UPDATE (compare-and-set) on the database,
 and the queries that find work to resume (the one answer to "where does a job or chunk change state").
 
-    job:   queued ──start_job──> running ──begin_stitch──> stitching ──finish_stitch──> succeeded
-           (any active state) ──fail_job──> failed, ──cancel_job──> cancelled
-    chunk: pending ──claim_chunks──> running ──complete_chunk──> done
-           running ──release_chunk──> pending, (pending | running) ──fail_chunk──> failed
+    job:     queued ──start_job──> running ──begin_stitch──> stitching ──finish_stitch──> succeeded
+             (any active state) ──fail_job──> failed, ──cancel_job──> cancelled
+    chunk:   pending ──claim_chunks──> running ──complete_chunk──> done
+             running ──release_chunk──> pending, (pending | running) ──fail_chunk──> failed
+    chapter: pending ──claim_chapter──> stitching ──finish_chapter──> ready
+             (once all its chunks are done; the book's stitch begins once every chapter is ready)
 
 Broker messages are hints that may arrive twice, late, or never; these functions decide what actually
 happens. A chunk is claimed with a fresh attempt token and a lease; only the holder of the current token
@@ -25,7 +27,7 @@ from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
-from models import ACTIVE, Chunk, ChunkStatus, Job, JobStatus, utcnow
+from models import ACTIVE, ChapterStatus, Chunk, ChunkStatus, Job, JobChapter, JobStatus, utcnow
 from worker.script import ChunkSpec
 
 
@@ -42,7 +44,16 @@ def insert_job(
 def add_chunks(
     session: Session, job: Job, specs: Sequence[ChunkSpec], voice_ids: Sequence[uuid.UUID]
 ) -> None:
-    """Add a job's chunks (its row exists) to the session's transaction."""
+    """Add a job's chunks (its row exists) to the session's transaction, and its chapters when they are
+    worth stitching one by one (more than one, or the delivery asks for chapter files)."""
+    chapters = list(dict.fromkeys(spec.chapter for spec in specs))
+    delivery = job.options.get("delivery") if isinstance(job.options, dict) else None
+    split = isinstance(delivery, dict) and delivery.get("split") == "chapter"
+    if len(chapters) > 1 or (split and chapters):
+        session.add_all(
+            JobChapter(job_id=job.id, chapter=index, position=n, status=ChapterStatus.PENDING.value)
+            for n, index in enumerate(chapters, start=1)
+        )
     session.add_all(
         Chunk(
             job_id=job.id,
@@ -201,12 +212,23 @@ def cancel_job(session: Session, job_id: uuid.UUID, now: datetime) -> bool:
     return rows(result) == 1
 
 
+def _chapters_unready() -> ColumnElement[bool]:
+    """The job (in an UPDATE or query of jobs) has a chapter not stitched yet."""
+    return exists().where(JobChapter.job_id == Job.id, JobChapter.status != ChapterStatus.READY.value)
+
+
 def begin_stitch(session: Session, job_id: uuid.UUID, lease: timedelta, now: datetime) -> str | None:
-    """running -> stitching once every chunk is done; returns the stitch token of the single winner."""
+    """running -> stitching once every chunk is done and every chapter stitched; returns the stitch
+    token of the single winner."""
     token = new_token()
     result = session.execute(
         update(Job)
-        .where(Job.id == job_id, Job.status == JobStatus.RUNNING.value, Job.chunks_done == Job.chunks_total)
+        .where(
+            Job.id == job_id,
+            Job.status == JobStatus.RUNNING.value,
+            Job.chunks_done == Job.chunks_total,
+            ~_chapters_unready(),
+        )
         .values(status=JobStatus.STITCHING.value, stitch_token=token, lease_until=now + lease, updated_at=now)
     )
     return token if rows(result) == 1 else None
@@ -327,10 +349,15 @@ def overdue_chunks(session: Session, now: datetime, sent_before: datetime) -> li
 
 
 def unstitched_jobs(session: Session) -> list[uuid.UUID]:
-    """Running jobs whose every chunk is done but whose stitch never began (a worker died in between)."""
+    """Running jobs whose every chunk is done and chapter stitched but whose stitch never began (a worker
+    died in between)."""
     return list(
         session.scalars(
-            select(Job.id).where(Job.status == JobStatus.RUNNING.value, Job.chunks_done == Job.chunks_total)
+            select(Job.id).where(
+                Job.status == JobStatus.RUNNING.value,
+                Job.chunks_done == Job.chunks_total,
+                ~_chapters_unready(),
+            )
         )
     )
 
@@ -339,3 +366,114 @@ def expired_stitches(session: Session, now: datetime) -> list[uuid.UUID]:
     return list(
         session.scalars(select(Job.id).where(Job.status == JobStatus.STITCHING.value, Job.lease_until < now))
     )
+
+
+# -- chapters, stitched as soon as their chunks are done ------------------------------------------------
+
+
+def _chapter_complete(job_id: uuid.UUID, chapter: int) -> ColumnElement[bool]:
+    """Every chunk of the chapter is done."""
+    return ~exists().where(
+        Chunk.job_id == job_id, Chunk.chapter == chapter, Chunk.status != ChunkStatus.DONE.value
+    )
+
+
+def claim_chapter(
+    session: Session, job_id: uuid.UUID, chapter: int, lease: timedelta, now: datetime
+) -> str | None:
+    """pending -> stitching for the one caller that finds every chunk of the chapter done while the job
+    runs; returns its token (None: not complete yet, or someone else has it)."""
+    token = new_token()
+    job_running = select(Job.id).where(Job.id == job_id, Job.status == JobStatus.RUNNING.value)
+    result = session.execute(
+        update(JobChapter)
+        .where(
+            JobChapter.job_id == job_id,
+            JobChapter.chapter == chapter,
+            JobChapter.status == ChapterStatus.PENDING.value,
+            JobChapter.job_id.in_(job_running),
+            _chapter_complete(job_id, chapter),
+        )
+        .values(
+            status=ChapterStatus.STITCHING.value,
+            token=token,
+            lease_until=now + lease,
+            attempts=JobChapter.attempts + 1,
+        )
+    )
+    return token if rows(result) == 1 else None
+
+
+def finish_chapter(
+    session: Session,
+    job_id: uuid.UUID,
+    chapter: int,
+    token: str,
+    *,
+    build: dict[str, Any],
+    size: int,
+    duration: float,
+    now: datetime,
+) -> bool:
+    """stitching -> ready under the current token, with what was built."""
+    result = session.execute(
+        update(JobChapter)
+        .where(
+            JobChapter.job_id == job_id,
+            JobChapter.chapter == chapter,
+            JobChapter.status == ChapterStatus.STITCHING.value,
+            JobChapter.token == token,
+        )
+        .values(
+            status=ChapterStatus.READY.value,
+            build=build,
+            bytes=size,
+            duration=duration,
+            ready_at=now,
+            lease_until=None,
+        )
+    )
+    return rows(result) == 1
+
+
+def reissue_chapter(
+    session: Session, job_id: uuid.UUID, chapter: int, lease: timedelta, now: datetime
+) -> str | None:
+    """A chapter whose stitch lease expired (its worker died) gets a new token."""
+    token = new_token()
+    result = session.execute(
+        update(JobChapter)
+        .where(
+            JobChapter.job_id == job_id,
+            JobChapter.chapter == chapter,
+            JobChapter.status == ChapterStatus.STITCHING.value,
+            JobChapter.lease_until < now,
+        )
+        .values(token=token, lease_until=now + lease, attempts=JobChapter.attempts + 1)
+    )
+    return token if rows(result) == 1 else None
+
+
+def chapters_to_resume(session: Session, now: datetime) -> tuple[list[tuple[uuid.UUID, int]], ...]:
+    """(chapters of running jobs whose chunks are all done but that nobody claimed, chapters whose
+    stitch lease expired)."""
+    running = select(Job.id).where(Job.status == JobStatus.RUNNING.value)
+    unclaimed = session.execute(
+        select(JobChapter.job_id, JobChapter.chapter).where(
+            JobChapter.status == ChapterStatus.PENDING.value,
+            JobChapter.job_id.in_(running),
+            ~exists().where(
+                Chunk.job_id == JobChapter.job_id,
+                Chunk.chapter == JobChapter.chapter,
+                Chunk.status != ChunkStatus.DONE.value,
+            ),
+        )
+    ).all()
+    expired = session.execute(
+        select(JobChapter.job_id, JobChapter.chapter).where(
+            JobChapter.status == ChapterStatus.STITCHING.value,
+            JobChapter.lease_until < now,
+            JobChapter.job_id.in_(running),
+        )
+    ).all()
+    return [(r.job_id, r.chapter) for r in unclaimed], [(r.job_id, r.chapter) for r in expired]

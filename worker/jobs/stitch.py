@@ -6,13 +6,15 @@ from __future__ import annotations
 import logging
 import shutil
 import uuid
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
-from models import Chunk, ChunkStatus, Job, JobStatus, unit_of_work, utcnow
+from models import Chunk, ChunkStatus, Job, JobChapter, JobStatus, unit_of_work, utcnow
 from worker.audio import FORMATS, BookTags, Cover, Pauses, load_cover
 from worker.audio.formats import check_format
 from worker.audio.loudness import Levels
@@ -42,66 +44,35 @@ def stitch_job(rt: Runtime, job_id: uuid.UUID, token: str, enqueue: Enqueue) -> 
         job = session.get(Job, job_id)
         if job is None or job.status != JobStatus.STITCHING or job.stitch_token != token:
             return False
-        rows = session.execute(
-            select(
-                Chunk.seq,
-                Chunk.audio_path,
-                Chunk.pause_after,
-                Chunk.pause_seconds,
-                Chunk.chapter,
-                Chunk.status,
-                Chunk.levels,
-                Chunk.text,
-                Chunk.source_text,
-                Chunk.voice_id,
-            )
-            .where(Chunk.job_id == job_id)
-            .order_by(Chunk.seq)
-        ).all()
-        options, titles, title = dict(job.options), list(job.chapters), job.title
-        engine_name, fmt = job.engine, job.output_format
-    if any(r.status != ChunkStatus.DONE or not r.audio_path for r in rows):
+        source = DeliverySource.of(job)
+        rows = chunk_rows(session, job_id)
+        chapter_rows = chapters_of(session, job_id)
+    builds = [deliver.ChapterBuild.from_json(c.build) for c in chapter_rows if c.build is not None]
+    if rows is None or len(builds) != len(chapter_rows):
         actions.fail(rt, job_id, "internal: stitching started before every chunk was done", enqueue)
         return False
-    delivery = job_delivery(options, fmt)
+    delivery = source.delivery
     out = rt.layout.output(job_id, token, FORMATS[delivery.format].extension.lstrip("."))
     out.parent.mkdir(parents=True, exist_ok=True)
-    by_index = {int(c["index"]): c.get("title") for c in titles}
+    rate, pauses, info = rt.engine(source.engine).sample_rate, source.pauses, source.info(job_id)
+
+    def files(name: str) -> Path:
+        return rt.layout.job_file(job_id, token, name)
+
     try:
-        built = deliver.build(
-            [
-                deliver.ChunkRow(
-                    seq=r.seq,
-                    chapter=r.chapter,
-                    path=str(r.audio_path),
-                    pause=r.pause_after if r.pause_seconds is None else r.pause_seconds,
-                    levels=None if r.levels is None else Levels.from_json(r.levels),
-                    written=r.source_text or r.text,
-                    spoken=r.text,
-                    voice=str(r.voice_id),
-                )
-                for r in rows
-            ],
-            delivery,
-            out,
-            lambda name: rt.layout.job_file(job_id, token, name),
-            sample_rate=rt.engine(engine_name).sample_rate,
-            pauses=Pauses(**options.get("pauses", {})),
-            info=deliver.BookInfo(
-                tags=BookTags(title=title, **options.get("metadata", {})),
-                titles=by_index,
-                cover=_cover(options),
-                language=str(options.get("language") or "en"),
-                seed=int(job_id.int % (1 << 31)),
-            ),
-        )
+        if builds:
+            built = deliver.build_from_chapters(
+                builds, rows, delivery, out, files, sample_rate=rate, pauses=pauses, info=info
+            )
+        else:
+            built = deliver.build(rows, delivery, out, files, sample_rate=rate, pauses=pauses, info=info)
     except BaseException:  # nothing of a failed attempt stays: the sweeper re-issues the stitch
         out.unlink(missing_ok=True)
         shutil.rmtree(rt.layout.job_files(job_id, token), ignore_errors=True)
         raise
     result = built.book
     chapters: list[dict[str, object]] = [
-        {"index": m.index, "title": by_index.get(m.index), "start": round(m.start, 3)}
+        {"index": m.index, "title": source.titles.get(m.index), "start": round(m.start, 3)}
         for m in result.chapters
     ]
     now = utcnow()
@@ -117,14 +88,14 @@ def stitch_job(rt: Runtime, job_id: uuid.UUID, token: str, enqueue: Enqueue) -> 
             now=now,
             expires_at=now + timedelta(seconds=rt.settings.output_ttl_seconds),
             files=[f.to_json() for f in built.files],
-            extra_bytes=_cover_bytes(options),
+            extra_bytes=_cover_bytes(source.options),
         )
     if not ok:
         out.unlink(missing_ok=True)
         shutil.rmtree(rt.layout.job_files(job_id, token), ignore_errors=True)
         return False
-    keep = {out, *(Path(f.path) for f in built.files), *(Path(str(r.audio_path)) for r in rows)}
-    if cover_path := options.get("cover"):
+    keep = {out, *(Path(f.path) for f in built.files), *(Path(r.path) for r in rows)}
+    if cover_path := source.options.get("cover"):
         keep.add(Path(str(cover_path)))
     _remove_orphans(rt.layout.job_dir(job_id), keep)
     log.info(
@@ -136,6 +107,90 @@ def stitch_job(rt: Runtime, job_id: uuid.UUID, token: str, enqueue: Enqueue) -> 
     )
     enqueue(DELIVER_WEBHOOK, [str(job_id)])
     return True
+
+
+@dataclass(frozen=True)
+class DeliverySource:
+    """What delivering a job's files reads from its row (loaded in one session, used after it)."""
+
+    options: dict[str, Any]
+    titles: dict[int, str | None]
+    title: str
+    engine: str
+    delivery: Delivery
+    webhook: bool
+
+    @classmethod
+    def of(cls, job: Job) -> DeliverySource:
+        options = dict(job.options)
+        return cls(
+            options=options,
+            titles={int(c["index"]): c.get("title") for c in job.chapters},
+            title=job.title,
+            engine=job.engine,
+            delivery=job_delivery(options, job.output_format),
+            webhook=bool(job.webhook_url),
+        )
+
+    @property
+    def pauses(self) -> Pauses:
+        return Pauses(**self.options.get("pauses", {}))
+
+    def info(self, job_id: uuid.UUID) -> deliver.BookInfo:
+        return deliver.BookInfo(
+            tags=BookTags(title=self.title, **self.options.get("metadata", {})),
+            titles=self.titles,
+            cover=_cover(self.options),
+            language=str(self.options.get("language") or "en"),
+            seed=int(job_id.int % (1 << 31)),
+        )
+
+
+def chapters_of(session: Session, job_id: uuid.UUID) -> list[JobChapter]:
+    """The job's chapter rows in book order (none for a job whose chapters are not built one by one)."""
+    query = select(JobChapter).where(JobChapter.job_id == job_id).order_by(JobChapter.position)
+    return list(session.scalars(query))
+
+
+def chunk_rows(
+    session: Session, job_id: uuid.UUID, chapter: int | None = None
+) -> list[deliver.ChunkRow] | None:
+    """The job's rendered chunks in order (those of ``chapter`` only, if given) as delivering needs
+    them; None if one of them is not done."""
+    query = (
+        select(
+            Chunk.seq,
+            Chunk.audio_path,
+            Chunk.pause_after,
+            Chunk.pause_seconds,
+            Chunk.chapter,
+            Chunk.status,
+            Chunk.levels,
+            Chunk.text,
+            Chunk.source_text,
+            Chunk.voice_id,
+        )
+        .where(Chunk.job_id == job_id)
+        .order_by(Chunk.seq)
+    )
+    if chapter is not None:
+        query = query.where(Chunk.chapter == chapter)
+    rows = session.execute(query).all()
+    if not rows or any(r.status != ChunkStatus.DONE or not r.audio_path for r in rows):
+        return None
+    return [
+        deliver.ChunkRow(
+            seq=r.seq,
+            chapter=r.chapter,
+            path=str(r.audio_path),
+            pause=r.pause_after if r.pause_seconds is None else r.pause_seconds,
+            levels=None if r.levels is None else Levels.from_json(r.levels),
+            written=r.source_text or r.text,
+            spoken=r.text,
+            voice=str(r.voice_id),
+        )
+        for r in rows
+    ]
 
 
 def job_delivery(options: dict[str, Any], fmt: str) -> Delivery:

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import case, func, or_, select
 from sqlalchemy.orm import Session
 
-from models import Chunk, Job, JobStatus, Voice
+from models import Chunk, Job, JobChapter, JobStatus, Voice
 from models.job import ACTIVE
 from worker.config import Settings
 
@@ -67,6 +67,11 @@ def usage_of(session: Session, owner: str, now: datetime) -> Usage:
             func.coalesce(func.sum(func.coalesce(Job.output_bytes, 0) + func.coalesce(Job.files_bytes, 0)), 0)
         ).where(Job.owner == owner, or_(Job.output_path.is_not(None), Job.files_bytes.is_not(None)))
     )
+    early_chapters = session.scalar(  # chapters built before the book (a finished job lists its own)
+        select(func.coalesce(func.sum(JobChapter.bytes), 0))
+        .join(Job, Job.id == JobChapter.job_id)
+        .where(Job.owner == owner, Job.status != JobStatus.SUCCEEDED.value)
+    )
     chunks = session.scalar(
         select(func.coalesce(func.sum(Chunk.audio_bytes), 0))
         .join(Job, Job.id == Chunk.job_id)
@@ -87,7 +92,9 @@ def usage_of(session: Session, owner: str, now: datetime) -> Usage:
         ).where(Job.owner == owner, Job.created_at >= now - WINDOW)
     )
     return Usage(
-        int(references or 0) + int(outputs or 0) + int(chunks or 0), int(unfinished or 0), float(audio or 0)
+        int(references or 0) + int(outputs or 0) + int(chunks or 0) + int(early_chapters or 0),
+        int(unfinished or 0),
+        float(audio or 0),
     )
 
 
