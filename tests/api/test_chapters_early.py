@@ -109,6 +109,9 @@ def test_first_chapter_is_downloadable_while_later_ones_render(
     ranged = client.get(first["url"], headers={**user, "Range": "bytes=0-99"})
     assert ranged.status_code == 206
     assert ranged.data == response.data[:100]
+    # only listed names are served: no other file of the job's folder, nothing outside it
+    for name in ("chapter-002.mp3", "..%2F..%2Fjobs", "chapter-001.mp3%00", "manifest.json"):
+        assert client.get(f"/v1/jobs/{job_id}/files/{name}", headers=user).status_code == 404, name
     # another owner sees nothing of it
     other = bearer(mint_key(app, "someone-else", "k", admin=False))
     assert client.get(first["url"], headers=other).status_code == 404

@@ -415,7 +415,8 @@ def finish_chapter(
     duration: float,
     now: datetime,
 ) -> bool:
-    """stitching -> ready under the current token, with what was built."""
+    """stitching -> ready under the current token while the job runs, with what was built."""
+    job_running = select(Job.id).where(Job.id == job_id, Job.status == JobStatus.RUNNING.value)
     result = session.execute(
         update(JobChapter)
         .where(
@@ -423,6 +424,7 @@ def finish_chapter(
             JobChapter.chapter == chapter,
             JobChapter.status == ChapterStatus.STITCHING.value,
             JobChapter.token == token,
+            JobChapter.job_id.in_(job_running),
         )
         .values(
             status=ChapterStatus.READY.value,
