@@ -141,7 +141,21 @@ def test_subtitles_and_manifest_follow_the_stitched_audio(
     assert vtt.data.decode().startswith("WEBVTT")
     assert "The fog came in before dawn." in vtt.data.decode()
     srt = client.get(files["book.srt"]["url"], headers=user).data.decode()
-    assert srt.startswith("1\n00:00:00,000 --> ")
+    assert srt.startswith("1\n00:00:00,0")  # the first word, within the chunk's 20 ms lead-in
+    # espeak reports its words: sentences are timed by them, not estimated, and every word lies in its
+    # chunk and in its sentence, in order
+    sentences = [s for c in chunks for s in c["sentences"]]
+    assert sentences
+    assert not any(s["estimated"] for s in sentences)
+    for chunk in chunks:
+        for sentence in chunk["sentences"]:
+            words = sentence["words"]
+            assert words
+            assert chunk["start"] <= sentence["start"] == words[0]["start"]
+            assert sentence["end"] == words[-1]["end"] <= chunk["end"]
+            assert all(a["end"] <= b["start"] for a, b in zip(words, words[1:], strict=False))
+    fog = next(s for s in sentences if s["text"] == "The fog came in before dawn.")
+    assert [w["text"] for w in fog["words"]] == ["The", "fog", "came", "in", "before", "dawn"]
 
 
 def test_acx_preset_delivers_44k_mp3_chapters_with_a_report(

@@ -89,16 +89,27 @@ def check_output(app: Flask, client: FlaskClient, headers: dict[str, str], job: 
     tmp.write_bytes(download.data)
     decoded = decode_to_pcm(tmp, rate)
     duration = len(decoded) / rate
-    assert abs(duration - expected) < 0.1, (duration, expected)
-    assert abs(job["output"]["duration"] - expected) < 0.01
+    # A book joined from chapter files keeps each file's encoder delay and padding between chapters
+    # (at most two codec frames, under 100 ms, per chapter); a lossless or one-pass book has none.
+    slack = 0.1 * max(1, len(job["chapters"]))
+    assert 0 <= duration - expected < slack, (duration, expected)
+    assert abs(job["output"]["duration"] - duration) < 0.05, (job["output"]["duration"], duration)
 
-    # Order, checked by content: each chunk's audio is found at its own offset in the output.
-    lag = _best_lag(decoded, pieces[0][0])
-    offset = 0
-    for chunk, (samples, _) in zip(chunks, pieces, strict=True):
-        segment = decoded[offset + lag : offset + lag + len(samples)]
-        assert _similarity(segment, samples) > 0.9, f"chunk {chunk.seq} is not at its place"
-        offset += len(samples) + round(pauses.seconds(chunk.pause_after) * rate)
+    # Order and timing, checked by content: each chunk's audio is found where the job's manifest says,
+    # within 50 ms.
+    files = client.get(f"/v1/jobs/{job['id']}/files", headers=headers).json["files"]
+    manifest_url = next(f["url"] for f in files if f["name"] == "manifest.json")
+    timeline = client.get(manifest_url, headers=headers).get_json()["chunks"]
+    assert [c["seq"] for c in timeline] == [c.seq for c in chunks]
+    window = round(0.05 * rate)
+    for chunk, placed, (samples, _) in zip(chunks, timeline, pieces, strict=True):
+        at = round(placed["start"] * rate)
+        best = max(
+            range(max(0, at - window), at + window + 1, 5),
+            key=lambda start: _similarity(decoded[start : start + len(samples)], samples),
+        )
+        found = decoded[best : best + len(samples)]
+        assert _similarity(found, samples) > 0.9, f"chunk {chunk.seq} is not within 50 ms of its place"
     return decoded
 
 
@@ -107,9 +118,3 @@ def _similarity(a: np.ndarray, b: np.ndarray) -> float:
     a, b = a[:n].astype(np.float64), b[:n].astype(np.float64)
     denominator = float(np.linalg.norm(a) * np.linalg.norm(b))
     return float(a @ b) / denominator if denominator else 0.0
-
-
-def _best_lag(decoded: np.ndarray, first: np.ndarray, search: int = 3000) -> int:
-    """Codec delay: the shift (in samples) at which the first chunk lines up best."""
-    scores = [_similarity(decoded[lag : lag + len(first)], first) for lag in range(0, search, 10)]
-    return int(np.argmax(scores)) * 10

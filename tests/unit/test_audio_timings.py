@@ -20,10 +20,14 @@ from worker.audio.timings import (
     WordTiming,
     manifest,
     sentence_times,
+    stored_words,
     subtitle_cues,
+    timed_sentences,
     to_srt,
     to_webvtt,
 )
+from worker.engines.base import SynthesisRequest, WordMark
+from worker.engines.espeak import EspeakEngine
 
 
 def chunk(seq: int, start: float, end: float, *sentences: str, chapter: int = 0) -> ChunkTiming:
@@ -73,6 +77,178 @@ def test_sentence_times_cover_the_chunk_in_order(lengths: list[int], start: floa
     for t, following in itertools.pairwise(times):
         assert start <= t.start <= t.end <= end
         assert t.end == following.start
+
+
+# --- timed_sentences and stored_words ---------------------------------------------------------------------
+
+
+def said(spoken: str, *words: tuple[str, float, float]) -> list[list[float]]:
+    """Stored words: each word's next occurrence in ``spoken`` with its times in the chunk."""
+    out: list[list[float]] = []
+    at = 0
+    for word, start, end in words:
+        at = spoken.index(word, at)
+        out.append([start, end, at, at + len(word)])
+        at += len(word)
+    return out
+
+
+SPOKEN = "Doctor Smith paid five dollars. He left at nine."
+WRITTEN = ["Dr. Smith paid $5.", "He left at 9."]
+SPOKEN_WORDS = said(
+    SPOKEN,
+    ("Doctor", 0.0, 0.3),
+    ("Smith", 0.3, 0.6),
+    ("paid", 0.62, 0.8),
+    ("five", 0.8, 1.0),
+    ("dollars", 1.0, 1.4),
+    ("He", 2.0, 2.1),
+    ("left", 2.1, 2.4),
+    ("at", 2.4, 2.5),
+    ("nine", 2.5, 2.9),
+)
+
+
+def test_timed_sentences_take_their_times_from_their_words() -> None:
+    times = timed_sentences(WRITTEN, SPOKEN, SPOKEN_WORDS, 10.0, 13.0, "en")
+    assert [(t.text, t.estimated) for t in times] == [(w, False) for w in WRITTEN]
+    assert [x for t in times for x in (t.start, t.end)] == pytest.approx([10.0, 11.4, 12.0, 12.9])
+    assert [w.text for w in times[0].words] == ["Doctor", "Smith", "paid", "five", "dollars"]
+    assert [w.text for w in times[1].words] == ["He", "left", "at", "nine"]
+    assert [times[1].words[0].start, times[1].words[0].end] == pytest.approx([12.0, 12.1])
+    assert times[0].end < times[1].start  # the pause between them is in neither
+
+
+def test_timed_sentences_without_words_are_the_estimate() -> None:
+    for words in ([], [[1.0, 2.0]], [[0.0, 1.0, 5, 2]], [[0.0, 1.0, 0, 999]], [[float("nan"), 1.0, 0, 2]]):
+        assert timed_sentences(WRITTEN, SPOKEN, words, 10.0, 13.0, "en") == sentence_times(
+            WRITTEN, [len(s) for s in WRITTEN], 10.0, 13.0
+        )
+    assert timed_sentences([], SPOKEN, SPOKEN_WORDS, 10.0, 13.0, "en") == []
+    with pytest.raises(ValueError, match="finite"):
+        timed_sentences(WRITTEN, SPOKEN, SPOKEN_WORDS, 13.0, 10.0, "en")
+
+
+def test_timed_sentences_fall_back_when_the_sentences_do_not_match() -> None:
+    # The spoken text is one sentence, the written one two: each word goes to the estimated sentence its
+    # middle falls in (the estimate puts the boundary at 1.2 * 8 / 19 = 0.505 s, inside "two"), and the
+    # sentences, marked estimated, span their words.
+    spoken = "One two three four."
+    words = said(spoken, ("One", 0.0, 0.2), ("two", 0.3, 0.5), ("three", 0.6, 0.9), ("four", 1.0, 1.2))
+    times = timed_sentences(["One two.", "Three four."], spoken, words, 0.0, 1.2, "en")
+    assert [(t.start, t.end, t.estimated) for t in times] == [(0.0, 0.5, True), (0.6, 1.2, True)]
+    assert [[w.text for w in t.words] for t in times] == [["One", "two"], ["three", "four"]]
+    # Written sentences that get no word share the time between their neighbours.
+    times = timed_sentences(["One.", "Two.", "Three four."], spoken, words[2:], 0.0, 1.2, "en")
+    assert [(t.start, t.end, t.estimated) for t in times] == [
+        (0.0, 0.3, True),
+        (0.3, 0.6, True),
+        (0.6, 1.2, True),
+    ]
+
+
+def test_timed_sentences_clamp_order_and_drop_bad_words() -> None:
+    spoken = "Alpha beta. Gamma delta."
+    words = [
+        [-0.5, 0.2, 0, 5],  # starts before the chunk
+        [0.1, 0.4, 6, 10],  # overlaps the previous word's time
+        [0.5, 0.3, 12, 17],  # ends before it starts: dropped
+        [9.0, 12.0, 18, 23],  # runs past the chunk's end
+        [0.2, 0.3, 3, 8],  # overlaps two words' text: dropped
+        [0.2, 0.3, 1.5, 4],  # not a character offset: dropped
+        [0.2, 0.3],  # not a word
+    ]
+    times = timed_sentences(["Alpha beta.", "Gamma delta."], spoken, words, 5.0, 7.0, "en")
+    assert [w.text for t in times for w in t.words] == ["Alpha", "beta", "delta"]
+    alpha, beta, delta = (w for t in times for w in t.words)
+    assert (alpha.start, alpha.end) == (5.0, 5.2)
+    assert (beta.start, beta.end) == (5.2, 5.4)
+    assert (delta.start, delta.end) == (7.0, 7.0)
+    assert [(t.start, t.end, t.estimated) for t in times] == [(5.0, 5.4, False), (7.0, 7.0, False)]
+
+
+def test_a_sentence_without_words_gets_the_time_between_its_neighbours() -> None:
+    spoken = "First one. Second. Third one."
+    words = said(spoken, ("First", 0.0, 0.2), ("one", 0.2, 0.4), ("Third", 1.0, 1.2), ("one", 1.2, 1.5))
+    times = timed_sentences(["First one.", "Second.", "Third one."], spoken, words, 0.0, 2.0, "en")
+    assert [(t.start, t.end, t.estimated) for t in times] == [
+        (0.0, 0.4, False),
+        (0.4, 1.0, True),
+        (1.0, 1.5, False),
+    ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    words=st.lists(
+        st.tuples(st.floats(-5, 50), st.floats(-5, 50), st.integers(-3, 40), st.integers(-3, 40)).map(list),
+        max_size=15,
+    ),
+    start=st.floats(0, 1e4),
+    span=st.floats(0, 20),
+)
+def test_timed_sentences_stay_in_the_chunk_and_in_order(
+    words: list[list[float]], start: float, span: float
+) -> None:
+    spoken = "One two three. Four five! Six seven eight nine."
+    end = start + span
+    for written in (["One.", "Two.", "Three."], ["One.", "Two."]):  # as spoken, and not
+        times = timed_sentences(written, spoken, words, start, end, "en")
+        assert len(times) == len(written)
+        floor = start
+        for sentence in times:
+            assert floor <= sentence.start <= sentence.end <= end
+            floor = sentence.end
+            for word in sentence.words:
+                assert sentence.start <= word.start <= word.end <= sentence.end
+        flat = [w for t in times for w in t.words]
+        for word, following in itertools.pairwise(flat):
+            assert word.end <= following.start
+
+
+def test_stored_words_are_relative_to_the_stored_audio() -> None:
+    marks = [WordMark(0, 2205, 0, 5), WordMark(4410, 8820, 6, 11), WordMark(30000, 30000, 12, 14)]
+    assert stored_words(marks, 22050) == [[0.0, 0.1, 0, 5], [0.2, 0.4, 6, 11], [1.3605, 1.3605, 12, 14]]
+    # The stored audio starts 2205 samples in and lasts 0.25 s: times shift and are clamped into it.
+    assert stored_words(marks, 22050, offset=2205, length=5512) == [
+        [0.0, 0.0, 0, 5],
+        [0.1, 0.25, 6, 11],
+        [0.25, 0.25, 12, 14],
+    ]
+    assert stored_words([], 22050) == []
+    with pytest.raises(ValueError, match="sample_rate"):
+        stored_words(marks, 0)
+    with pytest.raises(ValueError, match="offset"):
+        stored_words(marks, 22050, offset=-1)
+
+
+def test_espeak_words_time_the_sentences_of_a_chunk() -> None:
+    engine = EspeakEngine()
+    spoken = "The lamp was lit at dusk. Nobody saw the keeper leave."
+    [(wave, marks)] = engine.synthesize_timed([SynthesisRequest(spoken, {})])
+    words = json.loads(json.dumps(stored_words(marks, engine.sample_rate)))  # as stored in the database
+    duration = wave.size / engine.sample_rate
+    times = timed_sentences(
+        ["The lamp was lit at dusk.", "Nobody saw the keeper leave."],
+        spoken,
+        words,
+        3.0,
+        3.0 + duration,
+        "en",
+    )
+    assert [t.estimated for t in times] == [False, False]
+    assert [[w.text for w in t.words] for t in times] == [
+        ["The", "lamp", "was", "lit", "at", "dusk"],
+        ["Nobody", "saw", "the", "keeper", "leave"],
+    ]
+    assert times[0].start < 3.1
+    assert times[0].end + 0.1 < times[1].start  # the pause after the full stop
+    assert times[1].end > 3.0 + duration - 0.1
+    chunk_timing = ChunkTiming(0, 0, "v", 3.0, 3.0 + duration, spoken, spoken, times)
+    data = manifest([], [chunk_timing])
+    sentence = data["chunks"][0]["sentences"][1]
+    assert sentence["estimated"] is False
+    assert [w["text"] for w in sentence["words"]] == ["Nobody", "saw", "the", "keeper", "leave"]
 
 
 # --- golden outputs ----------------------------------------------------------------------------------------

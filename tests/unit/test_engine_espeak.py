@@ -30,7 +30,7 @@ from worker.engines.espeak import (
 from worker.engines.pitch import f0_statistics, speech_seconds, track_pitch
 
 SR = 22050
-SENTENCE = "The quick brown fox jumps over the lazy dog near the river."  # 11 words
+SENTENCE = "The quick brown fox jumps over the lazy dog near the river."  # 12 words
 REFERENCE_TEXT = (
     "It was a bright cold day in April, and the clocks were striking thirteen. "
     "Winston Smith slipped quickly through the glass doors of Victory Mansions."

@@ -50,7 +50,8 @@ def _requests(n: int) -> list[SynthesisRequest]:
 def test_out_of_memory_halves_the_batch_and_keeps_the_order() -> None:
     engine = SmallGpuEngine(fits=2)
     waves = synthesize_in_halves(engine, _requests(8))
-    assert [int(w[0]) for w in waves] == list(range(8))
+    assert [int(w[0]) for w, marks in waves] == list(range(8))  # each wave with its word marks (none)
+    assert all(marks == [] for _, marks in waves)
     assert engine.calls == [8, 4, 2, 2, 4, 2, 2]
     assert engine.released == 3  # once before each split: 8, then each 4
     # The halves run after the failed call's exception (and what its traceback holds) is released.

@@ -20,19 +20,26 @@ def trim_silence(
     minus the margin, is removed. All-silent input yields an empty array. Returns a new float32 array.
     """
     x = _mono(samples)
+    start, end = silence_bounds(x, sample_rate, threshold_db, keep_ms)
+    return x[start:end].copy()
+
+
+def silence_bounds(
+    samples: npt.NDArray[np.floating], sample_rate: int, threshold_db: float = -50.0, keep_ms: float = 20.0
+) -> tuple[int, int]:
+    """Where :func:`trim_silence` cuts: (first sample kept, one past the last); (0, 0) if all silent."""
+    x = _mono(samples)
     if sample_rate <= 0:
         raise ValueError(f"sample_rate must be positive, got {sample_rate}")
     threshold = 10.0 ** (threshold_db / 20.0)
     loud = np.flatnonzero(np.abs(x) >= threshold)
     if loud.size == 0:
-        return np.zeros(0, dtype=np.float32)
+        return 0, 0
     frame = max(1, round(_FRAME_MS * sample_rate / 1000.0))
     keep = max(0, round(keep_ms * sample_rate / 1000.0))
     first_frame_start = (int(loud[0]) // frame) * frame
     last_frame_end = (int(loud[-1]) // frame + 1) * frame
-    start = max(0, first_frame_start - keep)
-    end = min(x.size, last_frame_end + keep)
-    return x[start:end].copy()
+    return max(0, first_frame_start - keep), min(x.size, last_frame_end + keep)
 
 
 def apply_fades(samples: npt.NDArray[np.floating], sample_rate: int, fade_ms: float = 5.0) -> Waveform:

@@ -5,7 +5,8 @@ the rendered lengths and pauses, like the chapter marks), the sentences of each 
 engine reports them, sentence and word times inside it. When the engine reports no sentence times,
 :func:`sentence_times` estimates them by spreading the chunk's time over its sentences in proportion to
 their spoken length: chunk boundaries are exact, sentence boundaries inside a chunk are estimates (and
-marked ``estimated`` in the manifest).
+marked ``estimated`` in the manifest). When it reports words (espeak does), :func:`stored_words` keeps
+them with the chunk and :func:`timed_sentences` times the sentences by their words.
 
 Subtitles have one cue per sentence, or several for a sentence too long for :data:`MAX_LINES` lines of
 :data:`MAX_LINE_CHARS` characters (times split in proportion to characters). Cue text is user text made
@@ -18,11 +19,13 @@ from __future__ import annotations
 
 import math
 import re
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from worker.audio.tags import clean_text
+from worker.script.sentences import split_sentences
 
 __all__ = [
     "MAX_LINES",
@@ -34,7 +37,9 @@ __all__ = [
     "WordTiming",
     "manifest",
     "sentence_times",
+    "stored_words",
     "subtitle_cues",
+    "timed_sentences",
     "to_srt",
     "to_webvtt",
 ]
@@ -132,6 +137,136 @@ def sentence_times(
         times.append(SentenceTiming(text=text, start=at, end=until, estimated=True))
         at = until
     return times
+
+
+class WordSpan(Protocol):
+    """A word in an engine's waveform: samples ``[start, end)``, characters ``[text_start, text_end)`` of
+    the text it read (what :class:`worker.engines.base.WordMark` is)."""
+
+    @property
+    def start(self) -> int: ...
+    @property
+    def end(self) -> int: ...
+    @property
+    def text_start(self) -> int: ...
+    @property
+    def text_end(self) -> int: ...
+
+
+def stored_words(
+    marks: Iterable[WordSpan], sample_rate: int, offset: int = 0, length: int | None = None
+) -> list[list[float]]:
+    """The words of a chunk as stored with it: ``[start, end, text_start, text_end]`` with times in
+    seconds from the start of the chunk's stored audio, which is the engine's waveform from sample
+    ``offset`` on, ``length`` samples long (``None``: to its end), as left by trimming the silence at its
+    ends. Times are clamped into the stored audio (rounded to 0.1 ms); text offsets stay as they are.
+    """
+    if sample_rate <= 0 or offset < 0 or (length is not None and length < 0):
+        raise ValueError(f"bad sample_rate, offset or length: {sample_rate!r}, {offset!r}, {length!r}")
+    limit = math.inf if length is None else length
+
+    def seconds(sample: int) -> float:
+        return round(min(max(sample - offset, 0), limit) / sample_rate, 4)
+
+    return [[seconds(m.start), seconds(m.end), m.text_start, m.text_end] for m in marks]
+
+
+def timed_sentences(
+    written_sentences: Sequence[str],
+    spoken: str,
+    words: Sequence[Sequence[float]],
+    start: float,
+    end: float,
+    language: str = "en",
+) -> list[SentenceTiming]:
+    """The sentences of a chunk that is at ``[start, end]`` in the output, timed by its words where the
+    engine reported them.
+
+    ``words`` are stored words (:func:`stored_words`: seconds from the chunk's start, characters of
+    ``spoken``, the text the engine read); malformed ones are ignored. Every word becomes a
+    :class:`WordTiming` with its spoken text, clamped into ``[start, end]``, in text order and never
+    before the previous one ends. A sentence runs from its first word's start to its last word's end
+    (sentences without words share the time between their neighbours, ``estimated``). Which words are whose:
+    when ``spoken`` splits (:func:`split_sentences`) into as many sentences as ``written_sentences``, the
+    n-th written sentence has the words of the n-th spoken one (``estimated=False``); otherwise each
+    word goes to the sentence of :func:`sentence_times` its middle falls in (``estimated=True``).
+    Without words, the result is :func:`sentence_times`'s (lengths of the written sentences). Raises
+    ``ValueError`` as :func:`sentence_times` does.
+    """
+    _check_span(start, end)
+    written = list(written_sentences)
+    estimate = sentence_times(written, [len(s) for s in written], start, end)
+    timed = _book_words(spoken, words, start, end)
+    if not written or not timed:
+        return estimate
+    grouped: list[list[WordTiming]] = [[] for _ in written]
+    bounds = _sentence_starts(spoken, split_sentences(spoken, language))
+    matched = bounds is not None and len(bounds) == len(written)
+    if bounds is not None and matched:
+        for text_start, word in timed:
+            grouped[max(bisect_right(bounds, text_start) - 1, 0)].append(word)
+    else:
+        starts = [s.start for s in estimate]
+        for _text_start, word in timed:
+            grouped[max(bisect_right(starts, (word.start + word.end) / 2) - 1, 0)].append(word)
+    out: list[SentenceTiming] = []
+    n = 0
+    while n < len(written):
+        group = grouped[n]
+        if group:
+            out.append(SentenceTiming(written[n], group[0].start, group[-1].end, group, not matched))
+            n += 1
+            continue
+        # A run of sentences without words shares the time between its neighbours (an estimate).
+        run_end = next((m for m in range(n, len(written)) if grouped[m]), len(written))
+        after = out[-1].end if out else start
+        following = grouped[run_end][0].start if run_end < len(written) else end
+        run = written[n:run_end]
+        out.extend(sentence_times(run, [len(s) for s in run], after, max(after, following)))
+        n = run_end
+    return out
+
+
+def _book_words(
+    spoken: str, words: Sequence[Sequence[float]], start: float, end: float
+) -> list[tuple[int, WordTiming]]:
+    """The well-formed stored words as (text start, word in output time), in text order, without
+    overlaps in text or time, inside ``[start, end]``."""
+    found: list[tuple[int, int, float, float]] = []
+    for word in words:
+        if len(word) != 4 or not all(isinstance(v, int | float) and math.isfinite(v) for v in word):
+            continue
+        first, last, text_start, text_end = word
+        if text_start != int(text_start) or text_end != int(text_end):
+            continue
+        if not 0 <= text_start < text_end <= len(spoken) or last < first:
+            continue
+        found.append((int(text_start), int(text_end), float(first), float(last)))
+    found.sort()
+    out: list[tuple[int, WordTiming]] = []
+    text_floor, time_floor = 0, start
+    for text_start, text_end, first, last in found:
+        if text_start < text_floor:  # overlaps the previous word's text
+            continue
+        word_start = min(max(start + first, time_floor), end)
+        word_end = min(max(start + last, word_start), end)
+        out.append((text_start, WordTiming(spoken[text_start:text_end], word_start, word_end)))
+        text_floor, time_floor = text_end, word_end
+    return out
+
+
+def _sentence_starts(spoken: str, sentences: Sequence[str]) -> list[int] | None:
+    """Where each of ``sentences`` (from :func:`split_sentences`: whole words of ``spoken``, single
+    spaced) starts in ``spoken``; None if they do not cover its words."""
+    tokens = [m.start() for m in re.finditer(r"\S+", spoken)]
+    starts: list[int] = []
+    at = 0
+    for sentence in sentences:
+        if at >= len(tokens):
+            return None
+        starts.append(tokens[at])
+        at += len(sentence.split())
+    return starts if at == len(tokens) else None
 
 
 def _check_span(start: float, end: float) -> None:

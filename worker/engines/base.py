@@ -3,6 +3,9 @@
 An engine turns a reference recording into a *speaker prompt* (a flat mapping of names to numpy arrays,
 saved as safetensors by the voice cache) and renders batches of text with such prompts. Waveforms are
 mono float32 in [-1, 1] at ``sample_rate``.
+
+Engines that know where each word is in what they rendered (espeak does; Qwen3 does not) also implement
+:class:`TimedEngine`; the worker calls :func:`synthesize_timed`, which works with any engine.
 """
 
 from __future__ import annotations
@@ -59,6 +62,29 @@ class Engine(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class WordMark:
+    """Where a word of a request is in its rendering: samples ``[start, end)`` of the returned waveform
+    (speech only: pauses around the word are left out) and characters ``[text_start, text_end)`` of the
+    request's ``text`` (Python ``str`` indices). ``start == end`` when the engine reported the word but
+    rendered no sound for it. A request's marks are in order and do not overlap, in samples and in text.
+    """
+
+    start: int
+    end: int
+    text_start: int
+    text_end: int
+
+
+@runtime_checkable
+class TimedEngine(Protocol):
+    """An engine that reports word positions (optional: call :func:`synthesize_timed`, not this)."""
+
+    def synthesize_timed(self, batch: Sequence[SynthesisRequest]) -> list[tuple[Waveform, list[WordMark]]]:
+        """Like ``synthesize``, with the same waveforms, plus the words of each request in its waveform."""
+        ...
+
+
 # The speaking-rate parameter every engine takes: a multiplier of the voice's own rate (a job's speed
 # times SSML prosody rate). The worker leaves it out at 1.
 RATE_SCALE = "rate_scale"
@@ -95,3 +121,13 @@ def release_memory(engine: Engine) -> None:
     hook = getattr(engine, "release_memory", None)
     if callable(hook):
         hook()
+
+
+def synthesize_timed(
+    engine: Engine, batch: Sequence[SynthesisRequest]
+) -> list[tuple[Waveform, list[WordMark]]]:
+    """Render the batch, with each waveform the words the engine found in it: its ``synthesize_timed()``
+    if it has one, else ``engine.synthesize()`` with no words (``[]``) for every waveform."""
+    if isinstance(engine, TimedEngine):
+        return engine.synthesize_timed(batch)
+    return [(wave, []) for wave in engine.synthesize(batch)]

@@ -23,20 +23,35 @@ most 4-8 semitones between the 10th and 90th percentile, depending on the pitch)
 a coarse male/female choice of voice variant by F0. What it cannot: timbre (formants, breathiness, voice
 quality), accent and prosodic style: espeak has one formant voice per variant, so every speaker sounds
 like espeak, only higher or lower, livelier or flatter, faster or slower.
+
+Word times (``synthesize_timed``, the same audio as ``synthesize``): espeak-ng reports the character
+position and the exact sample at which it starts each word it speaks (:class:`~.espeak_binding.WordEvent`).
+:func:`word_marks` gives every word of the text a mark (words: whitespace-separated, without surrounding
+punctuation; cut further only where espeak starts a word after a dash, slash or the like inside one, or
+between two characters of a script written without spaces). A number read as several words stays one
+word, and an event that espeak places on the space before a word goes to that word. The sound from one
+event to the next word's event, less the silence at both ends (espeak's pauses are exact zeros), is the
+word's: a mark covers its speech, not the pause before or after it. Where espeak sends one event for
+several words (it says "was a" as one word) they share its sound in proportion to their lengths: those
+inner boundaries are estimates, all others are espeak's own.
 """
 
 from __future__ import annotations
 
 import functools
 import math
+import re
+import unicodedata
+from bisect import bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 import numpy.typing as npt
 
 from worker.engines import espeak_binding as binding
-from worker.engines.base import EngineError, SpeakerPrompt, SynthesisRequest, Waveform
+from worker.engines.base import EngineError, SpeakerPrompt, SynthesisRequest, Waveform, WordMark
 from worker.engines.base import rate_scale as requested_rate
 from worker.engines.pitch import HOP_S, count_words, f0_statistics, speech_seconds, track_pitch
 
@@ -53,6 +68,7 @@ __all__ = [
     "VoiceSettings",
     "measure_rendering",
     "settings_for_prompt",
+    "word_marks",
 ]
 
 # Bump when the analysis (pitch.py), the prompt layout, the calibration tables or the mapping from prompt
@@ -326,26 +342,184 @@ class EspeakEngine:
     # -- synthesis -------------------------------------------------------------------------------------
 
     def synthesize(self, batch: Sequence[SynthesisRequest]) -> list[Waveform]:
+        return [wave for wave, _marks in self._render(batch, timed=False)]
+
+    def synthesize_timed(self, batch: Sequence[SynthesisRequest]) -> list[tuple[Waveform, list[WordMark]]]:
+        """The waveforms of :meth:`synthesize` (the same samples), each with its words (see the module
+        docstring). The waveform is espeak's output unchanged but for the scaling to float, so its sample
+        offsets are espeak's."""
+        return self._render(batch, timed=True)
+
+    def _render(
+        self, batch: Sequence[SynthesisRequest], *, timed: bool
+    ) -> list[tuple[Waveform, list[WordMark]]]:
         voices = [self.voice_for_language(request.language) for request in batch]  # fail before rendering
         settings = [
             settings_for_prompt(request.prompt, rate_scale=requested_rate(request.params))
             for request in batch
         ]
-        out: list[Waveform] = []
+        out: list[tuple[Waveform, list[WordMark]]] = []
         for request, voice, setting in zip(batch, voices, settings, strict=True):
             if not request.text.strip():
-                out.append(np.zeros(0, dtype=np.float32))
+                out.append((np.zeros(0, dtype=np.float32), []))
                 continue
             name = f"{voice}+{setting.variant}" if setting.variant else voice
-            samples = binding.synthesize(
-                request.text,
-                binding.SynthParams(
-                    name, rate=setting.rate, pitch=setting.pitch, pitch_range=setting.pitch_range
-                ),
+            params = binding.SynthParams(
+                name, rate=setting.rate, pitch=setting.pitch, pitch_range=setting.pitch_range
             )
+            marks: list[WordMark] = []
+            if timed:
+                samples, events = binding.synthesize_words(request.text, params)
+                marks = word_marks(request.text, events, samples)
+            else:
+                samples = binding.synthesize(request.text, params)
             if binding.sample_rate() != self.sample_rate:
                 raise EngineError(
                     f"libespeak-ng renders at {binding.sample_rate()} Hz, not {self.sample_rate}"
                 )
-            out.append((samples.astype(np.float32) / np.float32(32768.0)).astype(np.float32))
+            out.append(((samples.astype(np.float32) / np.float32(32768.0)).astype(np.float32), marks))
         return out
+
+
+# -- words -----------------------------------------------------------------------------------------------
+
+# A sample of espeak's 16-bit output is sound from this magnitude on (about -60 dBFS). espeak's pauses are
+# exact zeros and its words stop abruptly, so the edges found hardly depend on the figure.
+_SOUND_LEVEL = 33
+_TOKEN = re.compile(r"\S+")  # \s is str.isspace, as in str.split
+_SPOKEN_PUNCTUATION = "%\u2030\u2031#&@*\u00a7\u00b6"
+_APOSTROPHES = "'\u2019\u02bc"
+# Scripts written without spaces between words: Thai, Lao, Myanmar, Khmer, kana, CJK ideographs.
+_UNSPACED = (
+    (0x0E00, 0x0EFF),
+    (0x1000, 0x109F),
+    (0x1780, 0x17FF),
+    (0x3040, 0x30FF),
+    (0x3400, 0x4DBF),
+    (0x4E00, 0x9FFF),
+    (0xF900, 0xFAFF),
+    (0x20000, 0x3FFFF),
+)
+
+
+def _is_word_char(ch: str) -> bool:
+    """Letters, marks, digits, symbols ("$5", an emoji) and the punctuation read out as words ("50%",
+    "#1", "x@y.com"); not other punctuation, nor format characters."""
+    return unicodedata.category(ch)[0] not in "PCZ" or ch in _SPOKEN_PUNCTUATION
+
+
+def _unspaced(ch: str) -> bool:
+    code = ord(ch)
+    return any(low <= code <= high for low, high in _UNSPACED)
+
+
+def _trim(text: str, start: int, end: int) -> tuple[int, int]:
+    """``[start, end)`` without leading and trailing punctuation; all of it if it is all punctuation."""
+    a, b = start, end
+    while a < b and not _is_word_char(text[a]):
+        a += 1
+    while b > a and not _is_word_char(text[b - 1]):
+        b -= 1
+    return (a, b) if a < b else (start, end)
+
+
+def _starts_word(text: str, q: int) -> bool:
+    """Whether espeak starting a word at ``text[q]``, inside a whitespace-separated token, starts a new
+    word of the text: after a dash, slash or other punctuation ("Yes\u2014no", "and/or"), or between two
+    characters of a script without spaces; not after an apostrophe or inside a number ("1,000")."""
+    ch, before = text[q], text[q - 1]
+    if not _is_word_char(ch):
+        return False
+    if _is_word_char(before):
+        return _unspaced(before) and _unspaced(ch)
+    if before in _APOSTROPHES:
+        return False
+    return not (ch.isdigit() and q >= 2 and text[q - 2].isdigit())
+
+
+def _words(text: str, positions: Sequence[int]) -> tuple[list[tuple[int, int]], list[int]]:
+    """The words of ``text`` (character spans, in order) and the word espeak started at each position.
+
+    Words are whitespace-separated tokens without surrounding punctuation (a token of punctuation only is
+    no word, unless espeak read it out), cut where espeak starts a word inside one (:func:`_starts_word`).
+    """
+    tokens = [m.span() for m in _TOKEN.finditer(text)]
+    starts = [a for a, _ in tokens]
+
+    def containing(q: int) -> int | None:
+        i = bisect_right(starts, q) - 1
+        return i if i >= 0 and q < tokens[i][1] else None
+
+    hits = [containing(q) for q in positions]
+    hit_tokens = {i for i in hits if i is not None}
+
+    def between(q: int) -> int:
+        # Between tokens: espeak's off-by-one start of the next token ("a b. c"), unless that token has
+        # events of its own: then a second word read out for the previous one (an emoji's name).
+        following = bisect_right(starts, q)
+        if following < len(tokens) and (following == 0 or following not in hit_tokens):
+            return following
+        return following - 1
+
+    events_of: dict[int, list[int]] = {}  # token -> the events in it, in audio order
+    previous = 0
+    for n, (q, hit) in enumerate(zip(positions, hits, strict=True)):
+        previous = max(between(q) if hit is None else hit, previous)  # in audio order, tokens move on
+        events_of.setdefault(previous, []).append(n)
+    words: list[tuple[int, int]] = []
+    word_of = [0] * len(positions)
+    for token, span in enumerate(tokens):
+        a, b = _trim(text, *span)
+        mine = events_of.get(token, [])
+        cuts = sorted(
+            {positions[n] for n in mine if a < positions[n] < b and _starts_word(text, positions[n])}
+        )
+        if not mine and not any(_is_word_char(ch) for ch in text[a:b]):
+            continue
+        pieces = [_trim(text, x, y) for x, y in pairwise([a, *cuts, b])]
+        piece_starts = [x for x, _ in pieces]
+        for n in mine:
+            word_of[n] = len(words) + max(bisect_right(piece_starts, positions[n]) - 1, 0)
+        words.extend(pieces)
+    for n in range(1, len(word_of)):
+        word_of[n] = max(word_of[n], word_of[n - 1])
+    return words, word_of
+
+
+def word_marks(
+    text: str, events: Sequence[binding.WordEvent], samples: npt.NDArray[np.int16]
+) -> list[WordMark]:
+    """A mark for every word of ``text``, from the ``events`` espeak sent while rendering ``samples``
+    (see the module docstring); none at all without events.
+
+    espeak speaks some short unstressed words as one with the word before ("was a", "in the": one event
+    for both) and sends nothing for words it does not say: such a run of words, from one event to the
+    next, shares that event's sound in proportion to the words' lengths (words before the first event
+    join the first run).
+    """
+    clean = text.replace("\x00", " ")  # what the binding gave espeak: the same positions
+    if not events or not _TOKEN.search(clean):
+        return []
+    words, word_of = _words(clean, [min(max(e.position, 0), len(clean)) for e in events])
+    runs: list[tuple[int, int]] = []  # (first word, first sample), one per word espeak started
+    floor = 0
+    for event, word in zip(events, word_of, strict=True):
+        floor = min(max(event.sample, floor), samples.size)
+        if not runs or runs[-1][0] != word:
+            runs.append((word, floor))
+    sound = np.abs(samples.astype(np.int32)) >= _SOUND_LEVEL
+    marks: list[WordMark] = []
+    for n, (word, first) in enumerate(runs):
+        last = n + 1 == len(runs)
+        until = samples.size if last else runs[n + 1][1]
+        loud = np.flatnonzero(sound[first:until])
+        start, end = (first + int(loud[0]), first + int(loud[-1]) + 1) if loud.size else (first, first)
+        shared = words[0 if n == 0 else word : len(words) if last else runs[n + 1][0]]
+        total = sum(b - a for a, b in shared)
+        done, at = 0, start
+        for k, (a, b) in enumerate(shared):
+            done += b - a
+            stop = end if k + 1 == len(shared) else start + (end - start) * done // total
+            marks.append(WordMark(at, stop, a, b))
+            at = stop
+    return marks

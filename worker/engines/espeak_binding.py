@@ -9,7 +9,8 @@ it is initialised again in the child before use (and the lock is replaced after 
 another thread of the parent held it at the time of the fork).
 
 Synthesis uses ``AUDIO_OUTPUT_SYNCHRONOUS``: :c:func:`espeak_Synth` returns once the whole text has
-been rendered, and a synth callback collects the 16-bit samples as they are produced.
+been rendered, and a synth callback collects the 16-bit samples as they are produced, and, for
+:func:`synthesize_words`, the word events that come with them (:class:`WordEvent`).
 
 Determinism. Out of the box, rendering the same text twice does not give the same samples: a few static
 variables of the waveform generator survive from one call to the next (measured with libespeak-ng 1.52.0:
@@ -50,12 +51,14 @@ __all__ = [
     "RATE_NORMAL",
     "EspeakError",
     "SynthParams",
+    "WordEvent",
     "data_path",
     "is_deterministic",
     "library_version",
     "list_voices",
     "sample_rate",
     "synthesize",
+    "synthesize_words",
     "voice_exists",
 ]
 
@@ -70,6 +73,12 @@ _ERROR_NAMES = {-1: "EE_INTERNAL_ERROR", 1: "EE_BUFFER_FULL", 2: "EE_NOT_FOUND"}
 _POS_CHARACTER = 1
 # espeak_Synth flags
 _CHARS_UTF8 = 1
+# espeak_EVENT_TYPE
+_EVENT_LIST_TERMINATED = 0
+_EVENT_WORD = 1
+# A callback's event list is terminated, but a loop over C memory should not trust that blindly: espeak-ng
+# allocates 200 events per second of its buffer plus 20 (32 for the default 60 ms buffer).
+_MAX_EVENTS_PER_CALLBACK = 1024
 # espeak_PARAMETER
 _PARAM_RATE = 1
 _PARAM_VOLUME = 2
@@ -147,6 +156,26 @@ class SynthParams:
     volume: int = 100
 
 
+@dataclass(frozen=True)
+class WordEvent:
+    """An ``espeakEVENT_WORD``: espeak-ng starts a word of the text at ``sample`` of the rendering.
+
+    ``position`` is espeak's ``text_position`` minus 1: espeak counts Unicode code points from 1, so this
+    is a Python ``str`` index into the text given to :func:`synthesize_words` (checked on accented,
+    decomposed, astral, CJK and control characters). It is usually the word's first character, but not
+    always (measured with libespeak-ng 1.52.0): after a full stop that does not end a sentence
+    ("a b. c") it is the space before the word; a number read as several words ("123", "3.5", "1984")
+    gives one event per spoken word, all inside the number; a symbol read as words gives events on the
+    symbol ("$", "%", "@"), and an emoji read as two words a second event on the space after it.
+    :mod:`worker.engines.espeak` maps events to words with that in mind. ``sample`` is exact: the
+    number of samples the waveform generator had produced, from the start of the call, when it reached
+    the word (the word's first phoneme, which may begin with a pause).
+    """
+
+    position: int
+    sample: int
+
+
 @dataclass
 class _Reset:
     """Writes that put the generator's carried-over static variables back to their initial values."""
@@ -165,6 +194,7 @@ class _State:
     sample_rate: int = 0
     reset: _Reset | None = None  # None: renderings are not guaranteed to be reproducible
     chunks: list[bytes] | None = None  # samples collected by the callback during one espeak_Synth call
+    words: list[WordEvent] | None = None  # word events collected with them (None: not wanted)
 
 
 _state = _State()
@@ -180,10 +210,20 @@ def _reset_lock_in_child() -> None:
 os.register_at_fork(after_in_child=_reset_lock_in_child)
 
 
-def _on_samples(wav: ctypes._Pointer[ctypes.c_short], numsamples: int, _events: object) -> int:
+def _on_samples(
+    wav: ctypes._Pointer[ctypes.c_short], numsamples: int, events: ctypes._Pointer[_Event]
+) -> int:
     chunks = _state.chunks
     if chunks is not None and numsamples > 0 and wav:
         chunks.append(ctypes.string_at(wav, numsamples * 2))
+    words = _state.words
+    if words is not None and events:
+        for i in range(_MAX_EVENTS_PER_CALLBACK):
+            event = events[i]
+            if event.type == _EVENT_LIST_TERMINATED:
+                break
+            if event.type == _EVENT_WORD:
+                words.append(WordEvent(position=event.text_position - 1, sample=event.sample))
     return 0  # 0: continue synthesis
 
 
@@ -415,7 +455,19 @@ def _clamp(value: int, low: int, high: int) -> int:
 
 def synthesize(text: str, params: SynthParams) -> npt.NDArray[np.int16]:
     """Render ``text`` (plain UTF-8 text, not SSML) and return the int16 samples at :func:`sample_rate`."""
-    data = text.replace("\x00", " ").encode("utf-8")
+    return _synthesize(text, params, None)
+
+
+def synthesize_words(text: str, params: SynthParams) -> tuple[npt.NDArray[np.int16], list[WordEvent]]:
+    """Like :func:`synthesize` (the same samples), with espeak's word events in the order it sent them
+    (see :class:`WordEvent` for what their positions mean)."""
+    words: list[WordEvent] = []
+    samples = _synthesize(text, params, words)
+    return samples, words
+
+
+def _synthesize(text: str, params: SynthParams, words: list[WordEvent] | None) -> npt.NDArray[np.int16]:
+    data = text.replace("\x00", " ").encode("utf-8")  # same length in characters: positions still hold
     with _locked() as lib:
         # Select the voice and set every parameter on every call: a rendering depends on its arguments only.
         _set_voice(lib, params.voice)
@@ -429,6 +481,7 @@ def synthesize(text: str, params: SynthParams) -> npt.NDArray[np.int16]:
             lib.espeak_ng_SetRandSeed(_RAND_SEED)
         chunks: list[bytes] = []
         _state.chunks = chunks
+        _state.words = words
         try:
             buffer = ctypes.create_string_buffer(data)
             result = lib.espeak_Synth(buffer, len(data) + 1, 0, _POS_CHARACTER, 0, _CHARS_UTF8, None, None)
@@ -436,4 +489,5 @@ def synthesize(text: str, params: SynthParams) -> npt.NDArray[np.int16]:
             _check(lib.espeak_Synchronize(), "espeak_Synchronize")
         finally:
             _state.chunks = None
+            _state.words = None
     return np.frombuffer(b"".join(chunks), dtype=np.int16).copy()

@@ -7,18 +7,22 @@ default 0.25 s), a realistic time for a neural engine on a GPU. It is what the c
 stands in only for the GPU's timing, which this machine cannot provide. Its version differs from
 espeak's, so prompts are not shared between the two. ``warm_up_seconds`` (``TOME_PACED_WARM_UP_SECONDS``,
 default 0) makes its warm-up take that long, as loading a model onto a GPU does when a worker starts.
+Word times (``synthesize_timed``) are espeak's, paced the same way.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
-from worker.engines.base import SynthesisRequest, Waveform
+from worker.engines.base import SynthesisRequest, Waveform, WordMark
 from worker.engines.espeak import EspeakEngine
+
+_T = TypeVar("_T")
 
 
 class PacedEspeakEngine:
@@ -42,9 +46,17 @@ class PacedEspeakEngine:
         return self._inner.encode_speaker(audio, sample_rate, ref_text)
 
     def synthesize(self, batch: Sequence[SynthesisRequest]) -> list[Waveform]:
+        return self._paced(self._inner.synthesize, batch)
+
+    def synthesize_timed(self, batch: Sequence[SynthesisRequest]) -> list[tuple[Waveform, list[WordMark]]]:
+        return self._paced(self._inner.synthesize_timed, batch)
+
+    def _paced(
+        self, render: Callable[[Sequence[SynthesisRequest]], _T], batch: Sequence[SynthesisRequest]
+    ) -> _T:
         started = time.monotonic()
-        waves = self._inner.synthesize(batch)
+        out = render(batch)
         remaining = self.seconds_per_chunk * len(batch) - (time.monotonic() - started)
         if remaining > 0:
             time.sleep(remaining)
-        return waves
+        return out

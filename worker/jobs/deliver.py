@@ -36,8 +36,8 @@ from worker.audio.timings import (
     ChapterTiming,
     ChunkTiming,
     manifest,
-    sentence_times,
     subtitle_cues,
+    timed_sentences,
     to_srt,
     to_webvtt,
 )
@@ -59,6 +59,7 @@ class ChunkRow:
     written: str  # as in the script (subtitles)
     spoken: str  # what the engine read
     voice: str
+    words: Sequence[Sequence[float]] = ()  # [start s, end s, text start, text end] in the chunk, if reported
 
 
 @dataclass(frozen=True)
@@ -407,7 +408,7 @@ def _timings(
                 end=end,
                 written=row.written,
                 spoken=row.spoken,
-                sentences=sentence_times(written, [len(s) for s in written], start, end),
+                sentences=timed_sentences(written, row.spoken, row.words, start, end, info.language),
             )
         )
     cues = subtitle_cues(chunks)

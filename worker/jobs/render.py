@@ -18,9 +18,12 @@ from typing import Any
 from sqlalchemy import select
 
 from models import Chunk, Job, JobStatus, unit_of_work, utcnow
-from worker.audio import apply_fades, trim_silence, write_wav_atomic
+from worker.audio import apply_fades, write_wav_atomic
+from worker.audio.dsp import silence_bounds
 from worker.audio.loudness import measure
+from worker.audio.timings import stored_words
 from worker.engines import Engine, EngineError, SynthesisRequest, release_memory
+from worker.engines.base import synthesize_timed
 from worker.jobs import actions, state
 from worker.jobs.chapters import maybe_stitch_chapters
 from worker.jobs.scheduler import schedule
@@ -166,7 +169,7 @@ def _synthesize(
         waves = []
         for chunk, request in zip(claimed, requests, strict=True):
             try:
-                waves.extend(engine.synthesize([request]))
+                waves.extend(synthesize_timed(engine, [request]))
             except EngineError as exc:
                 error = f"chunk {chunk.seq} could not be rendered: {exc}"
                 actions.fail(rt, job_id, error, enqueue, chunk=(chunk.id, token))
@@ -187,19 +190,21 @@ def _store(
     giving the rest back, as soon as the job is no longer running. Returns the seqs it completed."""
     rate = engine.sample_rate
     done: list[int] = []
-    for position, (chunk, wave) in enumerate(zip(claimed, waves, strict=True)):
+    for position, (chunk, (wave, marks)) in enumerate(zip(claimed, waves, strict=True)):
         if not actions.still_running(rt, job_id):
             actions.release(rt, [c.id for c in claimed[position:]], token)
             log.info("no longer running; stopped after %d chunks", len(done))
             return done
-        samples = apply_fades(trim_silence(wave, rate), rate)
+        start, stop = silence_bounds(wave, rate)
+        samples = apply_fades(wave[start:stop], rate)
+        words = stored_words(marks, rate, offset=start, length=stop - start) if marks else None
         path = rt.layout.chunk_audio(job_id, chunk.seq, token)
         path.parent.mkdir(parents=True, exist_ok=True)
         size = write_wav_atomic(path, samples, rate)
         levels = measure(samples, rate).to_json()
         with unit_of_work(rt.sessions) as session:
             ok = state.complete_chunk(
-                session, chunk.id, job_id, token, str(path), len(samples) / rate, size, levels
+                session, chunk.id, job_id, token, str(path), len(samples) / rate, size, levels, words
             )
         if ok:
             done.append(chunk.seq)
@@ -215,10 +220,11 @@ def is_out_of_memory(exc: BaseException) -> bool:
 
 
 def synthesize_in_halves(engine: Engine, requests: Sequence[SynthesisRequest]) -> list[Any]:
-    """One engine call for the batch; if it runs out of memory, the two halves separately, and so on.
-    A single chunk that still does not fit raises :class:`EngineOutOfMemory`."""
+    """One engine call for the batch (each wave with the word marks the engine reports, if any); if it
+    runs out of memory, the two halves separately, and so on. A single chunk that still does not fit
+    raises :class:`EngineOutOfMemory`."""
     try:
-        return engine.synthesize(requests)
+        return synthesize_timed(engine, requests)
     except Exception as exc:
         if not is_out_of_memory(exc):
             raise

@@ -147,6 +147,7 @@ def complete_chunk(
     duration: float,
     audio_bytes: int | None = None,
     levels: dict[str, Any] | None = None,
+    words: list[list[float]] | None = None,
 ) -> bool:
     """running -> done if ``token`` still holds the chunk; counts it once towards the job's progress.
     ``levels`` are the chunk's measured loudness and levels (what mastering reads at the stitch)."""
@@ -159,6 +160,7 @@ def complete_chunk(
             duration=duration,
             audio_bytes=audio_bytes,
             levels=levels,
+            words=words,
             lease_until=None,
         )
     )

@@ -169,6 +169,7 @@ def chunk_rows(
             Chunk.text,
             Chunk.source_text,
             Chunk.voice_id,
+            Chunk.words,
         )
         .where(Chunk.job_id == job_id)
         .order_by(Chunk.seq)
@@ -188,6 +189,7 @@ def chunk_rows(
             written=r.source_text or r.text,
             spoken=r.text,
             voice=str(r.voice_id),
+            words=r.words or [],
         )
         for r in rows
     ]
