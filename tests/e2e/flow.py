@@ -104,12 +104,15 @@ def check_output(app: Flask, client: FlaskClient, headers: dict[str, str], job: 
     window = round(0.05 * rate)
     for chunk, placed, (samples, _) in zip(chunks, timeline, pieces, strict=True):
         at = round(placed["start"] * rate)
-        best = max(
-            range(max(0, at - window), at + window + 1, 5),
-            key=lambda start: _similarity(decoded[start : start + len(samples)], samples),
-        )
+        best = _best_start(decoded, samples, range(max(0, at - window), at + window + 1, 8))
+        best = _best_start(decoded, samples, range(max(0, best - 8), best + 9))
         found = decoded[best : best + len(samples)]
-        assert _similarity(found, samples) > 0.9, f"chunk {chunk.seq} is not within 50 ms of its place"
+        similarity = _similarity(found, samples)
+        assert similarity > 0.9, (
+            f"chunk {chunk.seq} is not within 50 ms of its place",
+            best - at,
+            similarity,
+        )
     return decoded
 
 
@@ -118,3 +121,8 @@ def _similarity(a: np.ndarray, b: np.ndarray) -> float:
     a, b = a[:n].astype(np.float64), b[:n].astype(np.float64)
     denominator = float(np.linalg.norm(a) * np.linalg.norm(b))
     return float(a @ b) / denominator if denominator else 0.0
+
+
+def _best_start(decoded: np.ndarray, samples: np.ndarray, starts: range) -> int:
+    """The start among ``starts`` at which ``samples`` matches ``decoded`` best."""
+    return max(starts, key=lambda start: _similarity(decoded[start : start + len(samples)], samples))
