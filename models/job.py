@@ -62,6 +62,7 @@ class Job(Base):
     chapters: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
     chunks_total: Mapped[int] = mapped_column(Integer)
     chunks_done: Mapped[int] = mapped_column(Integer, default=0)
+    chunks_reused: Mapped[int] = mapped_column(Integer, default=0)  # done from an earlier render's audio
     error: Mapped[str | None] = mapped_column(Text, default=None)
     idempotency_key: Mapped[str | None] = mapped_column(String(200), default=None)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
@@ -100,6 +101,7 @@ class Chunk(Base):
     __table_args__ = (
         UniqueConstraint("job_id", "seq", name="uq_chunks_job_id_seq"),
         Index("ix_chunks_status_lease", "status", "lease_until"),
+        Index("ix_chunks_content_key", "content_key"),
     )
 
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
@@ -117,8 +119,8 @@ class Chunk(Base):
     attempt_token: Mapped[str | None] = mapped_column(String(32), default=None)
     lease_until: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
     enqueued_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
-    # Reserved for reusing a chunk's audio across jobs and edits by content (DESIGN: engine version, voice
-    # cache key, text, params, seed); nothing writes it yet.
+    # What the chunk's audio depends on, hashed (worker.jobs.reuse): a later chunk of the same owner with
+    # the same key takes this audio instead of rendering.
     content_key: Mapped[str | None] = mapped_column(String(64), default=None)
     audio_path: Mapped[str | None] = mapped_column(String(500), default=None)
     duration: Mapped[float | None] = mapped_column(Float, default=None)

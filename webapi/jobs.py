@@ -129,6 +129,7 @@ def job_out(job: Job, chapters: list[JobChapter] | None = None) -> JobOut:
         progress=Progress(
             chunks_done=job.chunks_done,
             chunks_total=job.chunks_total,
+            chunks_reused=job.chunks_reused or 0,
             percent=round(100.0 * job.chunks_done / job.chunks_total, 1) if job.chunks_total else 0.0,
             eta_seconds=_eta(job),
         ),

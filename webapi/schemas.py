@@ -182,6 +182,9 @@ class VoiceList(BaseModel):
 class Progress(BaseModel):
     chunks_done: int
     chunks_total: int
+    chunks_reused: int = Field(
+        0, description="Chunks done with the audio of an earlier render (same voice, text and settings)"
+    )
     percent: float
     eta_seconds: float | None
 

@@ -1,5 +1,6 @@
 """chapters as soon as they are done: a row per chapter of a job (claimed and stitched when its last
-chunk is done, its files downloadable while later chapters render), and each chunk's word times
+chunk is done, its files downloadable while later chapters render); each chunk's word times; chunk audio
+found by content key (an index) and a job's count of chunks reused from earlier renders
 
 Revision ID: 0009
 Revises: 0008
@@ -38,10 +39,16 @@ def upgrade() -> None:
     op.create_index("ix_job_chapters_status_lease", "job_chapters", ["status", "lease_until"])
     with op.batch_alter_table("chunks", schema=None) as batch_op:
         batch_op.add_column(sa.Column("words", sa.JSON(), nullable=True))
+        batch_op.create_index("ix_chunks_content_key", ["content_key"])
+    with op.batch_alter_table("jobs", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("chunks_reused", sa.Integer(), nullable=False, server_default="0"))
 
 
 def downgrade() -> None:
+    with op.batch_alter_table("jobs", schema=None) as batch_op:
+        batch_op.drop_column("chunks_reused")
     with op.batch_alter_table("chunks", schema=None) as batch_op:
+        batch_op.drop_index("ix_chunks_content_key")
         batch_op.drop_column("words")
     op.drop_index("ix_job_chapters_status_lease", table_name="job_chapters")
     op.drop_table("job_chapters")

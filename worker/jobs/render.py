@@ -24,7 +24,7 @@ from worker.audio.loudness import measure
 from worker.audio.timings import stored_words
 from worker.engines import Engine, EngineError, SynthesisRequest, release_memory
 from worker.engines.base import synthesize_timed
-from worker.jobs import actions, state
+from worker.jobs import actions, reuse, state
 from worker.jobs.chapters import maybe_stitch_chapters
 from worker.jobs.scheduler import schedule
 from worker.jobs.stitch import maybe_begin_stitch
@@ -65,23 +65,50 @@ def _render(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -
         actions.release(rt, [c.id for c in claimed], token)
         return 0
     engine = rt.engine(engine_name)
-    requests = [
-        SynthesisRequest(
-            c.text, prompts[c.voice_id][0], prompts[c.voice_id][1], _rate_params(speed, c.rate), seed=c.seq
+    requests = {
+        c.id: SynthesisRequest(
+            c.text,
+            prompts[c.voice_id][0],
+            prompts[c.voice_id][1],
+            _rate_params(speed, c.rate),
+            seed=reuse.text_seed(c.text),
         )
         for c in claimed
-    ]
-    try:
-        waves = _synthesize(rt, job_id, engine, claimed, requests, token, enqueue)
-    except Exception:
-        actions.release(rt, [c.id for c in claimed], token)
-        raise
-    if waves is None:
-        return 0
-    done = _store(rt, job_id, engine, claimed, waves, token)
+    }
+    keys = _content_keys(rt, engine, claimed, requests)
+    done = reuse.take_rendered(rt, job_id, claimed, keys, token)
+    rest = [c for c in claimed if c.seq not in done]
+    if rest:
+        try:
+            waves = _synthesize(rt, job_id, engine, rest, [requests[c.id] for c in rest], token, enqueue)
+        except Exception:
+            actions.release(rt, [c.id for c in rest], token)
+            raise
+        if waves is None:
+            return len(done)
+        done += _store(rt, job_id, engine, rest, waves, token, keys)
     maybe_stitch_chapters(rt, job_id, done, enqueue)
     maybe_begin_stitch(rt, job_id, enqueue)
     return len(done)
+
+
+def _content_keys(
+    rt: Runtime, engine: Engine, claimed: Sequence[state.Claimed], requests: dict[int, SynthesisRequest]
+) -> dict[int, str]:
+    """Each claimed chunk's content key (worker.jobs.reuse), by chunk id."""
+    voices = reuse.voice_keys(rt, sorted({c.voice_id for c in claimed}))
+    return {
+        c.id: reuse.content_key(
+            engine.name,
+            engine.version,
+            voices.get(c.voice_id, str(c.voice_id)),
+            c.text,
+            requests[c.id].language,
+            requests[c.id].params,
+            requests[c.id].seed,
+        )
+        for c in claimed
+    }
 
 
 def _running_job(rt: Runtime, job_id: uuid.UUID) -> tuple[str, float] | None:
@@ -185,6 +212,7 @@ def _store(
     claimed: Sequence[state.Claimed],
     waves: Sequence[Any],
     token: str,
+    keys: dict[int, str],
 ) -> list[int]:
     """Write each chunk's audio (one file per attempt) and mark it done under the claim's token; stop,
     giving the rest back, as soon as the job is no longer running. Returns the seqs it completed."""
@@ -204,7 +232,16 @@ def _store(
         levels = measure(samples, rate).to_json()
         with unit_of_work(rt.sessions) as session:
             ok = state.complete_chunk(
-                session, chunk.id, job_id, token, str(path), len(samples) / rate, size, levels, words
+                session,
+                chunk.id,
+                job_id,
+                token,
+                str(path),
+                len(samples) / rate,
+                size,
+                levels,
+                words,
+                content_key=keys.get(chunk.id),
             )
         if ok:
             done.append(chunk.seq)

@@ -148,9 +148,13 @@ def complete_chunk(
     audio_bytes: int | None = None,
     levels: dict[str, Any] | None = None,
     words: list[list[float]] | None = None,
+    *,
+    content_key: str | None = None,
+    reused: bool = False,
 ) -> bool:
-    """running -> done if ``token`` still holds the chunk; counts it once towards the job's progress.
-    ``levels`` are the chunk's measured loudness and levels (what mastering reads at the stitch)."""
+    """running -> done if ``token`` still holds the chunk; counts it once towards the job's progress
+    (and towards its reused chunks when the audio came from an earlier render). ``levels`` are the
+    chunk's measured loudness and levels (what mastering reads at the stitch)."""
     result = session.execute(
         update(Chunk)
         .where(Chunk.id == chunk_id, Chunk.attempt_token == token, Chunk.status == ChunkStatus.RUNNING.value)
@@ -161,12 +165,16 @@ def complete_chunk(
             audio_bytes=audio_bytes,
             levels=levels,
             words=words,
+            content_key=content_key,
             lease_until=None,
         )
     )
     if rows(result) != 1:
         return False
-    session.execute(update(Job).where(Job.id == job_id).values(chunks_done=Job.chunks_done + 1))
+    counts = {"chunks_done": Job.chunks_done + 1}
+    if reused:
+        counts["chunks_reused"] = Job.chunks_reused + 1
+    session.execute(update(Job).where(Job.id == job_id).values(**counts))
     return True
 
 

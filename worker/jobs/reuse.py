@@ -1,0 +1,143 @@
+"""Re-render only what changed: every rendered chunk is stored under a content key (engine and version,
+the voice's prompt cache key, the text the engine reads, its language, rate and seed), and a chunk of a
+later job of the same owner with the same key takes that audio instead of running the engine: a
+hard link to the same file (byte-identical, no second copy on disk), with its duration, levels and word
+times. An edited script, another output format or preset renders only the chunks whose text changed.
+
+Seeds come from the text, not the chunk's position, so that a chunk moved by an edit elsewhere keeps
+its key (and identical sentences in one book sound identical).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from sqlalchemy import select
+
+from models import Chunk, ChunkStatus, Job, Voice, unit_of_work
+from worker.jobs import state
+from worker.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+
+def text_seed(text: str) -> int:
+    """The synthesis seed of a chunk: from its text, so that it does not change when the chunk moves."""
+    return int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:4], "big") & 0x7FFFFFFF
+
+
+def content_key(
+    engine: str,
+    version: str,
+    voice_key: str,
+    text: str,
+    language: str,
+    params: Mapping[str, float],
+    seed: int,
+) -> str:
+    """Everything a chunk's audio depends on, hashed."""
+    identity = [engine, version, voice_key, text, language, sorted(params.items()), seed]
+    return hashlib.sha256(json.dumps(identity, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
+def voice_keys(rt: Runtime, voice_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
+    """The prompt cache key of each voice (set while its prompt is ready: the render loaded it)."""
+    with rt.sessions() as session:
+        rows = session.execute(select(Voice.id, Voice.cache_key).where(Voice.id.in_(list(voice_ids)))).all()
+    return {r.id: r.cache_key for r in rows if r.cache_key}
+
+
+@dataclass(frozen=True)
+class _Donor:
+    path: str
+    duration: float
+    audio_bytes: int | None
+    levels: dict[str, object] | None
+    words: list[list[float]] | None
+
+
+def take_rendered(
+    rt: Runtime,
+    job_id: uuid.UUID,
+    claimed: Sequence[state.Claimed],
+    keys: Mapping[int, str],
+    token: str,
+) -> list[int]:
+    """Complete every claimed chunk (id -> key in ``keys``) whose audio the job's owner already has under
+    the same key; returns their seqs. A donor whose file is gone is skipped (the chunk renders)."""
+    with rt.sessions() as session:
+        owner = session.scalar(select(Job.owner).where(Job.id == job_id))
+        found = session.execute(
+            select(
+                Chunk.content_key,
+                Chunk.audio_path,
+                Chunk.duration,
+                Chunk.audio_bytes,
+                Chunk.levels,
+                Chunk.words,
+            )
+            .join(Job, Job.id == Chunk.job_id)
+            .where(
+                Job.owner == owner,
+                Chunk.content_key.in_(sorted(set(keys.values()))),
+                Chunk.status == ChunkStatus.DONE.value,
+                Chunk.audio_path.is_not(None),
+            )
+        ).all()
+    donors: dict[str, _Donor] = {}
+    for r in found:
+        if r.content_key not in donors and r.duration is not None and Path(str(r.audio_path)).is_file():
+            donors[r.content_key] = _Donor(str(r.audio_path), r.duration, r.audio_bytes, r.levels, r.words)
+    done = []
+    for chunk in claimed:
+        donor = donors.get(keys[chunk.id])
+        if donor is None:
+            continue
+        path = rt.layout.chunk_audio(job_id, chunk.seq, token)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if not _link(Path(donor.path), path):
+            continue
+        with unit_of_work(rt.sessions) as session:
+            ok = state.complete_chunk(
+                session,
+                chunk.id,
+                job_id,
+                token,
+                str(path),
+                donor.duration,
+                donor.audio_bytes,
+                dict(donor.levels) if donor.levels is not None else None,
+                donor.words,
+                content_key=keys[chunk.id],
+                reused=True,
+            )
+        if ok:
+            done.append(chunk.seq)
+        else:
+            path.unlink(missing_ok=True)
+    if done:
+        log.info("%d chunks reused from earlier renders (seqs %s)", len(done), done)
+    return done
+
+
+def _link(source: Path, target: Path) -> bool:
+    """``target`` as the same file as ``source`` (a hard link; a copy across file systems)."""
+    target.unlink(missing_ok=True)
+    try:
+        os.link(source, target)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        try:
+            shutil.copyfile(source, target)
+        except FileNotFoundError:
+            return False
+    return True
