@@ -45,6 +45,7 @@ def test_submit_job_stores_chunks_in_order_and_reports_progress(
     assert job["voice_id"] == voice["id"]
     assert job["progress"] == {
         "chunks_done": 0,
+        "chunks_reused": 0,
         "chunks_total": job["progress"]["chunks_total"],
         "percent": 0.0,
         "eta_seconds": None,
