@@ -68,6 +68,11 @@ class Settings:
     mp3_bitrate_kbps: int = 128
     voice_cache_max_bytes: int = 256 * 1024 * 1024  # per worker process
     output_ttl_seconds: int = 7 * 24 * 3600  # finished audio is removed this long after the job ends
+    # Chunk audio outlives the book so that later jobs can reuse it (worker.jobs.reuse): removed this long
+    # after its job ended (whatever the job's end), or sooner, oldest jobs first, while an owner's kept
+    # chunks of ended jobs weigh more than chunk_keep_bytes.
+    chunk_ttl_seconds: int = 30 * 24 * 3600
+    chunk_keep_bytes: int = 2 * 1024**3
     webhook_max_attempts: int = 8
     webhook_allow_private: bool = False  # allow webhooks to loopback/private addresses (tests, LANs)
     # Ports a webhook URL may name besides its scheme's own, comma-separated; empty: 80 and 443 (any port

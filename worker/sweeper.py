@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, exists, func, select, update
 
-from models import ACTIVE, Chunk, Job, JobChapter, RateWindow, unit_of_work, utcnow
+from models import ACTIVE, TERMINAL, Chunk, Job, JobChapter, RateWindow, unit_of_work, utcnow
 from worker.filesystem_broker import PARTIAL_PREFIX, TAKEN_PREFIX
 from worker.jobs import actions
 from worker.jobs import state as jobs
@@ -46,6 +46,7 @@ class SweepReport:
     voices_marked_stale: int = 0
     temp_files_removed: int = 0
     outputs_expired: int = 0
+    chunk_folders_removed: int = 0
     webhooks_sent: int = 0
     jobs_restarted: int = 0
     chunks_resent: int = 0
@@ -64,6 +65,7 @@ def sweep(rt: Runtime, enqueue: Enqueue, now: datetime | None = None) -> SweepRe
     report = SweepReport()
     _sweep_voices(rt, enqueue, now, report)
     report.outputs_expired = expire_outputs(rt, now)
+    report.chunk_folders_removed = expire_chunks(rt, now)
     report.webhooks_sent = _resend_webhooks(rt, enqueue, now)
     report.temp_files_removed = remove_stale_temp_files(rt.layout.root, now - TEMP_FILE_AGE)
     report.jobs_restarted = _restart_queued_jobs(rt, enqueue, now)
@@ -179,7 +181,8 @@ def _sweep_voices(rt: Runtime, enqueue: Enqueue, now: datetime, report: SweepRep
 
 
 def expire_outputs(rt: Runtime, now: datetime) -> int:
-    """Remove the audio (output and chunks) of jobs past their expiry; the job row records when."""
+    """Remove the book and its files of jobs past their expiry; the job row records when. Chunk audio
+    stays for reuse (:func:`expire_chunks` removes it)."""
     with rt.sessions() as session:
         due = list(
             session.scalars(select(Job.id).where(Job.expires_at < now, Job.expired_at.is_(None)).limit(500))
@@ -191,11 +194,65 @@ def expire_outputs(rt: Runtime, now: datetime) -> int:
                 .where(Job.id == job_id, Job.expired_at.is_(None))
                 .values(expired_at=now, output_path=None, files=[], files_bytes=None)
             )
-            session.execute(update(Chunk).where(Chunk.job_id == job_id).values(audio_path=None))
-        shutil.rmtree(rt.layout.job_dir(job_id), ignore_errors=True)
+        _remove_all_but_chunks(rt.layout.job_dir(job_id))
     with unit_of_work(rt.sessions) as session:  # rate-limit windows older than an hour
         session.execute(delete(RateWindow).where(RateWindow.window_start < int(now.timestamp()) - 3600))
     return len(due)
+
+
+def _remove_all_but_chunks(folder: Path) -> None:
+    """A job's folder without its book, files, chapters and cover: only its chunk audio stays."""
+    if not folder.is_dir():
+        return
+    for entry in folder.iterdir():
+        if entry.name == "chunks":
+            continue
+        if entry.is_dir():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+
+
+def expire_chunks(rt: Runtime, now: datetime) -> int:
+    """Remove the chunk audio (the whole folder) of jobs that ended ``chunk_ttl_seconds`` ago, and of an
+    owner's oldest ended jobs while their kept chunks weigh more than ``chunk_keep_bytes``; a job's book
+    goes first if it is still there (its expiry is brought forward). Returns how many folders went."""
+    settings = rt.settings
+    ended = Job.status.in_([s.value for s in TERMINAL])
+    kept = exists().where(Chunk.job_id == Job.id, Chunk.audio_path.is_not(None))
+    with rt.sessions() as session:
+        rows = session.execute(
+            select(
+                Job.id,
+                Job.owner,
+                Job.finished_at,
+                select(func.coalesce(func.sum(Chunk.audio_bytes), 0))
+                .where(Chunk.job_id == Job.id, Chunk.audio_path.is_not(None))
+                .scalar_subquery()
+                .label("size"),
+            )
+            .where(ended, kept)
+            .order_by(Job.finished_at.desc())
+        ).all()
+    cutoff = now - timedelta(seconds=settings.chunk_ttl_seconds)
+    weight: dict[str, int] = defaultdict(int)
+    due: list[uuid.UUID] = []
+    for row in rows:  # newest first: the oldest are over the bound
+        weight[row.owner] += int(row.size or 0)
+        if (row.finished_at is not None and row.finished_at < cutoff) or weight[
+            row.owner
+        ] > settings.chunk_keep_bytes:
+            due.append(row.id)
+    for job_id in due[:500]:
+        with unit_of_work(rt.sessions) as session:
+            session.execute(
+                update(Job)
+                .where(Job.id == job_id, Job.expired_at.is_(None), Job.output_path.is_not(None))
+                .values(expired_at=now, expires_at=now, output_path=None, files=[], files_bytes=None)
+            )
+            session.execute(update(Chunk).where(Chunk.job_id == job_id).values(audio_path=None))
+        shutil.rmtree(rt.layout.job_dir(job_id), ignore_errors=True)
+    return len(due[:500])
 
 
 def _resend_webhooks(rt: Runtime, enqueue: Enqueue, now: datetime) -> int:

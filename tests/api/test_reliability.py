@@ -29,7 +29,7 @@ from worker.config import ConfigError, load_settings
 from worker.jobs.start import start_job
 from worker.jobs.state import claim_chunks
 from worker.processes import settings_env
-from worker.sweeper import expire_outputs, sweep
+from worker.sweeper import expire_chunks, expire_outputs, sweep
 from worker.task_names import START_JOB
 from worker.voices.prompts import build_voice
 
@@ -184,7 +184,7 @@ def test_completed_job_sends_a_signed_webhook_and_retries_failures(
 def test_outputs_expire_and_the_job_says_so(
     make_app: Callable[..., Flask], reference_audio: tuple[bytes, str]
 ) -> None:
-    app = make_app(output_ttl_seconds=60)
+    app = make_app(output_ttl_seconds=60, chunk_ttl_seconds=3600)
     client = app.test_client()
     headers = bearer(mint_key(app, "xena", "k", admin=False))
     upload_voice(client, headers, reference_audio[0], ref_text=reference_audio[1])
@@ -201,6 +201,12 @@ def test_outputs_expire_and_the_job_says_so(
 
     assert expire_outputs(state.runtime, utcnow()) == 0, "not yet"
     assert expire_outputs(state.runtime, utcnow() + timedelta(seconds=61)) == 1
+    # the book and its files are gone; the chunks stay for reuse until their own expiry
+    assert [p.name for p in folder.iterdir()] == ["chunks"]
+    chunks = list((folder / "chunks").iterdir())
+    assert chunks
+    assert expire_chunks(state.runtime, utcnow() + timedelta(seconds=61)) == 0, "chunks not yet"
+    assert expire_chunks(state.runtime, utcnow() + timedelta(seconds=3601)) == 1
     assert not folder.exists()
     state.sessions.remove()
     expired = client.get(f"/v1/jobs/{job['id']}", headers=headers).json
@@ -265,3 +271,51 @@ def test_a_chunk_whose_worker_keeps_dying_fails_the_job_clearly(
         assert (
             claim_chunks(session, job_id, [0], timedelta(seconds=60), 3, clock + timedelta(hours=1))[1] == []
         )
+
+
+def test_kept_chunks_are_bounded_per_owner_oldest_jobs_first(
+    make_app: Callable[..., Flask], reference_audio: tuple[bytes, str]
+) -> None:
+    app = make_app(chunk_keep_bytes=1)  # any job's chunks are over the bound but the newest job's...
+    client = app.test_client()
+    headers = bearer(mint_key(app, "yara", "k", admin=False))
+    upload_voice(client, headers, reference_audio[0], ref_text=reference_audio[1])
+    state = tome_of(app)
+    inline = Inline(state.runtime)
+    ids = []
+    for text in ("The first book. It is short.", "The second book. It is short too."):
+        job = submit_job(client, headers, "narrator", script=text).json
+        inline.enqueue(START_JOB, [job["id"]])
+        inline.run()
+        ids.append(job["id"])
+    folders = [state.settings.data_dir / "jobs" / job_id for job_id in ids]
+    assert all(f.is_dir() for f in folders)
+    # ... which are over it too: every ended job's chunks go, the book with them (expired now)
+    assert expire_chunks(state.runtime, utcnow()) == 2
+    assert not any(f.exists() for f in folders)
+    state.sessions.remove()
+    for job_id in ids:
+        gone = client.get(f"/v1/jobs/{job_id}/audio", headers=headers)
+        assert gone.status_code == 410
+
+
+def test_a_failed_jobs_chunks_expire_too(
+    make_app: Callable[..., Flask], reference_audio: tuple[bytes, str]
+) -> None:
+    app = make_app(chunk_ttl_seconds=60)
+    client = app.test_client()
+    headers = bearer(mint_key(app, "zed", "k", admin=False))
+    upload_voice(client, headers, reference_audio[0], ref_text=reference_audio[1])
+    job = submit_job(client, headers, "narrator").json
+    state = tome_of(app)
+    inline = Inline(state.runtime)
+    inline.enqueue(START_JOB, [job["id"]])
+    while client.get(f"/v1/jobs/{job['id']}", headers=headers).json["progress"]["chunks_done"] == 0:
+        assert inline.run(max_messages=1) == 1
+    assert client.post(f"/v1/jobs/{job['id']}/cancel", headers=headers).status_code == 200
+    inline.run()
+    folder = state.settings.data_dir / "jobs" / job["id"]
+    assert any((folder / "chunks").iterdir())
+    assert expire_chunks(state.runtime, utcnow()) == 0, "not yet"
+    assert expire_chunks(state.runtime, utcnow() + timedelta(seconds=61)) == 1
+    assert not folder.exists()
