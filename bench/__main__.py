@@ -13,14 +13,17 @@ speaker-prompt cache does and saves.
 3. Stitch (``bench/stitch.py``; ``--stitch-hours``, 0 skips it): hours of speech-like chunks stitched by
    Tome to MP3 and to M4B with chapters, beside pydub ``AudioSegment`` accumulation on the same chunks:
    peak memory and speed as a multiple of real time, each case in its own process.
-4. qwen3-tts batches (``bench/qwen3.py``; on CUDA when there is a GPU, else skipped unless
+4. Chapters (``bench/chapters.py``; ``--chapters-words``, 0 skips it): a long multi-chapter book to MP3 on
+   real workers, with espeak and with espeak-paced (a GPU's pace): time to first chapter, render time,
+   the book's wall time and their ratio (issue 12's target: within 1.2x), from the database rows.
+5. qwen3-tts batches (``bench/qwen3.py``; on CUDA when there is a GPU, else skipped unless
    ``--qwen3-device cpu``): throughput, real-time factor, wall and peak GPU memory per batch size, on the
    tests' tiny checkpoint and on the one ``TOME_QWEN3_MODEL_DIR`` names.
 
 Exits 1 if a preview did not answer 200 with every chapter, if the voice was encoded other than exactly
 once, or a prompt file was read more often than there are processes rendering (the invariants this
 benchmark guards), or a job did not succeed, or a qwen3 batch rendered a request without audio or not in
-one generate call.
+one generate call, or a chapters job did not succeed or had no chapter ready before the book.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ import tempfile
 from pathlib import Path
 
 from bench import qwen3
+from bench.chapters import WORDS as CHAPTER_WORDS
+from bench.chapters import non_negative, run_chapters_bench
 from bench.inprocess import Dispatch, run_messages
 from bench.preview import WORDS, run_preview
 from bench.scene import Scene, create_scene
@@ -200,6 +205,13 @@ def main(argv: list[str] | None = None) -> int:
         help="hours of chunks the stitch section masters and encodes; 0 skips it (default 10)",
     )
     parser.add_argument(
+        "--chapters-words",
+        type=non_negative,
+        default=CHAPTER_WORDS,
+        metavar="N",
+        help=f"words in the chapters section's book; 0 skips it (default {CHAPTER_WORDS:,})",
+    )
+    parser.add_argument(
         "--qwen3-device",
         choices=qwen3.DEVICE_CHOICES,
         default="auto",
@@ -231,6 +243,15 @@ def main(argv: list[str] | None = None) -> int:
                 for line in stitch_lines:
                     print(line)
                 problems += stitch_problems
+            if args.chapters_words > 0:
+                print(f"[chapters] time to first chapter: {args.chapters_words:,} words on real workers")
+                chapter_problems, chapter_lines, chapter_summary = run_chapters_bench(
+                    base / "chapters", args.chapters_words
+                )
+                for line in chapter_lines:
+                    print(line)
+                problems += chapter_problems
+                summary += f" | {chapter_summary}"
             qwen3_problems, qwen3_summary = qwen3.run_section(args.qwen3_device, args.qwen3_batches, base)
             problems += qwen3_problems
             if qwen3_summary:
