@@ -102,6 +102,8 @@ def _build(tmp_path: Path, fmt: OutputFormat, split: str) -> tuple[list[ChapterB
 def test_every_chunk_plays_where_the_manifest_says(tmp_path: Path, fmt: OutputFormat) -> None:
     assert joinable(fmt)
     builds, _, book = _build(tmp_path, fmt, "none")
+    # each chapter measured its files' joined length when it was built (the join does not read them)
+    assert all(b.lengths is not None and len(b.lengths) == len(b.files) for b in builds)
     manifest = json.loads((tmp_path / "files" / "manifest.json").read_text())
     expected = [c["start"] for c in manifest["chunks"]]
     assert len(expected) == sum(CHAPTERS)

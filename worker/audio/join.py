@@ -24,7 +24,6 @@ Measured with tone bursts at known offsets in four files (24 and 44.1 kHz): ever
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -88,20 +87,26 @@ def join(
     tags: BookTags | None,
     chapters: Sequence[JoinChapter],
     cover: Cover | None,
+    lengths: Sequence[float] | None = None,
 ) -> JoinResult:
     """Join ``files`` (each of ``fmt`` at ``sample_rate``, ``contents[i]`` seconds of PCM written into
     file ``i``) into ``out_path`` with ``tags``, ``chapters`` and ``cover``; atomic like every output.
-    Raises :class:`StitchError` if ffmpeg fails, ``ValueError`` for a format :func:`joinable` refuses."""
+    ``lengths`` are the files' :func:`joined_seconds` if the caller measured them when it wrote them
+    (else they are measured here). Raises :class:`StitchError` if ffmpeg fails, ``ValueError`` for a
+    format :func:`joinable` refuses."""
     if not joinable(fmt):
         raise ValueError(f"{fmt} files cannot be joined without encoding again")
-    if not files or len(files) != len(contents):
-        raise ValueError("one content length per file, and at least one file")
+    if not files or len(files) != len(contents) or (lengths is not None and len(lengths) != len(files)):
+        raise ValueError("one content length (and joined length) per file, and at least one file")
     lead = lead_seconds(fmt, sample_rate)
     out = os.path.abspath(os.fspath(out_path))
     sidecars: list[str] = []
     try:
-        audio_input, lengths = _audio_input(files, fmt, out, sidecars)
-        offsets = [sum(lengths[:n]) for n in range(len(lengths))]
+        audio_input = _audio_input(files, fmt, out, sidecars)
+        played = (
+            list(lengths) if lengths is not None else [joined_seconds(f, fmt, sample_rate) for f in files]
+        )
+        offsets = [sum(played[:n]) for n in range(len(played))]
         duration = offsets[-1] + lead + contents[-1]
         marks = _marks(chapters, offsets, duration, sample_rate)
         text = ffmetadata.render(fmt, sample_rate, tags, marks, cover)
@@ -140,31 +145,18 @@ def _sidecar(out: str, data: bytes, sidecars: list[str]) -> str:
     return path
 
 
-def _audio_input(
-    files: Sequence[str], fmt: OutputFormat, out: str, sidecars: list[str]
-) -> tuple[list[str], list[float]]:
-    """ffmpeg's input for the joined packets (a concat list, or for AAC one ADTS stream of them all) and
-    how long each file's packets play. MP4 shortens its last packet's duration to the audio's end, but
-    its ADTS frames play whole: AAC files are measured as the ADTS they are joined as."""
+def _audio_input(files: Sequence[str], fmt: OutputFormat, out: str, sidecars: list[str]) -> list[str]:
+    """ffmpeg's input for the joined packets: a concat list, or (AAC) one ADTS stream of them all."""
     if fmt not in ("m4a", "m4b"):
         listing = "ffconcat version 1.0\n" + "".join(f"file {_quoted(p)}\n" for p in files)
-        concat = _sidecar(out, listing.encode("utf-8"), sidecars)
-        return ["-f", "concat", "-safe", "0", "-i", concat], [packet_seconds(p) for p in files]
+        return ["-f", "concat", "-safe", "0", "-i", _sidecar(out, listing.encode("utf-8"), sidecars)]
     fd, adts = make_temp(out)
     sidecars.append(adts)
-    lengths = []
     with os.fdopen(fd, "wb") as stream:
         for path in files:
-            fd_one, one = make_temp(out)
-            os.close(fd_one)
-            sidecars.append(one)
-            extract = ["-i", path, "-map", "0:a:0", "-c", "copy", "-f", "adts", "-y", one]
-            _run([ffmpeg_exe(), "-hide_banner", "-loglevel", "error", *extract])
-            lengths.append(packet_seconds(one))
-            with open(one, "rb") as part:
-                shutil.copyfileobj(part, stream, 1 << 20)
-            discard(one)
-    return ["-f", "aac", "-i", adts], lengths
+            extract = ["-i", path, "-map", "0:a:0", "-c", "copy", "-f", "adts", "pipe:1"]
+            _run([ffmpeg_exe(), "-hide_banner", "-loglevel", "error", *extract], stdout=stream)
+    return ["-f", "aac", "-i", adts]
 
 
 def _quoted(path: str) -> str:
@@ -183,16 +175,28 @@ def _copy_args(fmt: OutputFormat) -> list[str]:
     return ["-c:a", "copy", "-movflags", "+faststart", *brand, "-f", "mp4"]
 
 
+def joined_seconds(path: str | os.PathLike[str], fmt: OutputFormat, sample_rate: int) -> float:
+    """How long the packets of ``path`` play in a joined book, encoder delay and padding included: their
+    summed durations, or for AAC whole frames (MP4 shortens its last packet's duration to the audio's
+    end, but the ADTS frames it is joined as play whole)."""
+    seconds, count = _packets(path)
+    return count * AAC_PRIMING / sample_rate if fmt in ("m4a", "m4b") else seconds
+
+
 def packet_seconds(path: str | os.PathLike[str]) -> float:
-    """The summed duration of the audio packets of ``path`` (read from the container, not decoded):
-    how long they play when joined, encoder delay and padding included."""
+    """The summed duration of the audio packets of ``path`` (read from the container, not decoded)."""
+    return _packets(path)[0]
+
+
+def _packets(path: str | os.PathLike[str]) -> tuple[float, int]:
+    """The summed duration of the audio packets of ``path`` and how many there are."""
     cmd = [ffmpeg_exe(), "-hide_banner", "-loglevel", "error", "-i", os.fspath(path)]
     cmd += ["-map", "0:a:0", "-c", "copy", "-f", "framecrc", "pipe:1"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None
     assert proc.stderr is not None
     base: tuple[int, int] | None = None
-    ticks = 0
+    ticks = count = 0
     for raw in proc.stdout:
         line = raw.decode("ascii", "replace")
         if line.startswith("#tb 0:"):
@@ -200,12 +204,13 @@ def packet_seconds(path: str | os.PathLike[str]) -> float:
             base = (int(num), int(den))
         elif line[:1].isdigit():
             ticks += int(line.split(",")[3])
+            count += 1
     err = proc.stderr.read()[-STDERR_TAIL_BYTES:]
     if proc.wait() != 0 or base is None:
         raise StitchError(
             f"could not read the packets of {Path(path).name}: {err.decode('utf-8', 'replace')}"
         )
-    return ticks * base[0] / base[1]
+    return ticks * base[0] / base[1], count
 
 
 def _run(cmd: list[str], stdout: int | IO[bytes] = subprocess.DEVNULL) -> None:

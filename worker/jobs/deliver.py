@@ -26,7 +26,7 @@ from worker.audio.acx import check_file
 from worker.audio.chapters import chapter_title
 from worker.audio.ffmetadata import embedded_chapters
 from worker.audio.formats import FORMATS
-from worker.audio.join import JoinChapter, join, joinable, lead_seconds
+from worker.audio.join import JoinChapter, join, joinable, joined_seconds, lead_seconds
 from worker.audio.loudness import Levels
 from worker.audio.master import chunk_gain_db, predicted_rms_db
 from worker.audio.presets import MAX_RMS_FIT_DB, Delivery
@@ -168,6 +168,7 @@ def build_from_chapters(
     rate = delivery.sample_rate or sample_rate
     paths: list[str] = []
     contents: list[float] = []
+    lengths: list[float] | None = []
     chapters: list[JoinChapter] = []
     where: dict[int, tuple[int, float, float]] = {}
     for b in builds:
@@ -176,8 +177,17 @@ def build_from_chapters(
             where[int(seq)] = (len(paths) + int(index), start, end)
         paths += [f.path for f in b.files]
         contents += b.contents
+        lengths = None if lengths is None or b.lengths is None else lengths + b.lengths
     joined = join(
-        paths, contents, book_path, delivery.format, rate, tags=info.tags, chapters=chapters, cover=info.cover
+        paths,
+        contents,
+        book_path,
+        delivery.format,
+        rate,
+        tags=info.tags,
+        chapters=chapters,
+        cover=info.cover,
+        lengths=lengths,
     )
     lead = lead_seconds(delivery.format, rate)
     spans = []
@@ -213,6 +223,7 @@ class ChapterBuild:
     contents: list[float]
     placements: list[tuple[int, int, float, float]]
     reports: list[dict[str, Any]]
+    lengths: list[float] | None = None  # each file's worker.audio.join.joined_seconds, if joinable
 
     @property
     def bytes(self) -> int:
@@ -231,6 +242,7 @@ class ChapterBuild:
             "contents": self.contents,
             "placements": [list(p) for p in self.placements],
             "reports": self.reports,
+            "lengths": self.lengths,
         }
 
     @classmethod
@@ -243,6 +255,7 @@ class ChapterBuild:
             contents=[float(c) for c in data["contents"]],
             placements=[(int(a), int(b), float(c), float(d)) for a, b, c, d in data["placements"]],
             reports=list(data.get("reports", [])),
+            lengths=None if data.get("lengths") is None else [float(x) for x in data["lengths"]],
         )
 
 
@@ -280,7 +293,8 @@ def build_chapter(
     ext = FORMATS[delivery.format].extension
     levels_of = {r.path: r.levels for r in rows}
     seqs = iter(r.seq for r in rows)
-    files, contents, placements, reports = [], [], [], []
+    files, contents, placements, reports, lengths = [], [], [], [], []
+    rate = delivery.sample_rate or sample_rate
     for index, (_, part, count, chunk) in enumerate(parts):
         named = f"{title} (part {part} of {count})" if count > 1 else title
         name = f"chapter-{position:03d}{f'-part-{part}' if count > 1 else ''}{ext}"
@@ -311,9 +325,13 @@ def build_chapter(
         )
         files.append(file)
         contents.append(result.duration)
+        if joinable(delivery.format):  # measured now, while later chapters render, not at the join
+            lengths.append(joined_seconds(path, delivery.format, rate))
         if split and delivery.report:
             reports.append(check_file(path, expected_bitrate_kbps=delivery.bitrate_kbps, name=name).to_json())
-    return ChapterBuild(rows[0].chapter, position, title, files, contents, placements, reports)
+    return ChapterBuild(
+        rows[0].chapter, position, title, files, contents, placements, reports, lengths or None
+    )
 
 
 def _by_chapter(rows: Sequence[ChunkRow]) -> list[list[ChunkRow]]:
