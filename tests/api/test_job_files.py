@@ -4,6 +4,7 @@ the manifest, the ACX preset and its report, covers, and what a hostile client c
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import zipfile
 from pathlib import Path
@@ -153,7 +154,7 @@ def test_subtitles_and_manifest_follow_the_stitched_audio(
             assert words
             assert chunk["start"] <= sentence["start"] == words[0]["start"]
             assert sentence["end"] == words[-1]["end"] <= chunk["end"]
-            assert all(a["end"] <= b["start"] for a, b in zip(words, words[1:], strict=False))
+            assert all(a["end"] <= b["start"] for a, b in itertools.pairwise(words))
     fog = next(s for s in sentences if s["text"] == "The fog came in before dawn.")
     assert [w["text"] for w in fog["words"]] == ["The", "fog", "came", "in", "before", "dawn"]
 
