@@ -45,11 +45,11 @@ class _Counted:
             self.texts += [r.text for r in requests]
             return self.real(engine, requests)
 
-        render.synthesize_in_halves = counting  # type: ignore[assignment]
+        render.synthesize_in_halves = counting
         return self
 
     def __exit__(self, *_: object) -> None:
-        render.synthesize_in_halves = self.real  # type: ignore[assignment]
+        render.synthesize_in_halves = self.real
 
 
 def _run(app: Flask, client: FlaskClient, user: dict[str, str], script: str, **body: Any) -> dict[str, Any]:
