@@ -1,0 +1,194 @@
+"""The cheap chunk checks (worker.qa.checks) on real espeak audio and on broken waveforms."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from worker.engines import SynthesisRequest
+from worker.engines.espeak import DEFAULT_F0_MEDIAN_HZ, DEFAULT_WORDS_PER_MINUTE, EspeakEngine
+from worker.qa.checks import (
+    DEFAULT_POLICIES,
+    QaPolicy,
+    QaResult,
+    SpeakingRate,
+    check_audio,
+    measure_speaking_rate,
+    median_f0,
+    policy_for,
+    spoken_units,
+)
+
+SR = EspeakEngine.sample_rate
+TEXT = (
+    "The old keeper walked slowly towards the harbour. Rain drummed against the windows, "
+    "and the doctor carefully opened a wooden box."
+)
+HIGH_VOICE = {
+    "f0_median_hz": np.asarray([210.0], dtype=np.float32),
+    "f0_range_st": np.asarray([4.0], dtype=np.float32),
+    "words_per_minute": np.asarray([209.2], dtype=np.float32),
+}
+
+
+@pytest.fixture(scope="module")
+def engine() -> EspeakEngine:
+    return EspeakEngine()
+
+
+@pytest.fixture(scope="module")
+def clean(engine: EspeakEngine) -> npt.NDArray[np.float32]:
+    return engine.synthesize([SynthesisRequest(TEXT, {})])[0]
+
+
+@pytest.fixture(scope="module")
+def rate(engine: EspeakEngine) -> SpeakingRate:
+    """espeak's default voice's rate, measured on other text (as the render step learns it)."""
+    texts = [
+        "A thick fog rolled in from the sea, and the children hurried across the market square.",
+        "Why had the stranger hidden the broken clock in the narrow lane behind the church?",
+        "Snow had covered the roofs overnight. Nobody believed a word of the story.",
+    ]
+    waves = engine.synthesize([SynthesisRequest(t, {}) for t in texts])
+    measured = measure_speaking_rate(
+        ((text, check_audio(wave, SR, text).speech_s) for text, wave in zip(texts, waves, strict=True)),
+        min_units=100,
+    )
+    assert measured is not None
+    return measured
+
+
+def failed(result: QaResult) -> set[str]:
+    return {check.name for check in result.failed}
+
+
+def test_a_clean_chunk_passes_every_check(clean: npt.NDArray[np.float32], rate: SpeakingRate) -> None:
+    result = check_audio(
+        clean, SR, TEXT, rate=rate, expected_f0_hz=DEFAULT_F0_MEDIAN_HZ, expected_level_db=-20.0
+    )
+    assert result.passed, result.reasons
+    assert {c.name for c in result.checks} == {
+        "audio", "silence", "clipping", "duration", "pauses", "edges", "noise", "pitch", "level"
+    }  # fmt: skip
+    duration = result.check("duration")
+    assert duration is not None
+    assert duration.score is not None
+    assert 0.85 < duration.score < 1.15
+    assert result.f0_median_hz is not None
+    assert abs(result.f0_median_hz - DEFAULT_F0_MEDIAN_HZ) < 8
+    json.dumps(result.to_json())  # storable as is
+
+
+def test_the_rate_from_a_prompt_predicts_the_rendering(clean: npt.NDArray[np.float32]) -> None:
+    result = check_audio(clean, SR, TEXT, rate=SpeakingRate.from_words_per_minute(DEFAULT_WORDS_PER_MINUTE))
+    assert result.passed, result.reasons
+
+
+def test_empty_audio_fails_and_says_so() -> None:
+    result = check_audio(np.zeros(0, dtype=np.float32), SR, TEXT)
+    assert not result.passed
+    assert result.reasons == ["the engine returned no audio"]
+
+
+def test_digital_silence_fails_as_silent() -> None:
+    result = check_audio(np.zeros(SR * 3, dtype=np.float32), SR, TEXT)
+    assert failed(result) == {"silence"}
+    assert "silent" in result.reasons[0]
+
+
+def test_non_finite_samples_fail_and_the_rest_is_still_measured(clean: npt.NDArray[np.float32]) -> None:
+    broken = clean.copy()
+    broken[1000:1010] = np.nan
+    broken[2000] = np.inf
+    result = check_audio(broken, SR, TEXT)
+    assert failed(result) == {"audio"}
+    audio = result.check("audio")
+    assert audio is not None
+    assert audio.score == 11.0
+    assert result.speech_s > 3
+
+
+def test_clipping(clean: npt.NDArray[np.float32]) -> None:
+    loud = np.clip(clean * 8.0, -1.0, 1.0).astype(np.float32)
+    assert "clipping" in failed(check_audio(loud, SR, TEXT))
+
+
+def test_truncation_and_babble_fail_the_duration(clean: npt.NDArray[np.float32], rate: SpeakingRate) -> None:
+    short = check_audio(clean[: clean.size // 2], SR, TEXT, rate=rate)
+    assert "duration" in failed(short)
+    assert "missing or cut off" in " ".join(short.reasons)
+    long = check_audio(np.concatenate((clean, clean)), SR, TEXT, rate=rate)
+    assert "duration" in failed(long)
+    assert "repeated words" in " ".join(long.reasons)
+
+
+def test_without_a_rate_only_implausible_speech_fails(clean: npt.NDArray[np.float32]) -> None:
+    assert check_audio(clean, SR, TEXT).passed
+    assert "duration" in failed(check_audio(clean[: SR // 2], SR, TEXT))  # 100 letters in half a second
+
+
+def test_a_long_silence_inside_the_speech(clean: npt.NDArray[np.float32]) -> None:
+    middle = clean.size // 2
+    gap = np.concatenate((clean[:middle], np.zeros(2 * SR, dtype=np.float32), clean[middle:]))
+    result = check_audio(gap, SR, TEXT)
+    assert "pauses" in failed(result)
+
+
+def test_noise_inside_and_at_the_edges(clean: npt.NDArray[np.float32]) -> None:
+    rng = np.random.default_rng(1)
+    noise = (rng.standard_normal(SR) * 0.05).astype(np.float32)
+    middle = clean.size // 2
+    inside = check_audio(np.concatenate((clean[:middle], noise, clean[middle:])), SR, TEXT)
+    assert "noise" in failed(inside)
+    leading = check_audio(np.concatenate((noise, clean)), SR, TEXT)
+    assert "edges" in failed(leading)
+    assert "start" in " ".join(leading.reasons)
+
+
+def test_another_voice_fails_the_pitch(engine: EspeakEngine, clean: npt.NDArray[np.float32]) -> None:
+    other = engine.synthesize([SynthesisRequest(TEXT, HIGH_VOICE)])[0]
+    result = check_audio(other, SR, TEXT, expected_f0_hz=DEFAULT_F0_MEDIAN_HZ)
+    assert failed(result) == {"pitch"}
+    assert check_audio(clean, SR, TEXT, expected_f0_hz=DEFAULT_F0_MEDIAN_HZ).passed
+
+
+def test_level_against_the_job(clean: npt.NDArray[np.float32]) -> None:
+    quiet = (clean * 0.1).astype(np.float32)  # -20 dB
+    result = check_audio(quiet, SR, TEXT, expected_level_db=check_audio(clean, SR, TEXT).level_db)
+    assert failed(result) == {"level"}
+
+
+def test_a_very_short_chunk(engine: EspeakEngine) -> None:
+    text = "Yes."
+    wave = engine.synthesize([SynthesisRequest(text, {})])[0]
+    rate = SpeakingRate.from_words_per_minute(DEFAULT_WORDS_PER_MINUTE)
+    result = check_audio(wave, SR, text, rate=rate, expected_f0_hz=DEFAULT_F0_MEDIAN_HZ)
+    assert result.passed, result.reasons
+
+
+def test_speaking_rate_measurement() -> None:
+    assert measure_speaking_rate([("Hello there.", 1.0)]) is None  # too little to go on
+    text = "a" * 150
+    rate = measure_speaking_rate([(text, 10.0), (text, 10.0), ("ignored", 0.0)])
+    assert rate is not None
+    assert rate.per_second == pytest.approx(15.0)
+    assert rate.chunks == 2
+    assert spoken_units("Twenty-one o'clock, said Dr. Hale.", "words") == 5
+    assert spoken_units("Ab, c-d!", "chars") == 4
+    with pytest.raises(ValueError, match="positive"):
+        SpeakingRate(0.0)
+    assert median_f0([100.0, None, 120.0, float("nan"), 110.0]) == 110.0
+    assert median_f0([]) is None
+
+
+def test_policies() -> None:
+    assert policy_for("espeak") == QaPolicy()
+    assert policy_for("qwen3-tts") == DEFAULT_POLICIES["qwen3-tts"]
+    assert policy_for("qwen3-tts").max_pause_s > QaPolicy().max_pause_s
+    assert policy_for("espeak", {"max_pause_s": 3.0}).max_pause_s == 3.0
+    with pytest.raises(ValueError, match="unknown QA thresholds: nope"):
+        policy_for("espeak", {"nope": 1})
+    json.dumps(QaPolicy().to_json())

@@ -1,0 +1,224 @@
+"""The transcript check (worker.qa.transcript): its scoring on a scripted recogniser, and the embedded
+pocketsphinx recogniser on real espeak audio."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from worker.engines import SynthesisRequest
+from worker.engines.espeak import EspeakEngine
+from worker.qa.checks import QaPolicy
+from worker.qa.faults import double_phrase, drop_sentence, truncate
+from worker.qa.transcript import (
+    PocketsphinxRecogniser,
+    Recognised,
+    Recogniser,
+    align_words,
+    check_transcript,
+    pronounce,
+    words_of,
+)
+
+pytest.importorskip("pocketsphinx")
+
+SR = EspeakEngine.sample_rate
+TEXT = (
+    "The old keeper walked slowly towards the harbour. Rain drummed against the windows. "
+    "The doctor carefully opened a wooden box."
+)
+
+
+class Scripted:
+    """A recogniser that hears what it is told to."""
+
+    name = "scripted"
+
+    def __init__(self, heard: str, unexplained: tuple[tuple[float, float], ...] = (), unscored: str = ""):
+        self.heard = tuple(heard.split())
+        self.unexplained = unexplained
+        self.unscored = frozenset(unscored.split())
+
+    def recognise(self, audio: npt.ArrayLike, sample_rate: int, expected: str) -> Recognised:
+        times = tuple((0.5 * k, 0.5 * k + 0.4) for k in range(len(self.heard)))
+        return Recognised(self.heard, times, self.unexplained, self.unscored)
+
+
+NO_AUDIO = np.zeros(0, dtype=np.float32)
+
+
+@pytest.fixture(scope="module")
+def engine() -> EspeakEngine:
+    return EspeakEngine()
+
+
+@pytest.fixture(scope="module")
+def recogniser() -> PocketsphinxRecogniser:
+    return PocketsphinxRecogniser()
+
+
+@pytest.fixture(scope="module")
+def clean(engine: EspeakEngine) -> npt.NDArray[np.float32]:
+    return engine.synthesize([SynthesisRequest(TEXT, {})])[0]
+
+
+# -- scoring (no recogniser) --------------------------------------------------------------------------
+
+
+def test_words_and_alignment() -> None:
+    assert words_of("\u201cTwenty-first,\u201d said the baker\u2019s daughter. 1984!") == [
+        "twenty", "first", "said", "the", "baker's", "daughter", "1984"
+    ]  # fmt: skip
+    edits = align_words(["a", "b", "c", "d"], ["a", "x", "c", "c", "d"])
+    assert sorted(e.op for e in edits) == ["=", "=", "=", "I", "S"]
+    assert [e.op for e in align_words(["a", "*", "d"], ["a", "b", "c", "d"])] == ["=", "~", "~", "~", "="]
+    assert [e.op for e in align_words(["a", "*", "d"], ["a", "d"])] == ["=", "~", "="]
+    assert [e.op for e in align_words([], ["a"])] == ["I"]
+    assert [e.op for e in align_words(["a", "b"], [])] == ["D", "D"]
+
+
+def test_pronunciations() -> None:
+    assert pronounce("harbour") == ("HH AA R B ER",)
+    assert pronounce("zzqxv") == ()
+    stemmed = pronounce("grumbledly")  # not a word, but "grumbled" + "-ly"
+    assert stemmed
+    assert stemmed[0].endswith("L IY")
+
+
+def test_scores_of_a_perfect_and_of_an_isolated_miss() -> None:
+    text = "one two three four five six seven eight nine ten"
+    assert check_transcript(Scripted(text), NO_AUDIO, SR, text).passed
+    one_wrong = check_transcript(Scripted(text.replace("six", "sticks")), NO_AUDIO, SR, text)
+    assert one_wrong.passed
+    assert one_wrong.wer == pytest.approx(0.1)
+    assert one_wrong.substituted == (("six", "sticks"),)
+
+
+def test_a_run_of_missing_words_fails() -> None:
+    text = "one two three four five six seven eight nine ten eleven twelve"
+    result = check_transcript(Scripted("one two three four nine ten eleven twelve"), NO_AUDIO, SR, text)
+    assert not result.passed
+    assert result.missing == ("five", "six", "seven", "eight")
+    assert "4 consecutive words missing" in result.checks[0].reason
+
+
+def test_a_missing_ending_fails() -> None:
+    text = "one two three four five six seven eight nine ten eleven twelve"
+    result = check_transcript(Scripted("one two three four five six seven eight nine"), NO_AUDIO, SR, text)
+    assert not result.passed
+    assert result.missing_tail == 3
+    assert "the last 3 words missing" in result.checks[0].reason
+
+
+def test_a_repeated_phrase_fails() -> None:
+    text = "one two three four five six seven eight nine ten eleven twelve"
+    heard = "one two three four five three four five six seven eight nine ten eleven twelve"
+    result = check_transcript(Scripted(heard), NO_AUDIO, SR, text)
+    assert not result.passed
+    assert result.repeated == ("three", "four", "five")
+
+
+def test_half_the_words_wrong_fails_even_a_short_chunk() -> None:
+    assert not check_transcript(Scripted("chapter"), NO_AUDIO, SR, "chapter five").passed
+
+
+def test_unexplained_sound_fails_unless_an_unscored_word_stands_there() -> None:
+    text = "one two three four zorblax five six"
+    noisy = Scripted("one two three four five six", unexplained=((0.6, 1.4),))
+    result = check_transcript(noisy, NO_AUDIO, SR, text.replace("zorblax ", ""))
+    assert [c.name for c in result.checks if not c.passed] == ["unexplained"]
+    # the same sound between "four" (ends at 1.9 s) and "five" (starts at 2.0 s) where "zorblax" stands
+    named = Scripted("one two three four five six", unexplained=((1.9, 2.0),), unscored="zorblax")
+    assert check_transcript(named, NO_AUDIO, SR, text).passed
+    assert isinstance(noisy, Recogniser)
+
+
+def test_policy_thresholds_apply() -> None:
+    text = "one two three four five six seven eight nine ten"
+    heard = "one too three for five six seven eight nine ten"
+    assert check_transcript(Scripted(heard), NO_AUDIO, SR, text).passed
+    strict = QaPolicy(max_wer=0.1, min_errors=2)
+    assert not check_transcript(Scripted(heard), NO_AUDIO, SR, text, policy=strict).passed
+
+
+# -- pocketsphinx on espeak ---------------------------------------------------------------------------
+
+
+def test_a_clean_chunk_is_recognised(
+    recogniser: PocketsphinxRecogniser, clean: npt.NDArray[np.float32]
+) -> None:
+    result = check_transcript(recogniser, clean, SR, TEXT)
+    assert result.passed, [c.reason for c in result.checks]
+    assert result.wer <= 0.1
+    assert result.seconds < clean.size / SR  # faster than real time even on a busy machine
+    assert set(result.details()) >= {"wer", "missing", "extra", "substituted", "unscored", "heard"}
+
+
+def test_a_dropped_sentence_is_caught(recogniser: PocketsphinxRecogniser, engine: EspeakEngine) -> None:
+    text, dropped = drop_sentence(TEXT, random.Random(1))
+    wave = engine.synthesize([SynthesisRequest(text, {})])[0]
+    result = check_transcript(recogniser, wave, SR, TEXT)
+    assert not result.passed
+    assert set(words_of(dropped)) <= set(result.missing) | {"the"}
+
+
+def test_a_cut_off_ending_is_caught(
+    recogniser: PocketsphinxRecogniser, clean: npt.NDArray[np.float32]
+) -> None:
+    wave, detail = truncate(clean, SR, random.Random(5))
+    assert "cut 1.74 s" in detail  # the last few words: "carefully opened a wooden box"
+    result = check_transcript(recogniser, wave, SR, TEXT)
+    assert not result.passed
+    assert "wooden" in result.missing
+
+
+def test_a_doubled_phrase_is_caught(recogniser: PocketsphinxRecogniser, engine: EspeakEngine) -> None:
+    text, phrase = double_phrase(TEXT, random.Random(4))
+    wave = engine.synthesize([SynthesisRequest(text, {})])[0]
+    result = check_transcript(recogniser, wave, SR, TEXT)
+    assert not result.passed
+    assert len(result.extra) >= 2
+    assert set(result.extra) <= set(words_of(phrase))
+
+
+def test_inserted_noise_is_caught(recogniser: PocketsphinxRecogniser, clean: npt.NDArray[np.float32]) -> None:
+    rms = float(np.sqrt(np.mean(clean**2)))
+    noise = (np.random.default_rng(5).standard_normal(int(0.8 * SR)) * rms * 0.3).astype(np.float32)
+    middle = clean.size // 2
+    result = check_transcript(recogniser, np.concatenate((clean[:middle], noise, clean[middle:])), SR, TEXT)
+    assert [c.name for c in result.checks if not c.passed] == ["unexplained"]
+    assert result.unexplained_s > 0.5
+
+
+def test_words_not_in_the_dictionary_are_not_scored(
+    recogniser: PocketsphinxRecogniser, engine: EspeakEngine
+) -> None:
+    text = "Professor Quindlewhart opened the wooden box at the harbour."
+    wave = engine.synthesize([SynthesisRequest(text, {})])[0]
+    result = check_transcript(recogniser, wave, SR, text)
+    assert result.passed, [c.reason for c in result.checks]
+    assert result.unscored == ("quindlewhart",)
+    assert result.scored_words == 8
+
+
+def test_digits_are_unscored_and_their_words_are_scored(
+    recogniser: PocketsphinxRecogniser, engine: EspeakEngine
+) -> None:
+    raw = "In 1984 the ferry left the harbour."
+    said = "In nineteen eighty-four the ferry left the harbour."
+    for text, unscored in ((raw, ("1984",)), (said, ())):
+        wave = engine.synthesize([SynthesisRequest(text, {})])[0]
+        result = check_transcript(recogniser, wave, SR, text)
+        assert result.passed, (text, [c.reason for c in result.checks])
+        assert result.unscored == unscored
+
+
+def test_very_short_and_empty(recogniser: PocketsphinxRecogniser, engine: EspeakEngine) -> None:
+    wave = engine.synthesize([SynthesisRequest("Yes.", {})])[0]
+    assert check_transcript(recogniser, wave, SR, "Yes.").passed
+    empty = check_transcript(recogniser, NO_AUDIO, SR, "Yes, the harbour.")
+    assert not empty.passed
+    assert empty.missing == ("yes", "the", "harbour")

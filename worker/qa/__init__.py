@@ -1,0 +1,40 @@
+"""Chunk QA (issue 13), pure: numpy and the pocketsphinx wheel; no Flask, no Celery, no database.
+
+* :mod:`.checks`: cheap checks of a rendered chunk against its text and voice, the :class:`QaPolicy`
+  thresholds (per-engine defaults), the voice's speaking rate measured from its chunks.
+* :mod:`.transcript`: the transcript check behind the :class:`Recogniser` protocol, and the embedded
+  offline recogniser (pocketsphinx constrained to the chunk's text).
+* :mod:`.assess`: both in one call, for the render step.
+* :mod:`.faults`: a fault-injecting engine wrapper for tests and ``bench/qa.py``.
+"""
+
+from worker.qa.assess import assess_chunk
+from worker.qa.checks import (
+    DEFAULT_POLICIES,
+    Check,
+    QaPolicy,
+    QaResult,
+    SpeakingRate,
+    check_audio,
+    measure_speaking_rate,
+    median_f0,
+    policy_for,
+)
+from worker.qa.transcript import PocketsphinxRecogniser, Recogniser, TranscriptResult, check_transcript
+
+__all__ = [
+    "DEFAULT_POLICIES",
+    "Check",
+    "PocketsphinxRecogniser",
+    "QaPolicy",
+    "QaResult",
+    "Recogniser",
+    "SpeakingRate",
+    "TranscriptResult",
+    "assess_chunk",
+    "check_audio",
+    "check_transcript",
+    "measure_speaking_rate",
+    "median_f0",
+    "policy_for",
+]

@@ -1,0 +1,41 @@
+"""One call for the render step: the cheap checks, then (when they found speech) the transcript check."""
+
+from __future__ import annotations
+
+import numpy.typing as npt
+
+from worker.qa.checks import QaPolicy, QaResult, SpeakingRate, check_audio
+from worker.qa.transcript import Recogniser, check_transcript
+
+__all__ = ["assess_chunk"]
+
+
+def assess_chunk(
+    audio: npt.ArrayLike,
+    sample_rate: int,
+    text: str,
+    *,
+    policy: QaPolicy | None = None,
+    rate: SpeakingRate | None = None,
+    expected_f0_hz: float | None = None,
+    expected_level_db: float | None = None,
+    recogniser: Recogniser | None = None,
+) -> QaResult:
+    """:func:`~worker.qa.checks.check_audio`, plus :func:`~worker.qa.transcript.check_transcript` (its
+    checks ``words`` and ``unexplained``; its details under ``details["transcript"]``) unless there is
+    no recogniser or nothing to recognise (empty or silent audio, already failed)."""
+    policy = policy or QaPolicy()
+    result = check_audio(
+        audio,
+        sample_rate,
+        text,
+        policy=policy,
+        rate=rate,
+        expected_f0_hz=expected_f0_hz,
+        expected_level_db=expected_level_db,
+    )
+    silence = result.check("silence")
+    if recogniser is None or silence is None or not silence.passed:
+        return result
+    transcript = check_transcript(recogniser, audio, sample_rate, text, policy=policy)
+    return result.combined(transcript.checks, {"transcript": transcript.details()})

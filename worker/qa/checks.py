@@ -1,0 +1,511 @@
+"""Cheap checks on one rendered chunk (pure: numpy only, no Flask, no Celery, no database).
+
+:func:`check_audio` measures a chunk's waveform against its text and the voice, and scores each check
+against a :class:`QaPolicy`:
+
+============ ======================================================================================
+``audio``    the waveform is not empty and holds no NaN or infinite sample
+``silence``  something is said: the peak reaches ``silence_dbfs`` and there is ``min_speech_s`` of speech
+``clipping`` share of samples at full scale (``clip_level``) at most ``max_clipped_share``
+``duration`` speech duration against the text's expected duration at the voice's speaking rate: shorter
+             means truncated or dropped words, longer means babble, repeats or inserted noise
+``pauses``   longest silence inside the speech at most ``max_pause_s``
+``edges``    non-silent, unvoiced sound before the first or after the last voiced frame (noise, breath,
+             hum that the render step's silence trim keeps) at most ``max_edge_s`` at either end
+``noise``    longest stretch of sound without voicing at most ``max_noise_s`` (speech alternates voiced
+             and unvoiced sounds every few tenths of a second; noise bursts do not)
+``pitch``    median F0 within ``max_pitch_shift_st`` semitones of the voice's (when it is known)
+``level``    speech level within ``max_level_dev_db`` of the job's (when it is known)
+============ ======================================================================================
+
+*Speech duration* is measured as the reference analysis of the espeak engine measures it
+(:func:`worker.engines.pitch.speech_seconds`): from the first to the last active frame, every pause
+longer than 0.3 s counted as 0.3 s, so that punctuation pauses do not dilute the rate. The expected
+duration is the text's spoken characters (letters and digits of the *normalised* text: what the engine
+reads) divided by the voice's :class:`SpeakingRate`, which :func:`measure_speaking_rate` measures from
+the chunks of that voice that passed; with no rate yet, the check uses the span of plausible human
+speech (``plausible_chars_per_second``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from worker.engines import pitch
+from worker.qa.signal import longest_run, resample, runs
+
+__all__ = [
+    "DEFAULT_POLICIES",
+    "Check",
+    "QaPolicy",
+    "QaResult",
+    "SpeakingRate",
+    "check_audio",
+    "measure_speaking_rate",
+    "median_f0",
+    "policy_for",
+    "spoken_units",
+]
+
+RateUnit = Literal["chars", "words"]
+
+# Pitch and voicing are tracked at this rate (F0 <= 500 Hz needs far less; halves the YIN cost at 22 kHz).
+_ANALYSIS_RATE = 16000
+
+
+@dataclass(frozen=True)
+class QaPolicy:
+    """Thresholds of the chunk QA. The defaults are espeak's (:data:`DEFAULT_POLICIES` has the others);
+    a job may override any of them. How each default was chosen is in the comment beside it; the clean
+    espeak figures quoted come from ``bench/qa.py``'s calibration set (a different seed from its test).
+    """
+
+    # audio / silence: -50 dBFS is the render step's own silence threshold (worker.audio.trim_silence).
+    silence_dbfs: float = -50.0
+    min_speech_s: float = 0.1  # shorter than any spoken word
+    # clipping: a sample at 0.999 of full scale or beyond is taken as clipped; 0.1 % of samples is ~22
+    # clipped samples per 10 ms frame of a second: audible distortion, never produced by a clean engine.
+    clip_level: float = 0.999
+    max_clipped_share: float = 0.001
+    # duration: speech may be this much shorter / longer than expected, plus ``duration_slack_s`` either
+    # way (a word or two of granularity, which matters in one-line chunks). Clean espeak chunks measured
+    # 0.71-1.13 of the expected duration at their voice's rate (1st-99th percentile 0.82-1.11), the
+    # spread of letters per second between texts.
+    max_short: float = 0.25
+    max_long: float = 0.25
+    duration_slack_s: float = 0.4
+    # With no measured rate, speech outside this span of letters per second is not plausible speech.
+    plausible_chars_per_second: tuple[float, float] = (5.0, 30.0)
+    # pauses: clean espeak's longest internal silence measured 0.55 s (sentence ends, dialogue quotes).
+    max_pause_s: float = 1.2
+    # edges: unvoiced onsets and codas ("s", "st") last under 0.35 s in clean espeak.
+    max_edge_s: float = 0.5
+    # noise: clean espeak's longest unvoiced stretch measured 0.32 s ("sts", "fts" with their closures).
+    max_noise_s: float = 0.4
+    # pitch: clean espeak chunks measured -1.6 to +0.2 semitones from their prompt's F0 (the worst a
+    # chunk of a few words); 3 semitones is a different voice (a male and a female voice are ~12 apart).
+    max_pitch_shift_st: float = 3.0
+    # level: 6 dB is a loudness jump any listener notices between consecutive chunks.
+    max_level_dev_db: float = 6.0
+    # pitch needs this much voiced speech: the median of a word or two follows its intonation.
+    min_voiced_s: float = 0.5
+    # transcript (worker.qa.transcript), each just beyond the worst clean espeak chunk of the calibration
+    # set (80 chunks, four voices): word error rate above ``max_wer`` with at least ``min_errors`` errors
+    # (clean worst 0.19), or half the words wrong; ``max_missing_run`` consecutive expected words missing
+    # (clean worst 3); the last ``max_missing_tail`` words missing (clean worst 2, once); a phrase of two
+    # or more words heard twice (never in clean chunks); a stretch of sound longer than
+    # ``max_unexplained_s`` heard as noise, as phones of no word of the text or as silence (clean 99th
+    # percentile 0.44 s: a misheard word).
+    max_wer: float = 0.25
+    min_errors: int = 3
+    max_missing_run: int = 4
+    max_missing_tail: int = 3
+    max_unexplained_s: float = 0.45
+
+    def to_json(self) -> dict[str, object]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+    def with_overrides(self, overrides: Mapping[str, object]) -> QaPolicy:
+        """This policy with some thresholds replaced (a job's options); ValueError on unknown names."""
+        unknown = set(overrides) - set(self.__dataclass_fields__)
+        if unknown:
+            raise ValueError(f"unknown QA thresholds: {', '.join(sorted(unknown))}")
+        return replace(self, **overrides)  # type: ignore[arg-type]
+
+
+# Per-engine defaults. Neural engines vary their pacing and pauses more than espeak (and breathe):
+# wider duration, pause and edge limits, a looser transcript test (a stronger recogniser is expected
+# there, but pocketsphinx on natural speech mishears more than on espeak's clean formants).
+DEFAULT_POLICIES: Mapping[str, QaPolicy] = {
+    "espeak": QaPolicy(),
+    "espeak-paced": QaPolicy(),
+    "qwen3-tts": QaPolicy(
+        max_short=0.35,
+        max_long=0.40,
+        duration_slack_s=0.6,
+        max_pause_s=2.0,
+        max_edge_s=0.8,
+        max_noise_s=0.6,
+        max_pitch_shift_st=4.0,
+        max_wer=0.30,
+        min_errors=4,
+        max_missing_run=5,
+        max_missing_tail=3,
+        max_unexplained_s=0.8,
+    ),
+}
+
+
+def policy_for(engine: str, overrides: Mapping[str, object] | None = None) -> QaPolicy:
+    """The engine's default policy (espeak's for an engine without one), with a job's overrides."""
+    base = DEFAULT_POLICIES.get(
+        engine, DEFAULT_POLICIES["qwen3-tts" if engine.startswith("qwen") else "espeak"]
+    )
+    return base.with_overrides(overrides) if overrides else base
+
+
+@dataclass(frozen=True)
+class Check:
+    """One check's outcome: its measured ``score`` (None: could not be measured), the ``limit`` it was held
+    to (readable), whether it ``passed`` and, when it failed, a sentence that says why."""
+
+    name: str
+    score: float | None
+    limit: str
+    passed: bool
+    reason: str = ""
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "name": self.name,
+            "score": self.score,
+            "limit": self.limit,
+            "passed": self.passed,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True)
+class QaResult:
+    """The checks of one chunk and the figures a job keeps per chunk (to measure the voice's rate and
+    pitch from the chunks that passed, and the job's level)."""
+
+    checks: tuple[Check, ...]
+    duration_s: float = 0.0
+    speech_s: float = 0.0
+    f0_median_hz: float | None = None
+    level_db: float | None = None
+    details: Mapping[str, object] = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return all(check.passed for check in self.checks)
+
+    @property
+    def failed(self) -> tuple[Check, ...]:
+        return tuple(check for check in self.checks if not check.passed)
+
+    @property
+    def reasons(self) -> list[str]:
+        return [check.reason for check in self.failed]
+
+    def scores(self) -> dict[str, float | None]:
+        return {check.name: check.score for check in self.checks}
+
+    def check(self, name: str) -> Check | None:
+        return next((check for check in self.checks if check.name == name), None)
+
+    def combined(self, checks: Iterable[Check], details: Mapping[str, object] | None = None) -> QaResult:
+        """This result with more checks (e.g. the transcript's) and details added."""
+        merged = {**self.details, **(details or {})}
+        return replace(self, checks=self.checks + tuple(checks), details=merged)
+
+    def to_json(self) -> dict[str, object]:
+        """JSON-ready: what the render step stores on the chunk."""
+        return {
+            "passed": self.passed,
+            "reasons": self.reasons,
+            "duration_s": round(self.duration_s, 3),
+            "speech_s": round(self.speech_s, 3),
+            "f0_median_hz": None if self.f0_median_hz is None else round(self.f0_median_hz, 1),
+            "level_db": None if self.level_db is None else round(self.level_db, 2),
+            "checks": [check.to_json() for check in self.checks],
+            **({"details": dict(self.details)} if self.details else {}),
+        }
+
+
+# -- speaking rate ------------------------------------------------------------------------------------
+
+_LETTER = re.compile(r"[^\W_]")
+_WORD = re.compile(r"[^\W_]+(?:['\u2019\-][^\W_]+)*")
+
+
+def spoken_units(text: str, unit: RateUnit = "chars") -> int:
+    """Letters and digits (``chars``) or words (``words``) of a chunk's normalised text."""
+    return len((_LETTER if unit == "chars" else _WORD).findall(text))
+
+
+@dataclass(frozen=True)
+class SpeakingRate:
+    """A voice's speaking rate: spoken ``unit`` per second of speech (see the module docstring), measured
+    over ``chunks`` chunks (0: given, e.g. from a speaker prompt)."""
+
+    per_second: float
+    unit: RateUnit = "chars"
+    chunks: int = 0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.per_second) and self.per_second > 0):
+            raise ValueError(f"a speaking rate must be positive, got {self.per_second!r}")
+
+    @classmethod
+    def from_words_per_minute(cls, words_per_minute: float) -> SpeakingRate:
+        """From a prompt's figure (espeak's ``words_per_minute``), measured the same way."""
+        return cls(words_per_minute / 60.0, "words")
+
+    def expected_seconds(self, text: str) -> float:
+        return spoken_units(text, self.unit) / self.per_second
+
+
+def measure_speaking_rate(
+    chunks: Iterable[tuple[str, float]], unit: RateUnit = "chars", *, min_units: int = 200
+) -> SpeakingRate | None:
+    """The rate of a voice from ``(text, speech_s)`` of its chunks that passed (``QaResult.speech_s``):
+    their units over their speech seconds, so long chunks weigh more. None until the chunks hold at least
+    ``min_units`` units (about a paragraph: a single short chunk's rate is too noisy to hold others to)."""
+    units = 0
+    seconds = 0.0
+    count = 0
+    for text, speech_s in chunks:
+        if speech_s > 0 and math.isfinite(speech_s):
+            units += spoken_units(text, unit)
+            seconds += speech_s
+            count += 1
+    if units < min_units or seconds <= 0:
+        return None
+    return SpeakingRate(units / seconds, unit, count)
+
+
+def median_f0(values: Iterable[float | None]) -> float | None:
+    """The median of the chunks' median F0 (``QaResult.f0_median_hz`` of the chunks that passed)."""
+    known = [v for v in values if v is not None and math.isfinite(v) and v > 0]
+    return float(np.median(known)) if known else None
+
+
+# -- the checks ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Frames:
+    """Per-frame (10 ms) analysis of a chunk at the analysis rate."""
+
+    levels_db: npt.NDArray[np.float64]
+    active: npt.NDArray[np.bool_]
+    voiced: npt.NDArray[np.bool_]
+    f0_hz: npt.NDArray[np.float64]
+
+
+def _analyse(x: npt.NDArray[np.float64], sample_rate: int) -> _Frames:
+    rate = min(sample_rate, _ANALYSIS_RATE)
+    y = resample(x, sample_rate, rate) if rate != sample_rate else x
+    track = pitch.track_pitch(y, rate)
+    levels = pitch.frame_levels_db(y, rate)
+    active = pitch.speech_activity(y, rate)
+    n = min(levels.size, active.size, track.voiced.size)
+    return _Frames(levels[:n], active[:n], track.voiced[:n], track.f0_hz[:n])
+
+
+def _fmt_s(seconds: float) -> str:
+    return f"{seconds:.2f} s"
+
+
+def check_audio(
+    audio: npt.ArrayLike,
+    sample_rate: int,
+    text: str,
+    *,
+    policy: QaPolicy | None = None,
+    rate: SpeakingRate | None = None,
+    expected_f0_hz: float | None = None,
+    expected_level_db: float | None = None,
+) -> QaResult:
+    """Run the cheap checks (see the module docstring) on a chunk's mono waveform, as the engine returned
+    it (before the render step trims silence), against its normalised ``text``."""
+    policy = policy or QaPolicy()
+    x = np.asarray(audio)
+    if x.ndim != 1:
+        x = x.reshape(-1) if x.size in x.shape else np.mean(x, axis=int(np.argmin(x.shape)))
+    x = x.astype(np.float64, copy=False)
+    duration = x.size / sample_rate if sample_rate > 0 else 0.0
+    if x.size == 0:
+        return QaResult(
+            (Check("audio", 0.0, "> 0 samples", False, "the engine returned no audio"),), duration, 0.0
+        )
+    bad = int(np.count_nonzero(~np.isfinite(x)))
+    audio_check = Check(
+        "audio",
+        float(bad),
+        "0 non-finite samples",
+        bad == 0,
+        "" if bad == 0 else f"{bad} of {x.size} samples are NaN or infinite",
+    )
+    if bad:
+        x = np.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0)
+    peak = float(np.max(np.abs(x)))
+    peak_db = 20.0 * math.log10(peak) if peak > 0 else -math.inf
+    frames = _analyse(x, sample_rate)
+    hop = pitch.HOP_S
+    active = frames.active & (frames.levels_db > policy.silence_dbfs)
+    speech_s = _speech_seconds(active, hop)
+
+    checks = [audio_check]
+    silent = peak_db < policy.silence_dbfs or speech_s < policy.min_speech_s
+    checks.append(
+        Check(
+            "silence",
+            round(speech_s, 3),
+            f">= {policy.min_speech_s} s of speech above {policy.silence_dbfs:g} dBFS",
+            not silent,
+            ""
+            if not silent
+            else (
+                f"the audio is silent (peak {peak_db:.1f} dBFS)"
+                if peak_db < policy.silence_dbfs
+                else f"only {_fmt_s(speech_s)} of speech in {_fmt_s(duration)} of audio"
+            ),
+        )
+    )
+    clipped = float(np.count_nonzero(np.abs(x) >= policy.clip_level)) / x.size
+    checks.append(
+        Check(
+            "clipping",
+            round(clipped, 6),
+            f"<= {policy.max_clipped_share:.2%} of samples at full scale",
+            clipped <= policy.max_clipped_share,
+            "" if clipped <= policy.max_clipped_share else f"{clipped:.2%} of the samples are clipped",
+        )
+    )
+    if silent:  # the rest would only repeat that nothing is said
+        return QaResult(tuple(checks), duration, speech_s, None, None)
+
+    checks.append(_duration_check(text, speech_s, rate, policy))
+    checks.extend(_timing_checks(frames, active, hop, policy))
+    voiced_f0 = frames.f0_hz[frames.voiced]
+    f0 = float(np.median(voiced_f0)) if voiced_f0.size * hop >= policy.min_voiced_s else None
+    level = _speech_level(frames.levels_db, active)
+    if expected_f0_hz is not None and expected_f0_hz > 0:
+        checks.append(_pitch_check(f0, expected_f0_hz, policy))
+    if expected_level_db is not None and level is not None:
+        deviation = level - expected_level_db
+        ok = abs(deviation) <= policy.max_level_dev_db
+        checks.append(
+            Check(
+                "level",
+                round(deviation, 2),
+                f"within {policy.max_level_dev_db:g} dB of {expected_level_db:.1f} dBFS",
+                ok,
+                "" if ok else f"speech level {level:.1f} dBFS is {deviation:+.1f} dB off the job's",
+            )
+        )
+    return QaResult(tuple(checks), duration, speech_s, f0, level)
+
+
+def _speech_seconds(active: npt.NDArray[np.bool_], hop: float, max_pause_s: float = 0.3) -> float:
+    """As pitch.speech_seconds: first to last active frame, pauses capped at ``max_pause_s``."""
+    if not active.any():
+        return 0.0
+    first = int(np.argmax(active))
+    last = int(active.size - 1 - np.argmax(active[::-1]))
+    excess = sum(max(0.0, (b - a) * hop - max_pause_s) for a, b in runs(~active[first : last + 1]))
+    return max(0.0, (last - first + 1) * hop - excess)
+
+
+def _duration_check(text: str, speech_s: float, rate: SpeakingRate | None, policy: QaPolicy) -> Check:
+    if rate is None:
+        chars = spoken_units(text, "chars")
+        low_rate, high_rate = policy.plausible_chars_per_second
+        shortest = chars / high_rate - policy.duration_slack_s
+        longest = chars / low_rate + policy.duration_slack_s
+        measured = chars / speech_s if speech_s > 0 else math.inf
+        ok = shortest <= speech_s <= longest
+        reason = (
+            ""
+            if ok
+            else f"{_fmt_s(speech_s)} of speech for {chars} letters is {measured:.1f} letters/s, "
+            f"outside plausible speech ({low_rate:g}-{high_rate:g})"
+        )
+        return Check("duration", round(speech_s, 3), f"{max(shortest, 0):.2f}-{longest:.2f} s", ok, reason)
+    expected = rate.expected_seconds(text)
+    shortest = expected * (1.0 - policy.max_short) - policy.duration_slack_s
+    longest = expected * (1.0 + policy.max_long) + policy.duration_slack_s
+    ratio = speech_s / expected if expected > 0 else math.inf
+    ok = shortest <= speech_s <= longest
+    if ok:
+        reason = ""
+    elif speech_s < shortest:
+        reason = (
+            f"{_fmt_s(speech_s)} of speech where {_fmt_s(expected)} was expected "
+            f"({ratio:.0%}): words may be missing or cut off"
+        )
+    else:
+        reason = (
+            f"{_fmt_s(speech_s)} of speech where {_fmt_s(expected)} was expected "
+            f"({ratio:.0%}): repeated words, babble or noise"
+        )
+    return Check("duration", round(ratio, 3), f"{max(shortest, 0):.2f}-{longest:.2f} s", ok, reason)
+
+
+def _timing_checks(
+    frames: _Frames, active: npt.NDArray[np.bool_], hop: float, policy: QaPolicy
+) -> list[Check]:
+    first = int(np.argmax(active))
+    last = int(active.size - 1 - np.argmax(active[::-1]))
+    pause = longest_run(~active[first : last + 1]) * hop
+    checks = [
+        Check(
+            "pauses",
+            round(pause, 3),
+            f"<= {policy.max_pause_s:g} s",
+            pause <= policy.max_pause_s,
+            "" if pause <= policy.max_pause_s else f"a silence of {_fmt_s(pause)} inside the speech",
+        )
+    ]
+    sound = frames.levels_db > policy.silence_dbfs  # what the render step's trim keeps
+    voiced = np.flatnonzero(frames.voiced)
+    if voiced.size:
+        lead = float(np.count_nonzero(sound[: voiced[0]])) * hop
+        trail = float(np.count_nonzero(sound[voiced[-1] + 1 :])) * hop
+    else:
+        lead = trail = float(np.count_nonzero(sound)) * hop
+    edge = max(lead, trail)
+    where = "start" if lead >= trail else "end"
+    checks.append(
+        Check(
+            "edges",
+            round(edge, 3),
+            f"<= {policy.max_edge_s:g} s at either end",
+            edge <= policy.max_edge_s,
+            ""
+            if edge <= policy.max_edge_s
+            else f"{_fmt_s(edge)} of sound without voice at the {where} of the chunk",
+        )
+    )
+    unvoiced = active & ~frames.voiced
+    noise = longest_run(unvoiced) * hop
+    checks.append(
+        Check(
+            "noise",
+            round(noise, 3),
+            f"<= {policy.max_noise_s:g} s",
+            noise <= policy.max_noise_s,
+            ""
+            if noise <= policy.max_noise_s
+            else f"{_fmt_s(noise)} of sound without voice (noise or a hiss) inside the chunk",
+        )
+    )
+    return checks
+
+
+def _speech_level(levels_db: npt.NDArray[np.float64], active: npt.NDArray[np.bool_]) -> float | None:
+    """Power average (dBFS) of the active frames: the chunk's speech level."""
+    if not active.any():
+        return None
+    power = np.mean(10.0 ** (levels_db[active] / 10.0))
+    return float(10.0 * np.log10(power)) if power > 0 else None
+
+
+def _pitch_check(f0: float | None, expected_f0_hz: float, policy: QaPolicy) -> Check:
+    limit = f"within {policy.max_pitch_shift_st:g} st of {expected_f0_hz:.0f} Hz"
+    if f0 is None:  # too little voiced speech to judge (a word or two): not a failure
+        return Check("pitch", None, limit, True)
+    shift = 12.0 * math.log2(f0 / expected_f0_hz)
+    ok = abs(shift) <= policy.max_pitch_shift_st
+    reason = "" if ok else f"median pitch {f0:.0f} Hz is {shift:+.1f} semitones off the voice's"
+    return Check("pitch", round(shift, 2), limit, ok, reason)
