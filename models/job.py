@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     Float,
     ForeignKey,
     Index,
@@ -63,6 +64,8 @@ class Job(Base):
     chunks_total: Mapped[int] = mapped_column(Integer)
     chunks_done: Mapped[int] = mapped_column(Integer, default=0)
     chunks_reused: Mapped[int] = mapped_column(Integer, default=0)  # done from an earlier render's audio
+    chunks_flagged: Mapped[int] = mapped_column(Integer, default=0)  # kept though they failed QA
+    chunks_rerendered: Mapped[int] = mapped_column(Integer, default=0)  # rendered again after failing QA
     error: Mapped[str | None] = mapped_column(Text, default=None)
     idempotency_key: Mapped[str | None] = mapped_column(String(200), default=None)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
@@ -131,6 +134,10 @@ class Chunk(Base):
     # Word times the engine reported (espeak does): [start s, end s, text start, text end] per word,
     # relative to the stored audio, offsets into ``text``; None when the engine reports none.
     words: Mapped[list[list[float]] | None] = mapped_column(JSON, default=None)
+    # The chunk QA of the kept take (worker.qa: scores, reasons, flagged words, attempts), and whether it
+    # was kept although it failed (the job's policy flags rather than fails).
+    qa: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
+    flagged: Mapped[bool] = mapped_column(Boolean, default=False)
     error: Mapped[str | None] = mapped_column(Text, default=None)
 
 

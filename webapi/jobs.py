@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import re
 import shutil
 import uuid
@@ -31,6 +32,7 @@ from webapi.schemas import (
     JobOut,
     OutputOut,
     Progress,
+    QaSummary,
     WebhookOut,
 )
 from webapi.usage import require_room_for_job
@@ -40,6 +42,7 @@ from worker.audio.presets import Delivery, DeliveryError, resolve
 from worker.jobs import intake
 from worker.jobs import state as jobs
 from worker.jobs.plan import ScriptPlan
+from worker.qa.checks import QaPolicy
 from worker.storage.atomic import atomic_file
 from worker.task_names import DELIVER_WEBHOOK, PLAN_JOB, START_JOB
 from worker.webhooks import WebhookRefused, check_url
@@ -150,6 +153,11 @@ def job_out(job: Job, chapters: list[JobChapter] | None = None) -> JobOut:
             else None,
         ),
         chapters=_chapters_out(job, chapters),
+        qa=QaSummary(
+            chunks_flagged=job.chunks_flagged or 0,
+            chunks_rerendered=job.chunks_rerendered or 0,
+            url=url_for("job_qa.job_qa", job_id=str(job.id)),
+        ),
         webhook=WebhookOut(
             url=job.webhook_url,
             delivered_at=job.webhook_delivered_at,
@@ -341,6 +349,30 @@ def _delivery(body: JobCreate) -> Delivery:
         raise Invalid(str(exc), code="validation_error", field=exc.field) from exc
 
 
+def _qa_options(body: JobCreate) -> dict[str, object]:
+    """The job's QA policy as stored; thresholds must be known names and finite numbers (422 naming
+    ``qa.thresholds`` otherwise)."""
+    qa = body.qa.model_dump(exclude_none=True)
+    thresholds = body.qa.thresholds or {}
+    bad = sorted(name for name, value in thresholds.items() if not math.isfinite(value) or abs(value) > 1e6)
+    if bad:
+        raise Invalid(f"QA thresholds must be finite numbers: {', '.join(bad)[:200]}", field="qa.thresholds")
+    defaults = QaPolicy()
+    for name, value in thresholds.items():
+        kind = type(getattr(defaults, name, None))
+        if kind not in (int, float):
+            known = ", ".join(n for n in defaults.to_json() if type(getattr(defaults, n)) in (int, float))
+            raise Invalid(f"unknown QA threshold {name[:60]!r}; known: {known}", field="qa.thresholds")
+        if kind is int and (value != int(value) or value < 0):
+            raise Invalid(f"QA threshold {name} must be a whole number >= 0", field="qa.thresholds")
+    if thresholds:
+        qa["thresholds"] = {
+            name: int(value) if isinstance(getattr(defaults, name), int) else float(value)
+            for name, value in thresholds.items()
+        }
+    return qa
+
+
 def _store_cover(job_id: uuid.UUID, cover: Cover) -> str:
     """The job's cover in its folder (checked already), under a name made of its digest."""
     digest = hashlib.sha256(cover.data).hexdigest()[:16]
@@ -369,7 +401,7 @@ def _new_job(
     principal = current_principal()
     delivery = _delivery(body)
     job_id = uuid.uuid4()
-    options: dict[str, object] = {"delivery": delivery.to_json()}
+    options: dict[str, object] = {"delivery": delivery.to_json(), "qa": _qa_options(body)}
     if cover is not None:
         options["cover"] = _store_cover(job_id, cover)
     return Job(

@@ -83,6 +83,24 @@ class ScriptOptions(Strict):
     )
 
 
+class QaOptions(Strict):
+    """Chunk QA: every chunk is checked before it counts as done; one that fails is rendered again."""
+
+    enabled: bool = Field(True, description="Check every chunk (empty or silent audio never counts as done)")
+    transcript: bool | None = Field(
+        None,
+        description="Also recognise each chunk and compare it with its text (pocketsphinx, ~1 s of CPU a "
+        "chunk); default: on for neural engines, off for espeak (which reads every word it is given)",
+    )
+    max_rerenders: int = Field(2, ge=0, le=5, description="New takes (new seeds) a failing chunk gets")
+    on_fail: Literal["flag", "fail"] = Field(
+        "flag", description="A chunk that never passes: kept and flagged, or the job fails naming it"
+    )
+    thresholds: dict[str, float] | None = Field(
+        None, max_length=30, description="Overrides of the engine's QA thresholds, by name (docs/api.md)"
+    )
+
+
 class JobCreate(Strict):
     title: str | None = Field(
         None,
@@ -113,6 +131,7 @@ class JobCreate(Strict):
     output: OutputSpec = Field(default_factory=lambda: OutputSpec())  # noqa: PLW0108
     pauses: Pauses = Field(default_factory=lambda: Pauses())  # noqa: PLW0108
     metadata: BookMetadata = Field(default_factory=lambda: BookMetadata())  # noqa: PLW0108
+    qa: QaOptions = Field(default_factory=lambda: QaOptions())  # noqa: PLW0108
     webhook_url: str | None = Field(
         None,
         max_length=2000,
@@ -247,6 +266,48 @@ class ErrorDetail(BaseModel):
     column: int | None = None
 
 
+class QaSummary(BaseModel):
+    chunks_flagged: int = Field(description="Chunks kept although they failed QA (see `url`)")
+    chunks_rerendered: int = Field(description="Chunks rendered again after failing QA")
+    url: str = Field(description="Every chunk's QA: scores, renders, flagged words, audio")
+
+
+class QaCheckOut(BaseModel):
+    name: str
+    score: float | None
+    limit: str
+    passed: bool
+    reason: str
+
+
+class ChunkQaOut(BaseModel):
+    seq: int
+    chapter: int
+    text: str = Field(description="What the engine read")
+    status: str
+    passed: bool | None = Field(description="None: not rendered yet, or QA was off")
+    flagged: bool
+    renders: int | None = Field(description="Takes it needed (1: passed at once)")
+    reasons: list[str]
+    checks: list[QaCheckOut]
+    missing_words: list[str] = Field(description="Words of the text not heard (transcript check)")
+    extra_words: list[str] = Field(description="Words heard that the text does not have")
+    audio_url: str | None = Field(description="The chunk's audio (WAV) while it is kept")
+
+
+class JobQaOut(BaseModel):
+    job_id: uuid.UUID
+    chunks_flagged: int
+    chunks_rerendered: int
+    chunks: list[ChunkQaOut]
+
+
+class JobQaQuery(Strict):
+    flagged: bool = Field(False, description="Only the flagged chunks")
+    limit: int = Field(1000, ge=1, le=5000)
+    offset: int = Field(0, ge=0)
+
+
 class JobOut(BaseModel):
     id: uuid.UUID
     title: str
@@ -271,6 +332,7 @@ class JobOut(BaseModel):
     )
     output: OutputOut
     chapters: list[ChapterOut]
+    qa: QaSummary
     webhook: WebhookOut | None
     created_at: datetime
     started_at: datetime | None

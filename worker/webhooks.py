@@ -272,6 +272,10 @@ def payload(job: Job) -> dict[str, Any]:
                 "bytes": job.output_bytes,
             },
             "finished_at": job.finished_at.isoformat() if job.finished_at else None,
+            "qa": {
+                "chunks_flagged": job.chunks_flagged or 0,
+                "chunks_rerendered": job.chunks_rerendered or 0,
+            },
         },
     }
 

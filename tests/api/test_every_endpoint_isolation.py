@@ -46,6 +46,7 @@ def test_second_user_gets_404_or_403_on_every_endpoint_for_the_first_users_objec
         "job_id": job["id"],
         "lexicon_id": lexicon["id"],
         "name": "book.srt",
+        "int:seq": "0",
     }
     walked = 0
     for rule in app.url_map.iter_rules():

@@ -24,7 +24,7 @@ from worker.audio.loudness import measure
 from worker.audio.timings import stored_words
 from worker.engines import Engine, EngineError, SynthesisRequest, release_memory
 from worker.engines.base import synthesize_timed
-from worker.jobs import actions, reuse, state
+from worker.jobs import actions, quality, reuse, state
 from worker.jobs.chapters import maybe_stitch_chapters
 from worker.jobs.scheduler import schedule
 from worker.jobs.stitch import maybe_begin_stitch
@@ -53,7 +53,7 @@ def _render(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -
     running = _running_job(rt, job_id)
     if running is None:
         return 0
-    engine_name, speed = running
+    engine_name, speed, qa = running
     prompts = _load_prompts(rt, job_id, seqs, enqueue)
     if prompts is None:
         return 0
@@ -76,7 +76,7 @@ def _render(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -
         for c in claimed
     }
     keys = _content_keys(rt, engine, claimed, requests)
-    done = reuse.take_rendered(rt, job_id, claimed, keys, token)
+    done = reuse.take_rendered(rt, job_id, claimed, keys, token, checked=qa.enabled)
     rest = [c for c in claimed if c.seq not in done]
     if rest:
         try:
@@ -86,7 +86,22 @@ def _render(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -
             raise
         if waves is None:
             return len(done)
-        done += _store(rt, job_id, engine, rest, waves, token, keys)
+        with rt.sessions() as session:
+            learnt = quality.learnt(session, job_id, {c.voice_id for c in rest}) if qa.enabled else {}
+        expected = [learnt.get((c.voice_id, c.rate), quality.Expected()) for c in rest]
+        takes = quality.review(
+            engine, [requests[c.id] for c in rest], waves, qa, synthesize_in_halves, expected
+        )
+        refused = next(((c, t) for c, t in zip(rest, takes, strict=True) if _refused(t, qa)), None)
+        if refused is not None:
+            chunk, take = refused
+            assert take.result is not None
+            reasons = "; ".join(take.result.reasons)
+            error = f"chunk {chunk.seq} failed its quality checks in {take.renders} renders: {reasons}"
+            actions.fail(rt, job_id, error, enqueue, chunk=(chunk.id, token))
+            actions.release(rt, [c.id for c in rest], token)
+            return len(done)
+        done += _store(rt, job_id, engine, rest, takes, token, keys)
     maybe_stitch_chapters(rt, job_id, done, enqueue)
     maybe_begin_stitch(rt, job_id, enqueue)
     return len(done)
@@ -111,13 +126,19 @@ def _content_keys(
     }
 
 
-def _running_job(rt: Runtime, job_id: uuid.UUID) -> tuple[str, float] | None:
-    """The engine and speed of the job, if it is running."""
+def _running_job(rt: Runtime, job_id: uuid.UUID) -> tuple[str, float, quality.QaSettings] | None:
+    """The engine, speed and QA settings of the job, if it is running."""
     with rt.sessions() as session:
         job = session.get(Job, job_id)
         if job is None or job.status != JobStatus.RUNNING:
             return None
-        return job.engine, float(job.options.get("speed", 1.0))
+        options = dict(job.options)
+        return job.engine, float(options.get("speed", 1.0)), quality.QaSettings.of(options, job.engine)
+
+
+def _refused(take: quality.Take, qa: quality.QaSettings) -> bool:
+    """A take that may not count as done: no usable audio, or failing QA under a policy that fails."""
+    return take.fatal or (not take.passed and qa.on_fail == "fail")
 
 
 def _rate_params(speed: float, rate: float | None) -> dict[str, float]:
@@ -210,7 +231,7 @@ def _store(
     job_id: uuid.UUID,
     engine: Engine,
     claimed: Sequence[state.Claimed],
-    waves: Sequence[Any],
+    takes: Sequence[quality.Take],
     token: str,
     keys: dict[int, str],
 ) -> list[int]:
@@ -218,7 +239,8 @@ def _store(
     giving the rest back, as soon as the job is no longer running. Returns the seqs it completed."""
     rate = engine.sample_rate
     done: list[int] = []
-    for position, (chunk, (wave, marks)) in enumerate(zip(claimed, waves, strict=True)):
+    for position, (chunk, take) in enumerate(zip(claimed, takes, strict=True)):
+        wave, marks = take.wave, take.marks
         if not actions.still_running(rt, job_id):
             actions.release(rt, [c.id for c in claimed[position:]], token)
             log.info("no longer running; stopped after %d chunks", len(done))
@@ -242,6 +264,9 @@ def _store(
                 levels,
                 words,
                 content_key=keys.get(chunk.id),
+                qa=take.to_json(),
+                flagged=not take.passed,
+                rerendered=take.renders > 1,
             )
         if ok:
             done.append(chunk.seq)

@@ -62,6 +62,7 @@ class _Donor:
     audio_bytes: int | None
     levels: dict[str, object] | None
     words: list[list[float]] | None
+    qa: dict[str, object] | None
 
 
 def take_rendered(
@@ -70,9 +71,12 @@ def take_rendered(
     claimed: Sequence[state.Claimed],
     keys: Mapping[int, str],
     token: str,
+    *,
+    checked: bool,
 ) -> list[int]:
     """Complete every claimed chunk (id -> key in ``keys``) whose audio the job's owner already has under
-    the same key; returns their seqs. A donor whose file is gone is skipped (the chunk renders)."""
+    the same key; returns their seqs. Only audio that passed QA is taken (with ``checked``, only audio
+    that was checked at all); a donor whose file is gone is skipped (the chunk renders)."""
     with rt.sessions() as session:
         owner = session.scalar(select(Job.owner).where(Job.id == job_id))
         found = session.execute(
@@ -83,6 +87,7 @@ def take_rendered(
                 Chunk.audio_bytes,
                 Chunk.levels,
                 Chunk.words,
+                Chunk.qa,
             )
             .join(Job, Job.id == Chunk.job_id)
             .where(
@@ -90,12 +95,17 @@ def take_rendered(
                 Chunk.content_key.in_(sorted(set(keys.values()))),
                 Chunk.status == ChunkStatus.DONE.value,
                 Chunk.audio_path.is_not(None),
+                Chunk.flagged.is_(False),
             )
         ).all()
     donors: dict[str, _Donor] = {}
     for r in found:
+        if checked and not r.qa:
+            continue
         if r.content_key not in donors and r.duration is not None and Path(str(r.audio_path)).is_file():
-            donors[r.content_key] = _Donor(str(r.audio_path), r.duration, r.audio_bytes, r.levels, r.words)
+            donors[r.content_key] = _Donor(
+                str(r.audio_path), r.duration, r.audio_bytes, r.levels, r.words, r.qa
+            )
     done = []
     for chunk in claimed:
         donor = donors.get(keys[chunk.id])
@@ -118,6 +128,7 @@ def take_rendered(
                 donor.words,
                 content_key=keys[chunk.id],
                 reused=True,
+                qa=dict(donor.qa) if donor.qa is not None else None,
             )
         if ok:
             done.append(chunk.seq)

@@ -151,6 +151,9 @@ def complete_chunk(
     *,
     content_key: str | None = None,
     reused: bool = False,
+    qa: dict[str, Any] | None = None,
+    flagged: bool = False,
+    rerendered: bool = False,
 ) -> bool:
     """running -> done if ``token`` still holds the chunk; counts it once towards the job's progress
     (and towards its reused chunks when the audio came from an earlier render). ``levels`` are the
@@ -166,6 +169,8 @@ def complete_chunk(
             levels=levels,
             words=words,
             content_key=content_key,
+            qa=qa,
+            flagged=flagged,
             lease_until=None,
         )
     )
@@ -174,6 +179,10 @@ def complete_chunk(
     counts = {"chunks_done": Job.chunks_done + 1}
     if reused:
         counts["chunks_reused"] = Job.chunks_reused + 1
+    if flagged:
+        counts["chunks_flagged"] = Job.chunks_flagged + 1
+    if rerendered:
+        counts["chunks_rerendered"] = Job.chunks_rerendered + 1
     session.execute(update(Job).where(Job.id == job_id).values(**counts))
     return True
 

@@ -1,0 +1,207 @@
+"""Chunk QA in jobs: a chunk that fails its checks is rendered again with a new seed and the best take
+kept; one that never passes is flagged (or fails the job, as asked); audio with nothing in it never
+counts as done. Faults are injected into the real engine's output on chosen chunks (the render step's
+synthesize function wrapped), as a broken checkpoint or a bad GPU take would produce them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+
+from tests.api.helpers import submit_job, upload_voice
+from tests.conftest import bearer
+from tests.support.apps import tome_of
+from tests.support.inline import Inline
+from webapi.cli import mint_key
+from worker.jobs import render
+from worker.task_names import BUILD_VOICE, START_JOB
+
+BOOK = (
+    "# Harbour\n\nThe fog came in before dawn. Doctor Hale counted the boats on the quay.\n\n"
+    "# Storm\n\nBy noon the wind had turned, and the gulls went quiet one after another.\n\n"
+    "The harbour master called every boat back to the shelter of the wall."
+)
+TARGET = "The harbour master called every boat back to the shelter of the wall."
+
+Fault = Callable[[np.ndarray, int], np.ndarray]
+Injector = Callable[[Fault, int], list[int]]
+
+
+def silence(wave: np.ndarray, take: int) -> np.ndarray:
+    return np.zeros_like(wave)
+
+
+def truncate(wave: np.ndarray, take: int) -> np.ndarray:
+    return wave[: wave.size // 3].copy()
+
+
+@pytest.fixture
+def inject() -> Iterator[Callable[[Fault, int], list[int]]]:
+    """``inject(fault, takes)``: the chunk reading TARGET gets ``fault`` on its first ``takes`` renders;
+    returns the list of takes seen (grows as the job runs)."""
+    real = render.synthesize_in_halves
+    seen: list[int] = []
+
+    def arm(fault: Fault, takes: int) -> list[int]:
+        def faulty(engine: Any, requests: Any) -> Any:
+            out = real(engine, requests)
+            result = []
+            for request, (wave, marks) in zip(requests, out, strict=True):
+                faulted = TARGET in request.text and len(seen) < takes
+                if TARGET in request.text:
+                    seen.append(len(seen) + 1)
+                result.append((fault(wave, len(seen)), []) if faulted else (wave, marks))
+            return result
+
+        render.synthesize_in_halves = faulty
+        return seen
+
+    yield arm
+    render.synthesize_in_halves = real
+
+
+def _app(
+    make_app: Callable[..., Flask], audio: tuple[bytes, str]
+) -> tuple[Flask, FlaskClient, dict[str, str]]:
+    app = make_app()
+    client = app.test_client()
+    user = bearer(mint_key(app, "producer", "k", admin=False))
+    voice = upload_voice(client, user, audio[0], ref_text=audio[1])
+    inline = Inline(tome_of(app).runtime)
+    inline.enqueue(BUILD_VOICE, [voice.json["id"]])
+    inline.run()
+    return app, client, user
+
+
+def _run(app: Flask, client: FlaskClient, user: dict[str, str], **body: Any) -> dict[str, Any]:
+    job = submit_job(client, user, "narrator", script=BOOK, script_format="markdown", **body)
+    assert job.status_code == 202, job.json
+    inline = Inline(tome_of(app).runtime)
+    inline.enqueue(START_JOB, [job.json["id"]])
+    inline.run()
+    return dict(client.get(f"/v1/jobs/{job.json['id']}", headers=user).json or {})
+
+
+def test_a_silent_take_is_rendered_again_and_the_good_one_kept(
+    make_app: Callable[..., Flask],
+    reference_audio: tuple[bytes, str],
+    inject: Callable[[Fault, int], list[int]],
+) -> None:
+    app, client, user = _app(make_app, reference_audio)
+    seen = inject(silence, 1)
+    job = _run(app, client, user)
+    assert job["status"] == "succeeded", job["error"]
+    assert seen == [1, 2]
+    assert job["qa"] == {"chunks_flagged": 0, "chunks_rerendered": 1, "url": f"/v1/jobs/{job['id']}/qa"}
+    report = client.get(job["qa"]["url"], headers=user).json
+    (target,) = [c for c in report["chunks"] if TARGET in c["text"]]
+    assert target["renders"] == 2
+    assert target["passed"] is True
+    assert target["flagged"] is False
+    others = [c for c in report["chunks"] if TARGET not in c["text"]]
+    assert others
+    assert all(c["passed"] and c["renders"] == 1 for c in others)
+    assert all(c["checks"] for c in report["chunks"])
+    # the kept take is the real one: the chunk's audio is speech, not the silent take
+    audio = client.get(target["audio_url"], headers=user)
+    assert audio.status_code == 200
+    assert audio.mimetype == "audio/wav"
+    pcm = np.frombuffer(audio.data[44:], dtype="<i2")
+    assert np.abs(pcm).max() > 3000
+
+
+def test_audio_with_nothing_in_it_never_counts_as_done(
+    make_app: Callable[..., Flask],
+    reference_audio: tuple[bytes, str],
+    inject: Callable[[Fault, int], list[int]],
+) -> None:
+    app, client, user = _app(make_app, reference_audio)
+    seen = inject(silence, 99)
+    job = _run(app, client, user, qa={"on_fail": "flag", "max_rerenders": 1})
+    assert job["status"] == "failed"
+    assert "failed its quality checks in 2 renders" in job["error"]
+    assert "silen" in job["error"] or "speech" in job["error"]
+    assert seen == [1, 2]
+    assert job["output"]["url"] is None
+
+
+def test_a_take_that_never_passes_is_flagged_or_fails_the_job_as_asked(
+    make_app: Callable[..., Flask],
+    reference_audio: tuple[bytes, str],
+    inject: Callable[[Fault, int], list[int]],
+) -> None:
+    app, client, user = _app(make_app, reference_audio)
+    inject(truncate, 99)
+    flagged = _run(app, client, user, qa={"transcript": True, "max_rerenders": 1})
+    assert flagged["status"] == "succeeded", flagged["error"]
+    assert flagged["qa"]["chunks_flagged"] == 1
+    assert flagged["qa"]["chunks_rerendered"] == 1
+    report = client.get(f"{flagged['qa']['url']}?flagged=true", headers=user).json
+    (chunk,) = report["chunks"]
+    assert TARGET in chunk["text"]
+    assert chunk["flagged"] is True
+    assert chunk["renders"] == 2
+    assert chunk["reasons"]
+    assert chunk["missing_words"], chunk  # the words cut off, named
+    assert set(chunk["missing_words"]) <= set(TARGET.lower().rstrip(".").split())
+    # another owner sees none of it
+    other = bearer(mint_key(app, "stranger", "k", admin=False))
+    assert client.get(flagged["qa"]["url"], headers=other).status_code == 404
+    assert client.get(chunk["audio_url"], headers=other).status_code == 404
+
+    failed = _run(app, client, user, qa={"transcript": True, "max_rerenders": 0, "on_fail": "fail"})
+    assert failed["status"] == "failed"
+    assert "failed its quality checks in 1 renders" in failed["error"]
+
+
+def test_qa_off_checks_nothing(
+    make_app: Callable[..., Flask],
+    reference_audio: tuple[bytes, str],
+    inject: Callable[[Fault, int], list[int]],
+) -> None:
+    app, client, user = _app(make_app, reference_audio)
+    seen = inject(truncate, 99)
+    job = _run(app, client, user, qa={"enabled": False})
+    assert job["status"] == "succeeded"
+    assert seen == [1]
+    report = client.get(job["qa"]["url"], headers=user).json
+    assert all(c["passed"] is None and c["renders"] is None for c in report["chunks"])
+
+
+@pytest.mark.parametrize(
+    ("qa", "field"),
+    [
+        ({"thresholds": {"no_such_threshold": 1}}, "qa.thresholds"),
+        ({"max_rerenders": 99}, "qa.max_rerenders"),
+        ({"on_fail": "explode"}, "qa.on_fail"),
+        ({"thresholds": {f"t{n}": 1 for n in range(40)}}, "qa.thresholds"),
+        ({"enabled": "yes please"}, "qa.enabled"),
+        ({"thresholds": {"min_errors": 2.5}}, "qa.thresholds"),
+        ({"thresholds": {"plausible_chars_per_second": 3}}, "qa.thresholds"),
+        ({"thresholds": {"max_wer": 1e300}}, "qa.thresholds"),
+    ],
+)
+def test_bad_qa_options_are_a_422_naming_the_field(
+    client: FlaskClient, user: dict[str, str], reference_audio: tuple[bytes, str], qa: Any, field: str
+) -> None:
+    upload_voice(client, user, reference_audio[0])
+    response = submit_job(client, user, "narrator", qa=qa)
+    assert response.status_code == 422, response.json
+    error = response.json["error"]
+    assert field in json.dumps(error), error
+
+
+def test_non_finite_thresholds_are_refused(
+    client: FlaskClient, user: dict[str, str], reference_audio: tuple[bytes, str]
+) -> None:
+    upload_voice(client, user, reference_audio[0])
+    body = '{"voice": "narrator", "title": "T", "script": "Hi.", "qa": {"thresholds": {"max_wer": NaN}}}'
+    response = client.post("/v1/jobs", data=body, headers={**user, "Content-Type": "application/json"})
+    assert response.status_code == 422, response.json
+    assert response.json["error"]["field"] == "qa.thresholds"

@@ -1,0 +1,201 @@
+"""Chunk QA in the render step: every synthesised chunk is checked (worker.qa) before it counts as done;
+one that fails is rendered again with a new seed, under the same claim (lease and token), up to the job's
+``max_rerenders``, and the best take is kept. A chunk that never passes fails the job or is kept and
+flagged, as the job's policy says; a chunk with no audio at all (empty, silent, not finite) is never done.
+
+Policy per job (``options["qa"]``, see webapi.schemas.QaOptions), with per-engine defaults: the cheap
+checks always run (tens of milliseconds a chunk); the transcript check (pocketsphinx, ~0.8 s of CPU a
+chunk) is on by default for neural engines, whose failures are dropped, invented or repeated words, and
+off for espeak, which reads every word it is given: its failures are the ones the cheap checks see.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from models import Chunk, ChunkStatus
+from worker.engines import Engine, SynthesisRequest
+from worker.engines.base import WordMark
+from worker.qa.assess import assess_chunk
+from worker.qa.checks import (
+    QaPolicy,
+    QaResult,
+    SpeakingRate,
+    measure_speaking_rate,
+    median_f0,
+    policy_for,
+)
+from worker.qa.transcript import PocketsphinxRecogniser, Recogniser
+
+log = logging.getLogger(__name__)
+
+FATAL_CHECKS = frozenset({"audio", "silence"})  # no usable audio: never counts as done
+_RULE_BASED = ("espeak",)  # engines whose words are read by rule: no transcript check by default
+DEFAULT_MAX_RERENDERS = 2
+
+
+@dataclass(frozen=True)
+class QaSettings:
+    """A job's QA: whether it runs, with the transcript check or not, how many new takes a failing chunk
+    gets, what happens to one that never passes, and the thresholds."""
+
+    enabled: bool
+    transcript: bool
+    max_rerenders: int
+    on_fail: str  # "flag" (keep it, flagged) or "fail" (fail the job)
+    policy: QaPolicy
+
+    @classmethod
+    def of(cls, options: Mapping[str, Any], engine: str) -> QaSettings:
+        given = options.get("qa")
+        qa: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
+        transcript = qa.get("transcript")
+        return cls(
+            enabled=bool(qa.get("enabled", True)),
+            transcript=not engine.startswith(_RULE_BASED) if transcript is None else bool(transcript),
+            max_rerenders=int(qa.get("max_rerenders", DEFAULT_MAX_RERENDERS)),
+            on_fail=str(qa.get("on_fail", "flag")),
+            policy=policy_for(engine, qa.get("thresholds") or None),
+        )
+
+
+@dataclass(frozen=True)
+class Take:
+    """The kept rendering of a chunk: its audio and word marks, its QA (None: QA off), how many renders
+    it took, and whether it is kept although it failed."""
+
+    wave: Any
+    marks: list[WordMark]
+    result: QaResult | None
+    renders: int
+
+    @property
+    def passed(self) -> bool:
+        return self.result is None or self.result.passed
+
+    @property
+    def fatal(self) -> bool:
+        return self.result is not None and any(c.name in FATAL_CHECKS for c in self.result.failed)
+
+    def to_json(self) -> dict[str, Any] | None:
+        if self.result is None:
+            return None
+        return {**self.result.to_json(), "renders": self.renders}
+
+
+@functools.cache
+def recogniser() -> Recogniser:
+    """This process's recogniser (its decoder and dictionary are loaded once)."""
+    return PocketsphinxRecogniser()
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What a voice's chunks should sound like in this job, learnt from its chunks that passed so far
+    (None until there are enough: then only the plausible range of speech rates holds). Learnt, not
+    taken from the voice's prompt: a reference whose transcript is wrong would otherwise set a rate
+    that every chunk fails."""
+
+    rate: SpeakingRate | None = None
+    f0_hz: float | None = None
+
+    @classmethod
+    def learnt(cls, passed: Sequence[tuple[str, Mapping[str, Any]]]) -> Expected:
+        """From ``(spoken text, stored QA)`` of the voice's chunks that passed (at the same rate)."""
+        speech = [(text, float(qa.get("speech_s") or 0.0)) for text, qa in passed]
+        pitches = [qa.get("f0_median_hz") for _, qa in passed]
+        f0 = median_f0(pitches) if len(passed) >= MIN_PITCH_CHUNKS else None
+        return cls(measure_speaking_rate(speech), f0)
+
+
+MIN_PITCH_CHUNKS = 3
+
+
+def assess(
+    wave: Any, sample_rate: int, request: SynthesisRequest, settings: QaSettings, expected: Expected
+) -> QaResult:
+    rate, f0 = expected.rate, expected.f0_hz
+    return assess_chunk(
+        wave,
+        sample_rate,
+        request.text,
+        policy=settings.policy,
+        rate=rate,
+        expected_f0_hz=f0,
+        recogniser=recogniser() if settings.transcript else None,
+    )
+
+
+def _better(a: Take, b: Take) -> bool:
+    """Whether take ``a`` is better than ``b``: passing first, then fewer failed checks (a take with no
+    audio is worst)."""
+
+    def rank(t: Take) -> tuple[int, int, int]:
+        failed = 0 if t.result is None else len(t.result.failed)
+        return (int(t.passed), -int(t.fatal), -failed)
+
+    return rank(a) > rank(b)
+
+
+def review(
+    engine: Engine,
+    requests: Sequence[SynthesisRequest],
+    rendered: Sequence[tuple[Any, list[WordMark]]],
+    settings: QaSettings,
+    synthesize: Any,
+    expected: Sequence[Expected],
+) -> list[Take]:
+    """The take to keep of each request: its first rendering if it passes, else the best of up to
+    ``max_rerenders`` more, each with a new seed (``synthesize`` renders a batch as the render step
+    does)."""
+    takes = []
+    for request, (wave, marks), hold in zip(requests, rendered, expected, strict=True):
+        if not settings.enabled:
+            takes.append(Take(wave, marks, None, 1))
+            continue
+        best = Take(wave, marks, assess(wave, engine.sample_rate, request, settings, hold), 1)
+        renders = 1
+        while not best.passed and renders <= settings.max_rerenders:
+            retry = replace(request, seed=(request.seed + 7919 * renders) & 0x7FFFFFFF)
+            ((wave2, marks2),) = synthesize(engine, [retry])
+            renders += 1
+            take = Take(wave2, marks2, assess(wave2, engine.sample_rate, retry, settings, hold), renders)
+            if _better(take, best):
+                best = take
+        takes.append(replace(best, renders=renders))
+        if renders > 1:
+            assert best.result is not None
+            outcome = "passed" if best.passed else "still fails: " + "; ".join(best.result.reasons)
+            log.info("chunk QA: %r rendered %d times, %s", request.text[:60], renders, outcome)
+    return takes
+
+
+def learnt(
+    session: Session, job_id: uuid.UUID, voice_ids: Iterable[uuid.UUID], limit: int = 200
+) -> dict[tuple[uuid.UUID, float | None], Expected]:
+    """What each voice's chunks should sound like, from its chunks of this job that passed QA (the
+    latest ``limit``), by (voice, chunk rate): a chunk's SSML rate changes its expected speaking rate."""
+    rows = session.execute(
+        select(Chunk.voice_id, Chunk.rate, Chunk.text, Chunk.qa)
+        .where(
+            Chunk.job_id == job_id,
+            Chunk.voice_id.in_(list(voice_ids)),
+            Chunk.status == ChunkStatus.DONE.value,
+            Chunk.flagged.is_(False),
+        )
+        .order_by(Chunk.seq.desc())
+        .limit(limit * 4)
+    ).all()
+    grouped: dict[tuple[uuid.UUID, float | None], list[tuple[str, Mapping[str, Any]]]] = {}
+    for row in rows:
+        if isinstance(row.qa, Mapping) and row.qa.get("passed"):
+            grouped.setdefault((row.voice_id, row.rate), []).append((row.text, row.qa))
+    return {key: Expected.learnt(passed[:limit]) for key, passed in grouped.items()}
