@@ -119,9 +119,7 @@ def build(
 ) -> Deliverables:
     """Write the book to ``book_path`` in one pass over the chunks, and every other file under
     ``file_path(name)`` (for jobs whose chapters were not built one by one, and Ogg books)."""
-    pieces = read_lengths(
-        [StitchPiece(r.path, r.pause, r.chapter, None, _gain(r, delivery)) for r in rows], sample_rate
-    )
+    pieces = _pieces(rows, delivery, sample_rate)
     tone = _tone_level(rows, delivery)
     book = _stitch(pieces, book_path, delivery, sample_rate, pauses, info, info.tags, tone)
     chapters = [ChapterTiming(m.index, m.title, m.start, m.end) for m in book.chapters]
@@ -275,9 +273,7 @@ def build_chapter(
     track. Split deliveries get the preset's head and tail in every file and parts under
     ``max_part_seconds``; otherwise the file is the chapter's stretch of the book (the head in the
     first chapter, the tail in the last), ready to be joined."""
-    pieces = read_lengths(
-        [StitchPiece(r.path, r.pause, r.chapter, None, _gain(r, delivery)) for r in rows], sample_rate
-    )
+    pieces = _pieces(rows, delivery, sample_rate)
     tone = _tone_level(rows, delivery)
     title = chapter_title(info.titles.get(rows[0].chapter), position)
     split = delivery.split == "chapter"
@@ -356,6 +352,13 @@ def _chapter_files(
         out.append(_text_file(file_path("acx-report.json"), json.dumps(report, indent=1), "report", "json"))
         log.info("ACX report: %s", "passed" if report["passed"] else "failed")
     return out
+
+
+def _pieces(rows: Sequence[ChunkRow], delivery: Delivery, sample_rate: int) -> list[StitchPiece]:
+    """The rows as stitch pieces with their mastering gains and lengths (read from the WAV headers)."""
+    return read_lengths(
+        [StitchPiece(r.path, r.pause, r.chapter, None, _gain(r, delivery)) for r in rows], sample_rate
+    )
 
 
 def _gain(row: ChunkRow, delivery: Delivery) -> float:

@@ -100,6 +100,11 @@ def start_job(session: Session, job_id: uuid.UUID, now: datetime) -> bool:
     return rows(result) == 1
 
 
+def _running(job_id: uuid.UUID) -> Select[uuid.UUID]:
+    """The job's id while it runs (for UPDATEs that may only happen then)."""
+    return select(Job.id).where(Job.id == job_id, Job.status == JobStatus.RUNNING.value)
+
+
 def claimable(now: datetime) -> ColumnElement[bool]:
     """Chunks a render may take: pending, or running on an expired lease (their worker was lost)."""
     return or_(
@@ -113,7 +118,7 @@ def claim_chunks(
 ) -> tuple[str, list[Claimed]]:
     """Take the chunks of ``seqs`` that are pending, or running on an expired lease, under one new token."""
     token = new_token()
-    job_running = select(Job.id).where(Job.id == job_id, Job.status == JobStatus.RUNNING.value)
+    job_running = _running(job_id)
     session.execute(
         update(Chunk)
         .where(
@@ -403,7 +408,7 @@ def claim_chapter(
     """pending -> stitching for the one caller that finds every chunk of the chapter done while the job
     runs; returns its token (None: not complete yet, or someone else has it)."""
     token = new_token()
-    job_running = select(Job.id).where(Job.id == job_id, Job.status == JobStatus.RUNNING.value)
+    job_running = _running(job_id)
     result = session.execute(
         update(JobChapter)
         .where(
@@ -435,7 +440,7 @@ def finish_chapter(
     now: datetime,
 ) -> bool:
     """stitching -> ready under the current token while the job runs, with what was built."""
-    job_running = select(Job.id).where(Job.id == job_id, Job.status == JobStatus.RUNNING.value)
+    job_running = _running(job_id)
     result = session.execute(
         update(JobChapter)
         .where(
