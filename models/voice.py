@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import uuid
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import JSON, BigInteger, Float, Index, String, Text, Uuid, text
 from sqlalchemy.orm import Mapped, mapped_column
@@ -49,6 +50,9 @@ class Voice(Base):
     deleted_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
     # Ids (strings) of the owner's lexicons read for this voice after a job's own, in order.
     lexicon_ids: Mapped[list[str]] = mapped_column(JSON, default=list)
+    # What the checks of the reference found doubtful ({code, message, measured} each): the signal checks
+    # at upload (worker.qa.reference.check_reference), then the transcript check of the prompt build.
+    warnings: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list)
 
     cache_status: Mapped[str] = mapped_column(String(12), default=CacheStatus.PENDING.value)
     cache_key: Mapped[str | None] = mapped_column(String(200), default=None)

@@ -177,6 +177,17 @@ class JobListQuery(ListQuery):
     status: Literal["queued", "running", "stitching", "succeeded", "failed", "cancelled"] | None = None
 
 
+class VoiceWarning(BaseModel):
+    """Something doubtful about the reference recording: it was accepted, but may clone worse."""
+
+    code: str = Field(
+        description="noisy, clipped, mostly_silence, quiet, dc_offset (checked at upload), "
+        "transcript_mismatch (checked when the prompt is built; English voices only)"
+    )
+    message: str
+    measured: float | None = Field(None, description="The value measured (dB, share, word error rate...)")
+
+
 class VoiceOut(BaseModel):
     id: uuid.UUID
     name: str
@@ -191,6 +202,9 @@ class VoiceOut(BaseModel):
     cache_engine: str | None
     lexicons: list[uuid.UUID] = Field(
         default_factory=list, validation_alias="lexicon_ids", description="Default lexicons, read in order"
+    )
+    warnings: list[VoiceWarning] = Field(
+        default_factory=list, description="What the checks of the reference recording found doubtful"
     )
 
 

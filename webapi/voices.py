@@ -10,7 +10,7 @@ import tempfile
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from flask import Blueprint, Response, jsonify, request
 from pydantic import BaseModel
@@ -30,6 +30,7 @@ from worker.audio import AudioError, AudioLimits, decode_reference, write_wav_at
 from worker.jobs.lexicons import LexiconNotFound
 from worker.jobs.lexicons import find as find_lexicons
 from worker.jobs.state import jobs_using_voice
+from worker.qa.reference import TRANSCRIPT_CODES, check_reference, without
 from worker.task_names import BUILD_VOICE
 from worker.voices.state import reset_for_new_reference
 
@@ -91,11 +92,16 @@ class StoredReference:
     duration: float
     sample_rate: int
     size: int
+    warnings: list[dict[str, Any]]
 
 
 def _store_reference(upload: FileStorage, voice_id: uuid.UUID) -> StoredReference:
-    """Receive, decode under the configured caps, and keep the reference as mono 16-bit WAV under a new
-    server-generated name (a re-upload never overwrites a file a running build may be reading)."""
+    """Receive, decode under the configured caps, check the signal (a hopeless recording is a 422 naming
+    ``audio``; a doubtful one comes back with warnings), and keep the reference as mono 16-bit WAV under a
+    new server-generated name (a re-upload never overwrites a file a running build may be reading).
+
+    The checks are a few numpy passes over the samples (~30 ms for 120 s at 48 kHz), cheap enough for
+    the request; the transcript check costs seconds and runs in the worker's prompt build."""
     settings = tome().settings
     limits = AudioLimits(
         max_bytes=settings.max_upload_bytes,
@@ -111,6 +117,14 @@ def _store_reference(upload: FileStorage, voice_id: uuid.UUID) -> StoredReferenc
             decoded = decode_reference(tmp, limits)
         except AudioError as exc:
             raise Invalid(exc.message, code=exc.code, field="audio") from exc
+        report = check_reference(decoded.samples, decoded.sample_rate)
+        if report.refusal is not None:
+            raise Invalid(
+                f"the reference recording is unusable: {report.refusal.message}",
+                code=report.refusal.code,
+                field="audio",
+                measured=report.refusal.measured,
+            )
         reference = layout.new_reference(voice_id)
         reference.parent.mkdir(parents=True, exist_ok=True)
         write_wav_atomic(reference, decoded.samples, decoded.sample_rate)
@@ -118,7 +132,9 @@ def _store_reference(upload: FileStorage, voice_id: uuid.UUID) -> StoredReferenc
         tmp.unlink(missing_ok=True)
     data = reference.read_bytes()
     sha = hashlib.sha256(data).hexdigest()
-    return StoredReference(reference, sha, round(decoded.duration, 3), decoded.sample_rate, len(data))
+    warnings = [finding.to_json() for finding in report.warnings]
+    duration = round(decoded.duration, 3)
+    return StoredReference(reference, sha, duration, decoded.sample_rate, len(data), warnings)
 
 
 def _form(model: type[F]) -> F:
@@ -193,6 +209,7 @@ def create_voice() -> tuple[Response, int]:
             audio_sample_rate=ref.sample_rate,
             audio_bytes=ref.size,
             lexicon_ids=lexicon_ids,
+            warnings=ref.warnings,
         )
         state.sessions.add(voice)
         try:
@@ -245,6 +262,9 @@ def replace_voice(voice_id: str) -> tuple[Response, int]:
         voice.audio_path, voice.audio_sha256 = str(ref.path), ref.sha256
         voice.audio_duration, voice.audio_sample_rate = ref.duration, ref.sample_rate
         voice.audio_bytes = ref.size
+        voice.warnings = ref.warnings
+    else:  # the transcript check is done again by the rebuild
+        voice.warnings = without(voice.warnings, TRANSCRIPT_CODES)
     if form.ref_text is not None:
         voice.ref_text = form.ref_text
     if form.language is not None:

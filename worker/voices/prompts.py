@@ -14,6 +14,7 @@ import time
 import uuid
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import select
 
@@ -21,6 +22,8 @@ from models import CacheStatus, Voice, unit_of_work, utcnow
 from worker import counters
 from worker.audio import AudioError, read_wav
 from worker.engines import Engine, EngineError
+from worker.jobs.quality import recogniser
+from worker.qa.reference import check_reference_transcript, transcript_checked
 from worker.runtime import Runtime
 from worker.voices import state
 from worker.voices.lru import PromptLru
@@ -101,11 +104,39 @@ def fail_build(rt: Runtime, claim: BuildClaim, reason: str) -> None:
         state.fail_build(session, claim, reason)
 
 
-def publish_build(rt: Runtime, claim: BuildClaim, path: Path) -> BuildOutcome:
-    """ready, if the voice is still the one that was encoded; otherwise the file is thrown away."""
+def check_transcript_of(rt: Runtime, claim: BuildClaim) -> list[dict[str, Any]] | None:
+    """The warnings of the transcript check of the claimed reference against its ``ref_text`` (empty
+    for a voice that is not English: the embedded recogniser knows English only), or None when the
+    check could not run. It only ever warns: it never fails a build."""
+    with rt.sessions() as session:
+        language = session.scalar(select(Voice.language).where(Voice.id == claim.voice_id))
+    if language is None or not transcript_checked(language):
+        return []
+    started = time.perf_counter()
+    try:
+        samples, sample_rate = read_wav(claim.audio_path)
+        findings = check_reference_transcript(recogniser(), samples, sample_rate, claim.ref_text)
+    except Exception:  # advisory: a recogniser failure must not cost the voice its prompt
+        log.exception("voice %s: the transcript check of its reference failed", claim.voice_id)
+        return None
+    log.info(
+        "voice %s: transcript check in %.1f s: %s",
+        claim.voice_id,
+        time.perf_counter() - started,
+        ", ".join(f.message for f in findings) or "ok",
+    )
+    return [finding.to_json() for finding in findings]
+
+
+def publish_build(
+    rt: Runtime, claim: BuildClaim, path: Path, transcript_warnings: list[dict[str, Any]] | None = None
+) -> BuildOutcome:
+    """ready, if the voice is still the one that was encoded; otherwise the file is thrown away.
+    ``transcript_warnings`` (see :func:`check_transcript_of`) are published with it."""
     engine = rt.engine()
     with unit_of_work(rt.sessions) as session:
-        published = state.publish_build(session, claim, f"{engine.name} {engine.version}", str(path))
+        label = f"{engine.name} {engine.version}"
+        published = state.publish_build(session, claim, label, str(path), transcript_warnings)
     if not published:
         discard_file(rt, claim.voice_id, path)
         log.info("voice %s changed or was deleted during its build; result discarded", claim.voice_id)
@@ -133,7 +164,8 @@ def discard_file(rt: Runtime, voice_id: uuid.UUID, path: Path) -> None:
 
 
 def build_voice(rt: Runtime, voice_id: uuid.UUID, force: bool = False) -> BuildOutcome:
-    """Build (or rebuild) one voice's prompt if nobody else is; safe to call any number of times."""
+    """Build (or rebuild) one voice's prompt if nobody else is; safe to call any number of times. The
+    reference's transcript is checked on the way (warnings on the voice, never a failure)."""
     claim = claim_build(rt, voice_id, force)
     if isinstance(claim, BuildOutcome):
         return claim
@@ -144,7 +176,7 @@ def build_voice(rt: Runtime, voice_id: uuid.UUID, force: bool = False) -> BuildO
         log.warning("voice %s: prompt build failed: %s", voice_id, reason)
         fail_build(rt, claim, reason)
         return BuildOutcome.FAILED
-    return publish_build(rt, claim, path)
+    return publish_build(rt, claim, path, check_transcript_of(rt, claim))
 
 
 def request_build(rt: Runtime, voice_id: uuid.UUID, force: bool) -> bool:

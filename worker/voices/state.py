@@ -19,9 +19,11 @@ a voice deleted or re-uploaded meanwhile keeps its new state, and the build's re
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
+from typing import Any
 
 from sqlalchemy import and_, literal, or_, select, update
 from sqlalchemy.engine import CursorResult
@@ -29,6 +31,7 @@ from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
 from models import CacheStatus, Voice, utcnow
+from worker.qa.reference import TRANSCRIPT_CODES, without
 
 
 class BuildOutcome(StrEnum):
@@ -100,8 +103,22 @@ def claim_build(
     return BuildClaim(voice.id, token, key, voice.audio_path, voice.audio_sha256, voice.ref_text)
 
 
-def publish_build(session: Session, claim: BuildClaim, engine_label: str, path: str) -> bool:
-    """processing -> ready, if the claim still holds and the voice is still the one that was encoded."""
+def publish_build(
+    session: Session,
+    claim: BuildClaim,
+    engine_label: str,
+    path: str,
+    transcript_warnings: Sequence[dict[str, Any]] | None = None,
+) -> bool:
+    """processing -> ready, if the claim still holds and the voice is still the one that was encoded.
+
+    ``transcript_warnings`` (None: not checked) replace the voice's earlier transcript warnings; its
+    upload's signal warnings stay. Any change of the recording, transcript or language resets the voice
+    to pending, so the conditional UPDATE also keeps a stale check from being published."""
+    values: dict[str, Any] = {}
+    if transcript_warnings is not None:
+        current = session.scalar(select(Voice.warnings).where(Voice.id == claim.voice_id)) or []
+        values["warnings"] = without(current, TRANSCRIPT_CODES) + [dict(w) for w in transcript_warnings]
     result = session.execute(
         update(Voice)
         .where(
@@ -120,6 +137,7 @@ def publish_build(session: Session, claim: BuildClaim, engine_label: str, path: 
             cache_error=None,
             cache_lease_until=None,
             cache_built_at=utcnow(),
+            **values,
         )
     )
     return _rows(result) == 1

@@ -1,0 +1,208 @@
+"""The checks of a voice's reference recording (worker.qa.reference): each signal check on synthetic and
+espeak audio, that tones and wrong transcripts are at most warnings, the speed of the cheap checks, and
+the transcript check on real espeak speech."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from tests.support.audio import TRANSCRIPT, speak
+from worker.qa.reference import (
+    Finding,
+    ReferenceReport,
+    check_reference,
+    check_reference_transcript,
+    transcript_checked,
+    without,
+)
+from worker.qa.transcript import PocketsphinxRecogniser, Recogniser
+
+Wave = npt.NDArray[np.float32]
+
+
+@pytest.fixture(scope="module")
+def espeak() -> tuple[Wave, int]:
+    wave, rate = speak(TRANSCRIPT)
+    return np.asarray(wave, dtype=np.float32), rate
+
+
+def noise(seconds: float, rate: int, rms: float, seed: int = 7) -> Wave:
+    return (np.random.default_rng(seed).standard_normal(int(seconds * rate)) * rms).astype(np.float32)
+
+
+def tone(seconds: float = 1.5, rate: int = 16_000, hz: float = 180.0, amplitude: float = 0.3) -> Wave:
+    t = np.arange(int(seconds * rate)) / rate
+    return (amplitude * np.sin(2 * np.pi * hz * t)).astype(np.float32)
+
+
+def codes(report: ReferenceReport) -> set[str]:
+    return {w.code for w in report.warnings}
+
+
+def speech_rms(wave: Wave) -> float:
+    return float(np.sqrt(np.mean(wave[np.abs(wave) > 0.01] ** 2)))
+
+
+def test_clean_espeak_speech_passes_without_warnings(espeak: tuple[Wave, int]) -> None:
+    report = check_reference(*espeak)
+    assert report.refusal is None
+    assert report.warnings == ()
+    assert report.snr_db >= 20.0
+    assert report.silence_ratio < 0.5
+    assert report.clipped_share == 0.0
+    assert -30.0 < report.speech_dbfs < -6.0
+
+
+@pytest.mark.parametrize(
+    ("label", "make"),
+    [
+        ("digital silence", lambda rate: np.zeros(3 * rate, np.float32)),
+        ("hiss at -75 dBFS", lambda rate: noise(3, rate, 10 ** (-75 / 20))),
+        (
+            "one click in silence",
+            lambda rate: np.concatenate(
+                [np.zeros(rate, np.float32), np.ones(200, np.float32) * 0.5, np.zeros(rate)]
+            ),
+        ),
+    ],
+)
+def test_a_silent_recording_is_refused(label: str, make: object) -> None:
+    rate = 22_050
+    report = check_reference(make(rate), rate)  # type: ignore[operator]
+    assert report.refusal is not None, label
+    assert report.refusal.code == "reference_unusable"
+    assert "silent" in report.refusal.message
+    assert report.warnings == ()
+
+
+def test_clipping_warns_when_audible_and_refuses_when_it_is_most_of_the_signal(
+    espeak: tuple[Wave, int],
+) -> None:
+    wave, rate = espeak
+    driven = check_reference(np.clip(wave * 2.0, -1.0, 1.0), rate)
+    assert driven.refusal is None
+    assert "clipped" in codes(driven)
+    assert 0.001 <= driven.clipped_share < 0.1
+    crushed = check_reference(np.clip(wave * 10.0, -1.0, 1.0), rate)
+    assert crushed.refusal is not None
+    assert "clipped" in crushed.refusal.message
+    assert crushed.refusal.measured is not None
+    assert crushed.refusal.measured >= 0.1
+
+
+def test_noise_only_is_refused_and_noisy_speech_warns(espeak: tuple[Wave, int]) -> None:
+    wave, rate = espeak
+    for seed in range(3):
+        white = check_reference(noise(5, rate, 0.1, seed), rate)
+        assert white.refusal is not None
+        assert "noise only" in white.refusal.message
+        assert white.snr_db < 3.0
+    spectrum = np.fft.rfft(noise(5, rate, 1.0, 11))
+    spectrum[1:] /= np.sqrt(np.arange(1, spectrum.size))  # 1/f power: pink noise
+    shaped = np.fft.irfft(spectrum)
+    pink = check_reference((0.1 * shaped / shaped.std()).astype(np.float32), rate)
+    assert pink.refusal is not None
+    assert "noise only" in pink.refusal.message
+    noisy = check_reference(
+        np.clip(wave + noise(wave.size / rate, rate, speech_rms(wave) * 10 ** (-8 / 20)), -1, 1), rate
+    )
+    assert noisy.refusal is None
+    assert "noisy" in codes(noisy)
+    assert noisy.snr_db < 20.0
+    slight = check_reference(wave + noise(wave.size / rate, rate, speech_rms(wave) * 10 ** (-40 / 20)), rate)
+    assert slight.refusal is None
+    assert slight.warnings == ()
+
+
+def test_quiet_speech_warns(espeak: tuple[Wave, int]) -> None:
+    wave, rate = espeak
+    quiet = check_reference(wave * np.float32(10 ** (-30 / 20)), rate)
+    assert quiet.refusal is None
+    assert "quiet" in codes(quiet)
+    assert quiet.speech_dbfs < -40.0
+
+
+def test_long_silences_and_dc_offset_warn(espeak: tuple[Wave, int]) -> None:
+    wave, rate = espeak
+    padded = check_reference(np.concatenate([wave, np.zeros(30 * rate, np.float32)]), rate)
+    assert padded.refusal is None
+    assert codes(padded) == {"mostly_silence"}
+    assert padded.silence_ratio > 0.5
+    assert padded.speech_dbfs > -30.0  # the silence does not drag the speech level down
+    offset = check_reference(wave + np.float32(0.03), rate)
+    assert codes(offset) == {"dc_offset"}
+    assert offset.dc_offset == pytest.approx(0.03, abs=0.002)
+
+
+def test_tones_and_sawtooths_are_never_refused() -> None:
+    """The hostile and fuzz tests upload tones (and an 8-bit sawtooth): no speech, but a signal."""
+    for wave, rate in [
+        (tone(), 16_000),
+        (tone(1.0, 8_000, 440.0, 0.9), 8_000),
+        (np.tile(np.arange(256) / 128.0 - 1.0, 300).astype(np.float32), 8_000),
+    ]:
+        report = check_reference(wave, rate)
+        assert report.refusal is None, report
+        assert all(isinstance(w, Finding) for w in report.warnings)
+
+
+def test_the_cheap_checks_are_cheap() -> None:
+    """120 s at 48 kHz (the largest reference accepted) in well under the time of a request."""
+    wave = np.resize(np.clip(speak(TRANSCRIPT)[0] * 2.0, -1.0, 1.0).astype(np.float32), 120 * 48_000)
+    check_reference(wave[:48_000], 48_000)
+    started = time.perf_counter()
+    report = check_reference(wave, 48_000)
+    assert time.perf_counter() - started < 0.3
+    assert report.refusal is None
+
+
+def test_without_drops_the_named_codes() -> None:
+    stored: list[dict[str, Any]] = [
+        {"code": "noisy", "message": "m", "measured": 1.0},
+        {"code": "transcript_mismatch", "message": "m"},
+    ]
+    assert without(stored, frozenset({"transcript_mismatch"})) == [stored[0]]
+
+
+def test_only_english_voices_get_the_transcript_check() -> None:
+    assert transcript_checked("en")
+    assert transcript_checked("en-GB")
+    assert transcript_checked("EN-us")
+    assert not transcript_checked("de")
+    assert not transcript_checked("fr-CA")
+
+
+@pytest.fixture(scope="module")
+def recogniser() -> Recogniser:
+    pytest.importorskip("pocketsphinx")
+    return PocketsphinxRecogniser()
+
+
+class TestTranscript:
+    def test_the_right_transcript_gives_no_warning(
+        self, recogniser: Recogniser, espeak: tuple[Wave, int]
+    ) -> None:
+        assert check_reference_transcript(recogniser, *espeak, TRANSCRIPT) == ()
+
+    @pytest.mark.parametrize(
+        "ref_text",
+        [
+            "hello there",
+            "A quick brown fox jumps over the lazy dog and runs into the dark forest beyond the river.",
+            "The old lighthouse keeper climbed the stairs every evening.",  # half of what is said
+        ],
+    )
+    def test_a_wrong_transcript_warns(
+        self, recogniser: Recogniser, espeak: tuple[Wave, int], ref_text: str
+    ) -> None:
+        [finding] = check_reference_transcript(recogniser, *espeak, ref_text)
+        assert finding.code == "transcript_mismatch"
+        assert finding.measured is not None
+        assert finding.measured > 1 / 3
+        assert "ref_text" in finding.message
+        assert "% of the words differ" in finding.message

@@ -1,0 +1,316 @@
+"""Checks of a voice's reference recording at enrollment (issue 13), pure: numpy and the recogniser.
+
+Two kinds, run in two places:
+
+* :func:`check_reference`: cheap signal checks on the decoded samples, run by the API while the upload
+  request waits (a few passes of numpy over the samples and one small batch of FFTs: ~10-30 ms for 120 s
+  at 48 kHz). A hopeless recording is *refused* (:attr:`ReferenceReport.refusal`); a doubtful one is
+  accepted with *warnings*.
+* :func:`check_reference_transcript`: recognises the reference and compares it with its ``ref_text``
+  (a wrong transcript ruins in-context cloning). It costs CPU seconds, so the worker runs it during the
+  voice's prompt build, and it only ever warns: recognition of real human speech is imperfect.
+
+Every finding is a :class:`Finding` (``code``, plain-words ``message``, the ``measured`` value), stored
+on the voice as JSON. The thresholds are module constants, each with the reason it has that value.
+
+The measurements work on 20 ms frames (shorter than a syllable, longer than a pitch period down to
+50 Hz), each taken about its own mean (so a DC offset is no level):
+
+* *speech level*: the 95th percentile of the RMS levels (dBFS) of the frames above :data:`SILENCE_DBFS`:
+  the loud parts of the speech, robust to a few clicks and to long silences;
+* *noise floor*: the 10th percentile (the quietest frames: pauses, or between syllables);
+* *SNR*: speech level minus noise floor. A clean recording with pauses measures 40 dB and more; speech
+  without a single pause underestimates its SNR, which is safe (at most a warning);
+* *sound*: frames within :data:`SOUND_RANGE_DB` of the speech level and above :data:`SILENCE_DBFS`; the
+  *silence ratio* is the share of the other frames;
+* *clipping*: the share of samples at full scale (|x| >= :data:`CLIP_LEVEL`) among the sound frames;
+* *flatness*: the median spectral flatness (geometric over arithmetic mean of the power spectrum) of up
+  to :data:`FLATNESS_FRAMES` frames: ~0.56 for white noise, near 0 for a tone, well under 0.2 for voiced
+  speech. It tells a recording that is noise only from a steady tone or hum, which is a signal (a tone
+  is accepted with a warning: the hostile tests upload tones, and a tone harms nobody but its owner).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from worker.qa.transcript import Recogniser, check_transcript
+
+__all__ = [
+    "CLIP_LEVEL",
+    "Finding",
+    "ReferenceReport",
+    "check_reference",
+    "check_reference_transcript",
+    "transcript_checked",
+    "without",
+]
+
+FRAME_S = 0.02
+# The decoder's own silence threshold (worker.audio.decode.SILENCE_PEAK_DBFS): a frame whose RMS is below
+# it is silent whatever the rest of the recording does.
+SILENCE_DBFS = -60.0
+# A frame is sound when it is within 30 dB of the speech level: the same range the transcript check
+# uses for "sound the recogniser must explain" (worker.qa.transcript._SOUND_DB); the weak consonants
+# and decays of speech are within it, room tone of a usable recording is below it.
+SOUND_RANGE_DB = 30.0
+# A level below any 16-bit recording's quantisation noise (-101 dBFS): where digital silence is put.
+FLOOR_DBFS = -120.0
+# The percentiles of the frame levels taken as the speech level and as the noise floor (see above).
+SPEECH_PERCENTILE = 95.0
+NOISE_PERCENTILE = 10.0
+# Full scale: a sample at 0.999 of it or beyond is clipped (as worker.qa.checks.QaPolicy.clip_level).
+CLIP_LEVEL = 0.999
+
+# -- refusals (hopeless: no engine can clone from it) ---------------------------------------------------
+# Less sound than this in the whole recording: half a second is one or two syllables, too little of a
+# voice to clone (the decoder already refuses a recording shorter than a second, or silent at -60 dBFS).
+MIN_SOUND_S = 0.5
+# A tenth of the sound's samples flat at full scale: the peaks of nearly every pitch period are cut off
+# and the voice's timbre is replaced by the distortion's harmonics (espeak speech driven 10x past full
+# scale measures 15 %, 3x 1.7 %, 2x 0.3 %); the engine would clone the distortion.
+MAX_CLIPPED_SHARE = 0.10
+# Nothing rises 3 dB above the quietest frames *and* the spectrum is noise-flat: the recording is
+# noise only (stationary noise's 20 ms frame levels spread by about 1 dB; speech at 0 dB SNR already
+# lifts its loud frames ~5 dB above the pauses). A steady tone also has no dynamics, but is not flat: it
+# only warns (see the module docstring).
+NOISE_ONLY_SNR_DB = 3.0
+NOISE_FLATNESS = 0.2  # white noise ~0.56, pink noise ~0.27; speech measures < 0.06, tones ~0
+
+# -- warnings (usable, but worse clones) ----------------------------------------------------------------
+# Speech should stand 20 dB above the background: below that, cloning reproduces the noise (a quiet
+# room with a decent microphone gives 40 dB and more; ACX asks for 60 dB).
+MIN_SNR_DB = 20.0
+# 0.1 % of the sound's samples clipped: audible distortion (as QaPolicy.max_clipped_share).
+WARN_CLIPPED_SHARE = 0.001
+# More than half of the recording is silence: the encoder hears less speech than pauses; trimming the
+# pauses gives it more voice for the same length.
+MAX_SILENCE_RATIO = 0.5
+# Speech at -40 dBFS and below (normal recordings put it at -30 to -12 dBFS RMS) was recorded far too
+# quiet: normalising it raises the preamp's and quantisation noise with it.
+QUIET_DBFS = -40.0
+# A DC offset of 1 % of full scale (-40 dBFS) points at a faulty interface or preamp (a sound one stays
+# well under 0.1 %); it is harmless once removed, so it only warns.
+MAX_DC_OFFSET = 0.01
+# Frames whose spectral flatness is measured (evenly spread over the recording): enough for a stable
+# median, few enough to stay a millisecond of FFTs.
+FLATNESS_FRAMES = 256
+
+# -- the transcript check ---------------------------------------------------------------------------------
+# Word error rate above which the reference's transcript is reported as wrong. The constrained recogniser
+# hears ~99 % of clean espeak words (the right transcript of the test reference: 0 %, with noise at 8 dB
+# SNR: 9 %; wrong ones: 61-250 %); real speech is misheard more often, but beyond a third of the words
+# wrong the transcript (or the recording) is another text, not a misheard word or two.
+MAX_REFERENCE_WER = 1 / 3
+# ...and at least this many word errors: one misheard word in a two-word transcript is not evidence.
+MIN_REFERENCE_ERRORS = 3
+TRANSCRIPT_CODES = frozenset({"transcript_mismatch"})
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem of a reference: a refusal or a warning, in plain words, with what was measured."""
+
+    code: str
+    message: str
+    measured: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ReferenceReport:
+    """The cheap checks of a reference: what was measured, the refusal (None if usable) and warnings."""
+
+    duration_s: float
+    speech_dbfs: float
+    noise_dbfs: float
+    snr_db: float
+    sound_s: float
+    silence_ratio: float
+    clipped_share: float
+    dc_offset: float
+    flatness: float
+    refusal: Finding | None = None
+    warnings: tuple[Finding, ...] = field(default_factory=tuple)
+
+
+def check_reference(samples: npt.ArrayLike, sample_rate: int) -> ReferenceReport:
+    """Measure a decoded reference (mono, float in [-1, 1]) and judge it (see the module docstring)."""
+    x = np.asarray(samples, dtype=np.float32).reshape(-1)
+    if sample_rate <= 0:
+        raise ValueError(f"the sample rate must be positive, got {sample_rate}")
+    duration = x.size / sample_rate
+    hop = max(1, round(sample_rate * FRAME_S))
+    n_frames = x.size // hop
+    if n_frames == 0:
+        too_short = Finding("reference_unusable", "the recording is too short to measure", 0.0)
+        return ReferenceReport(duration, FLOOR_DBFS, FLOOR_DBFS, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, too_short)
+    dc = float(np.mean(x, dtype=np.float64))
+    frames = x[: n_frames * hop].reshape(n_frames, hop)
+    # Each frame's power about its own mean (its variance: mean(x^2) - mean(x)^2, without copying the
+    # samples): a DC offset does not count as level, and digital silence stays silent.
+    sums = np.einsum("ij,ij->i", frames, frames).astype(np.float64)
+    means = frames.mean(axis=1, dtype=np.float64)
+    power = sums / hop - means * means
+    levels = 10.0 * np.log10(np.maximum(power, 10.0 ** (FLOOR_DBFS / 10.0)))
+    noise = float(np.percentile(levels, NOISE_PERCENTILE))
+    audible = levels[levels >= SILENCE_DBFS]  # long silences must not drag the speech level down
+    speech = float(np.percentile(audible if audible.size else levels, SPEECH_PERCENTILE))
+    snr = speech - noise
+    sound = levels >= max(speech - SOUND_RANGE_DB, SILENCE_DBFS)
+    n_sound = int(np.count_nonzero(sound))
+    sound_s = n_sound * hop / sample_rate
+    silence_ratio = 1.0 - n_sound / n_frames
+    clipped_per_frame = np.count_nonzero(np.abs(frames) >= CLIP_LEVEL, axis=1)
+    clipped = float(clipped_per_frame[sound].sum()) / (n_sound * hop) if n_sound else 0.0
+    flatness = _flatness(frames[np.flatnonzero(sound)] if n_sound else frames)
+
+    refusal = _refusal(sound_s, clipped, snr, flatness)
+    warnings = _warnings(speech, snr, silence_ratio, clipped, dc) if refusal is None else ()
+    return ReferenceReport(
+        duration_s=round(duration, 3),
+        speech_dbfs=round(speech, 1),
+        noise_dbfs=round(noise, 1),
+        snr_db=round(snr, 1),
+        sound_s=round(sound_s, 2),
+        silence_ratio=round(silence_ratio, 3),
+        clipped_share=round(clipped, 5),
+        dc_offset=round(dc, 5),
+        flatness=round(flatness, 3),
+        refusal=refusal,
+        warnings=warnings,
+    )
+
+
+def _flatness(frames: npt.NDArray[np.float32]) -> float:
+    """Median spectral flatness of up to :data:`FLATNESS_FRAMES` frames spread evenly over ``frames``."""
+    if not len(frames):
+        return 0.0
+    picked = frames[np.linspace(0, len(frames) - 1, min(len(frames), FLATNESS_FRAMES)).astype(np.intp)]
+    picked = picked - picked.mean(axis=1, keepdims=True)
+    spectrum = np.abs(np.fft.rfft(picked * np.hanning(picked.shape[1]).astype(np.float32), axis=1)) ** 2
+    spectrum = spectrum[:, 1:] + 1e-20  # the DC bin is empty after removing the mean
+    flat = np.exp(np.mean(np.log(spectrum), axis=1)) / np.mean(spectrum, axis=1)
+    return float(np.median(flat))
+
+
+def _refusal(sound_s: float, clipped: float, snr: float, flatness: float) -> Finding | None:
+    if sound_s < MIN_SOUND_S:
+        return Finding(
+            "reference_unusable",
+            f"the recording is almost silent: only {sound_s:.2f} s of it is sound (at least "
+            f"{MIN_SOUND_S:g} s of speech is needed)",
+            round(sound_s, 2),
+        )
+    if clipped >= MAX_CLIPPED_SHARE:
+        return Finding(
+            "reference_unusable",
+            f"the recording is badly clipped: {clipped:.0%} of its samples are at full scale (record it "
+            "again with the input gain lower)",
+            round(clipped, 4),
+        )
+    if snr < NOISE_ONLY_SNR_DB and flatness >= NOISE_FLATNESS:
+        return Finding(
+            "reference_unusable",
+            f"the recording sounds like noise only: nothing in it rises more than {snr:.1f} dB above "
+            "its background",
+            round(snr, 1),
+        )
+    return None
+
+
+def _warnings(speech: float, snr: float, silence: float, clipped: float, dc: float) -> tuple[Finding, ...]:
+    out = []
+    if snr < MIN_SNR_DB:
+        out.append(
+            Finding(
+                "noisy",
+                f"the speech is only {snr:.1f} dB above the background noise (at least {MIN_SNR_DB:g} dB "
+                "is recommended): the cloned voice may reproduce the noise",
+                round(snr, 1),
+            )
+        )
+    if clipped >= WARN_CLIPPED_SHARE:
+        out.append(
+            Finding(
+                "clipped",
+                f"{clipped:.2%} of the samples are clipped at full scale: the distortion is audible and "
+                "may be cloned",
+                round(clipped, 5),
+            )
+        )
+    if silence > MAX_SILENCE_RATIO:
+        out.append(
+            Finding(
+                "mostly_silence",
+                f"{silence:.0%} of the recording is silence: trim the pauses so that it is mostly speech",
+                round(silence, 3),
+            )
+        )
+    if speech < QUIET_DBFS:
+        out.append(
+            Finding(
+                "quiet",
+                f"the speech is very quiet ({speech:.1f} dBFS; -30 to -12 dBFS is usual): record it with "
+                "more input gain",
+                round(speech, 1),
+            )
+        )
+    if abs(dc) >= MAX_DC_OFFSET:
+        out.append(
+            Finding(
+                "dc_offset",
+                f"the recording has a DC offset of {dc:+.1%} of full scale: the recording chain may be "
+                "faulty",
+                round(dc, 4),
+            )
+        )
+    return tuple(out)
+
+
+# -- the transcript check ---------------------------------------------------------------------------------
+
+
+def transcript_checked(language: str) -> bool:
+    """Whether the transcript check applies: the embedded recogniser knows English only."""
+    return language.lower().split("-", 1)[0] == "en"
+
+
+def check_reference_transcript(
+    recogniser: Recogniser, samples: npt.ArrayLike, sample_rate: int, ref_text: str
+) -> tuple[Finding, ...]:
+    """Recognise the reference against its transcript; a warning when they disagree (never a refusal).
+
+    The recogniser is constrained to the transcript's words (see :mod:`worker.qa.transcript`): speech
+    that says something else comes out as the transcript's words in the wrong places, missing or heard
+    again and again, which the word error rate counts."""
+    result = check_transcript(recogniser, samples, sample_rate, ref_text)
+    if result.scored_words == 0 or result.errors < MIN_REFERENCE_ERRORS or result.wer <= MAX_REFERENCE_WER:
+        return ()
+    parts = [f"{result.wer:.0%} of the words differ ({result.errors} errors for {result.scored_words} words)"]
+    if result.missing:
+        parts.append(f"not heard: {_listed(result.missing)}")
+    if heard_instead := [heard for _, heard in result.substituted] + list(result.extra):
+        parts.append(f"heard instead or in addition: {_listed(heard_instead)}")
+    message = (
+        "the recording does not seem to say its ref_text: "
+        + "; ".join(parts)
+        + ". A wrong transcript spoils the cloned voice: check that ref_text is exactly what is said"
+    )
+    return (Finding("transcript_mismatch", message, round(result.wer, 3)),)
+
+
+def _listed(words: Sequence[str], limit: int = 12) -> str:
+    return " ".join(words[:limit]) + (" ..." if len(words) > limit else "")
+
+
+def without(warnings: Sequence[dict[str, Any]], codes: frozenset[str]) -> list[dict[str, Any]]:
+    """``warnings`` (as stored: JSON objects) without those whose code is one of ``codes``."""
+    return [dict(w) for w in warnings if w.get("code") not in codes]
