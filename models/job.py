@@ -66,6 +66,9 @@ class Job(Base):
     chunks_reused: Mapped[int] = mapped_column(Integer, default=0)  # done from an earlier render's audio
     chunks_flagged: Mapped[int] = mapped_column(Integer, default=0)  # kept though they failed QA
     chunks_rerendered: Mapped[int] = mapped_column(Integer, default=0)  # rendered again after failing QA
+    # 0 for the first output; +1 each time a chunk of the finished job is rendered again on request
+    # (its previous output stays downloadable until the new one is published)
+    revision: Mapped[int] = mapped_column(Integer, default=0)
     error: Mapped[str | None] = mapped_column(Text, default=None)
     idempotency_key: Mapped[str | None] = mapped_column(String(200), default=None)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
@@ -116,6 +119,7 @@ class Chunk(Base):
     pause_after: Mapped[str] = mapped_column(String(10))
     pause_seconds: Mapped[float | None] = mapped_column(Float, default=None)  # a break: replaces pause_after
     rate: Mapped[float | None] = mapped_column(Float, default=None)  # speaking-rate multiplier; None: 1
+    seed: Mapped[int | None] = mapped_column(Integer, default=None)  # a take asked for; None: from the text
     voice_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("voices.id"))
     status: Mapped[str] = mapped_column(String(10), default=ChunkStatus.PENDING.value)
     attempts: Mapped[int] = mapped_column(Integer, default=0)

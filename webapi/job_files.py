@@ -9,7 +9,7 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, send_file, url_for
 
-from models import Job, JobStatus
+from models import Job
 from webapi.auth import require_key
 from webapi.errors import Gone, NotFound
 from webapi.jobs import (
@@ -52,7 +52,7 @@ def _files_of(job_id: str) -> tuple[Job, list[dict[str, Any]], bool]:
     job's files until they expire (410 then); while it renders, its chapters ready so far; 409 when
     there is nothing yet."""
     job = owned_job(job_id)
-    if job.status == JobStatus.SUCCEEDED and job.output_path and job.expired_at is None:
+    if job.output_path and job.expired_at is None:  # finished (or re-rendering: the previous revision)
         return job, list(job.files or []), True
     early = early_files(job, chapter_rows(job))
     if early:

@@ -4,21 +4,28 @@ flagged without downloading the book."""
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Mapping
+from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from flask import Blueprint, Response, jsonify, send_file, url_for
+from flask import Blueprint, Response, jsonify, request, send_file, url_for
 from sqlalchemy import select
 
-from models import Chunk
+from models import Chunk, ChunkStatus, Job, JobStatus, Voice, unit_of_work, utcnow
 from webapi.auth import require_key
-from webapi.errors import Gone, NotFound
+from webapi.errors import Conflict, Gone, Invalid, NotFound
 from webapi.extensions import tome
-from webapi.jobs import owned_job, serve_multi_range_whole
+from webapi.jobs import chapter_rows, job_out, owned_job, serve_multi_range_whole
 from webapi.openapi import Operation, operation
-from webapi.schemas import ChunkQaOut, JobQaOut, JobQaQuery, QaCheckOut
-from webapi.validation import query
+from webapi.schemas import ChunkQaOut, JobOut, JobQaOut, JobQaQuery, QaCheckOut, RerenderIn
+from webapi.validation import json_body, query
+from worker.jobs import state
+from worker.jobs.intake import plan_request
+from worker.jobs.plan import PlanError, plan
+from worker.task_names import RENDER_CHUNKS, STITCH_CHAPTER
 
 bp = Blueprint("job_qa", __name__, url_prefix="/v1/jobs")
 bp.before_request(require_key)
@@ -98,3 +105,81 @@ def chunk_audio(job_id: str, seq: int) -> Response:
     return send_file(
         path, mimetype="audio/wav", as_attachment=True, download_name=f"chunk-{seq:06d}.wav", conditional=True
     )
+
+
+@bp.post("/<job_id>/chunks/<int:seq>/rerender")
+@operation(
+    Operation(
+        "Render one chunk of a finished job again (a new take, or edited text); its chapter and the book "
+        "are stitched again, the previous output downloadable until the new one is published",
+        {202: JobOut, 404: None, 409: None, 410: None, 422: None},
+        body=RerenderIn,
+        tags=("jobs",),
+    )
+)
+def rerender_chunk(job_id: str, seq: int) -> tuple[Response, int]:
+    job = owned_job(job_id)
+    asked = json_body(RerenderIn) if request.content_length else RerenderIn()
+    if job.expired_at is not None:
+        raise Gone(f"the audio of this job expired at {job.expired_at:%Y-%m-%dT%H:%M:%SZ}", code="expired")
+    if job.status != JobStatus.SUCCEEDED:
+        raise Conflict(
+            f"job is {job.status}; a chunk can be rendered again once the job has succeeded", code="not_ready"
+        )
+    sessions = tome().sessions
+    chunk = sessions.scalars(select(Chunk).where(Chunk.job_id == job.id, Chunk.seq == seq)).first()
+    if chunk is None or chunk.status != ChunkStatus.DONE:
+        raise NotFound(f"job {job_id} has no rendered chunk {seq}")
+    text, source = (None, None) if asked.text is None else _read(job, chunk, asked.text)
+    stale = [
+        row.chapter
+        for row in chapter_rows(job)
+        if row.chapter != chunk.chapter
+        and not all(Path(str(f.get("path"))).is_file() for f in (row.build or {}).get("files", []))
+    ]
+    seed = asked.seed if asked.seed is not None else secrets.randbelow(2**31)
+    with unit_of_work(tome().runtime.sessions) as session:
+        moved = state.rerender_chunk(
+            session, job.id, seq, text=text, source=source, seed=seed, stale_chapters=stale, now=utcnow()
+        )
+    if not moved:
+        raise Conflict("the job changed meanwhile; GET it and try again", code="not_ready")
+    rt = tome().runtime
+    for chapter in stale:  # their chunks are all done: stitched again at once
+        with unit_of_work(rt.sessions) as session:
+            token = state.claim_chapter(session, job.id, chapter, _lease(), utcnow())
+        if token is not None:
+            tome().enqueue(STITCH_CHAPTER, [str(job.id), chapter, token])
+    with unit_of_work(rt.sessions) as session:
+        state.mark_enqueued(session, job.id, [seq])
+    tome().enqueue(RENDER_CHUNKS, [str(job.id), [seq]])
+    sessions.expire_all()
+    fresh = sessions.get(Job, job.id)
+    assert fresh is not None
+    return jsonify(job_out(fresh, chapter_rows(fresh)).model_dump(mode="json")), 202
+
+
+def _lease() -> timedelta:
+    return timedelta(seconds=tome().settings.stitch_lease_seconds)
+
+
+def _read(job: Job, chunk: Chunk, text: str) -> tuple[str, str]:
+    """``text`` as the engine will read it (normalised, the job's and the voice's lexicons applied, as
+    the script was) and as written; 422 naming ``text`` unless it makes exactly one chunk."""
+    sessions = tome().sessions
+    voice = sessions.get(Voice, chunk.voice_id)
+    if voice is None:
+        raise Invalid("the chunk's voice no longer exists", field="text")
+    asked = replace(
+        plan_request(tome().runtime, job, voice, text), script_format="plain", split_chapters=False
+    )
+    try:
+        specs = plan(sessions(), asked).specs
+    except PlanError as exc:
+        raise Invalid(exc.message, code=exc.code, field="text") from exc
+    if len(specs) != 1:
+        raise Invalid(
+            f"the new text reads as {len(specs)} chunks; a re-render replaces one chunk: shorten it",
+            field="text",
+        )
+    return specs[0].text, specs[0].source or text

@@ -76,6 +76,7 @@ def early_files(job: Job, rows: list[JobChapter]) -> list[dict[str, object]]:
         for row in rows
         if row.status == ChapterStatus.READY and row.build
         for f in row.build.get("files", [])
+        if Path(str(f.get("path"))).is_file()  # a finished book's chapters may be gone (no split)
     ]
 
 
@@ -117,7 +118,8 @@ def _chapters_out(job: Job, rows: list[JobChapter] | None) -> list[ChapterOut]:
 
 
 def job_out(job: Job, chapters: list[JobChapter] | None = None) -> JobOut:
-    done = job.status == JobStatus.SUCCEEDED and job.output_path is not None
+    # a book is there once the job has succeeded, and stays while a chunk of it is rendered again
+    done = job.output_path is not None and job.expired_at is None
     stored = job.options.get("delivery") if isinstance(job.options, dict) else None
     delivery: dict[str, object] = stored if isinstance(stored, dict) else {}
     return JobOut(
@@ -152,6 +154,7 @@ def job_out(job: Job, chapters: list[JobChapter] | None = None) -> JobOut:
             if done and any(f.get("kind") == "report" for f in job.files or [])
             else None,
         ),
+        revision=job.revision or 0,
         chapters=_chapters_out(job, chapters),
         qa=QaSummary(
             chunks_flagged=job.chunks_flagged or 0,
@@ -505,7 +508,7 @@ def finished_job(job_id: str, what: str) -> Job:
     job = owned_job(job_id)
     if job.expired_at is not None:
         raise Gone(f"the {what} of this job expired at {job.expired_at:%Y-%m-%dT%H:%M:%SZ}", code="expired")
-    if job.status != JobStatus.SUCCEEDED or not job.output_path:
+    if not job.output_path:  # a re-rendered job keeps serving its previous book until the new one is out
         raise Conflict(f"job is {job.status}; its {what} can be had once it has succeeded", code="not_ready")
     return job
 

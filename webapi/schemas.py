@@ -316,6 +316,21 @@ class JobQaOut(BaseModel):
     chunks: list[ChunkQaOut]
 
 
+class RerenderIn(Strict):
+    """A new take of one chunk of a finished job: the same text with another seed, or edited text."""
+
+    text: str | None = Field(
+        None,
+        min_length=1,
+        max_length=5000,
+        description="The chunk's new text, as written (normalised and read through the job's lexicons as "
+        "the script was); it must still make one chunk. Default: the same text",
+    )
+    seed: int | None = Field(
+        None, ge=0, le=2**31 - 1, description="The take's seed (default: a new random one)"
+    )
+
+
 class JobQaQuery(Strict):
     flagged: bool = Field(False, description="Only the flagged chunks")
     limit: int = Field(1000, ge=1, le=5000)
@@ -345,6 +360,9 @@ class JobOut(BaseModel):
         "column the API answers for a short script",
     )
     output: OutputOut
+    revision: int = Field(
+        0, description="0 for the first book; +1 for each chunk rendered again on request (POST .../rerender)"
+    )
     chapters: list[ChapterOut]
     qa: QaSummary
     webhook: WebhookOut | None

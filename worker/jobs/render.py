@@ -71,7 +71,7 @@ def _render(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -
             prompts[c.voice_id][0],
             prompts[c.voice_id][1],
             _rate_params(speed, c.rate),
-            seed=reuse.text_seed(c.text),
+            seed=reuse.text_seed(c.text) if c.seed is None else c.seed,
         )
         for c in claimed
     }

@@ -88,6 +88,7 @@ class Claimed:
     voice_id: uuid.UUID
     attempts: int
     rate: float | None = None
+    seed: int | None = None
 
 
 def start_job(session: Session, job_id: uuid.UUID, now: datetime) -> bool:
@@ -136,11 +137,11 @@ def claim_chunks(
         )
     )
     rows = session.execute(
-        select(Chunk.id, Chunk.seq, Chunk.text, Chunk.voice_id, Chunk.attempts, Chunk.rate)
+        select(Chunk.id, Chunk.seq, Chunk.text, Chunk.voice_id, Chunk.attempts, Chunk.rate, Chunk.seed)
         .where(Chunk.job_id == job_id, Chunk.attempt_token == token)
         .order_by(Chunk.seq)
     ).all()
-    return token, [Claimed(r.id, r.seq, r.text, r.voice_id, r.attempts, r.rate) for r in rows]
+    return token, [Claimed(r.id, r.seq, r.text, r.voice_id, r.attempts, r.rate, r.seed) for r in rows]
 
 
 def complete_chunk(
@@ -503,3 +504,67 @@ def chapters_to_resume(session: Session, now: datetime) -> tuple[list[tuple[uuid
         )
     ).all()
     return [(r.job_id, r.chapter) for r in unclaimed], [(r.job_id, r.chapter) for r in expired]
+
+
+def rerender_chunk(
+    session: Session,
+    job_id: uuid.UUID,
+    seq: int,
+    *,
+    text: str | None,
+    source: str | None,
+    seed: int,
+    stale_chapters: Sequence[int],
+    now: datetime,
+) -> bool:
+    """succeeded -> running for one chunk rendered again (edited ``text`` as the engine reads it and as
+    written, or the same text) with ``seed``: the chunk back to pending, its chapter and
+    ``stale_chapters`` (whose files are gone) to be stitched again, the revision counted. The book and
+    files of the previous revision stay until the new ones are published. False if the job is not a
+    finished, unexpired job with that chunk done."""
+    moved = session.execute(
+        update(Job)
+        .where(
+            Job.id == job_id,
+            Job.status == JobStatus.SUCCEEDED.value,
+            Job.expired_at.is_(None),
+            exists().where(Chunk.job_id == job_id, Chunk.seq == seq, Chunk.status == ChunkStatus.DONE.value),
+        )
+        .values(
+            status=JobStatus.RUNNING.value,
+            chunks_done=Job.chunks_done - 1,
+            revision=Job.revision + 1,
+            updated_at=now,
+            webhook_delivered_at=None,
+            webhook_attempts=0,
+            webhook_next_at=None,
+            webhook_error=None,
+        )
+    )
+    if rows(moved) != 1:
+        return False
+    chunk = session.execute(
+        select(Chunk.chapter, Chunk.flagged).where(Chunk.job_id == job_id, Chunk.seq == seq)
+    ).one()
+    if chunk.flagged:
+        session.execute(update(Job).where(Job.id == job_id).values(chunks_flagged=Job.chunks_flagged - 1))
+    values: dict[str, Any] = {
+        "status": ChunkStatus.PENDING.value,
+        "seed": seed,
+        "attempts": 0,
+        "attempt_token": None,
+        "lease_until": None,
+        "enqueued_at": None,
+        "qa": None,
+        "flagged": False,
+        "error": None,
+    }
+    if text is not None:
+        values.update(text=text, source_text=source)
+    session.execute(update(Chunk).where(Chunk.job_id == job_id, Chunk.seq == seq).values(**values))
+    session.execute(
+        update(JobChapter)
+        .where(JobChapter.job_id == job_id, JobChapter.chapter.in_([chunk.chapter, *stale_chapters]))
+        .values(status=ChapterStatus.PENDING.value, token=None, lease_until=None, attempts=0)
+    )
+    return True

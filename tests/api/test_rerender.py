@@ -1,0 +1,180 @@
+"""Fixing one chunk of a finished job without a new job: POST /v1/jobs/{id}/chunks/{seq}/rerender renders
+it again (a new take, or edited text), stitches its chapter and the book again, and counts a revision; the
+previous book stays downloadable until the new one is published; nothing else is rendered again."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+from sqlalchemy import select
+
+from models import Chunk
+from tests.api.helpers import submit_job, upload_voice
+from tests.conftest import bearer
+from tests.support.apps import tome_of
+from tests.support.inline import Inline
+from webapi.cli import mint_key
+from worker.jobs import render
+from worker.task_names import BUILD_VOICE, START_JOB
+
+BOOK = (
+    "# Harbour\n\nThe fog came in before dawn. Doctor Hale counted the boats on the quay.\n\n"
+    "# Storm\n\nBy noon the wind had turned, and the gulls went quiet one after another.\n\n"
+    "# Morning\n\nThe sea was calm again."
+)
+
+
+@pytest.fixture
+def rendered_texts() -> Iterator[list[str]]:
+    real = render.synthesize_in_halves
+    texts: list[str] = []
+
+    def counting(engine: Any, requests: Any) -> Any:
+        texts.extend(r.text for r in requests)
+        return real(engine, requests)
+
+    render.synthesize_in_halves = counting
+    yield texts
+    render.synthesize_in_halves = real
+
+
+def _finished(
+    make_app: Callable[..., Flask], audio: tuple[bytes, str], **output: Any
+) -> tuple[Flask, FlaskClient, dict[str, str], Inline, dict[str, Any]]:
+    """A finished job; from then on what the API sends runs in the returned Inline."""
+    app = make_app()
+    client = app.test_client()
+    user = bearer(mint_key(app, "fixer", "k", admin=False))
+    voice = upload_voice(client, user, audio[0], ref_text=audio[1])
+    job = submit_job(client, user, "narrator", script=BOOK, script_format="markdown", output=output)
+    assert job.status_code == 202, job.json
+    inline = Inline(tome_of(app).runtime)
+    inline.enqueue(BUILD_VOICE, [voice.json["id"]])
+    inline.enqueue(START_JOB, [job.json["id"]])
+    inline.run()
+    done = client.get(f"/v1/jobs/{job.json['id']}", headers=user).json
+    assert done["status"] == "succeeded"
+    tome_of(app).enqueue = inline.enqueue  # type: ignore[method-assign]
+    assert isinstance(done, dict)
+    return app, client, user, inline, done
+
+
+def _chunk(app: Flask, job_id: str, seq: int) -> Chunk:
+    query = select(Chunk).where(Chunk.job_id == uuid.UUID(job_id), Chunk.seq == seq)
+    chunk = tome_of(app).sessions.scalars(query).one()
+    tome_of(app).sessions.refresh(chunk)
+    return chunk
+
+
+def _storm_seq(client: FlaskClient, user: dict[str, str], job: dict[str, Any]) -> int:
+    report = client.get(job["qa"]["url"], headers=user).json
+    return int(next(c["seq"] for c in report["chunks"] if c["text"].startswith("By noon")))
+
+
+@pytest.mark.parametrize("fmt", ["mp3", "ogg"])
+def test_an_edited_chunk_replaces_only_itself_and_the_old_book_stays_until_then(
+    make_app: Callable[..., Flask], reference_audio: tuple[bytes, str], rendered_texts: list[str], fmt: str
+) -> None:
+    app, client, user, inline, job = _finished(make_app, reference_audio, format=fmt)
+    seq = _storm_seq(client, user, job)
+    before = client.get(job["output"]["url"], headers=user).data
+    others = {c.seq: Path(str(c.audio_path)).read_bytes() for c in _chunks(app, job["id"]) if c.seq != seq}
+    rendered_texts.clear()
+
+    response = client.post(
+        f"/v1/jobs/{job['id']}/chunks/{seq}/rerender",
+        json={"text": "By noon the wind had turned, and the gulls screamed one after another."},
+        headers=user,
+    )
+    assert response.status_code == 202, response.json
+    assert response.json["status"] == "running"
+    # the previous revision is still downloadable while the chunk renders
+    assert client.get(job["output"]["url"], headers=user).data == before
+    assert client.get(f"/v1/jobs/{job['id']}/files/book.srt", headers=user).status_code == 200
+    inline.run()
+    after = client.get(f"/v1/jobs/{job['id']}", headers=user).json
+    assert after["status"] == "succeeded"
+    assert rendered_texts == ["By noon the wind had turned, and the gulls screamed one after another."]
+    assert after["output"]["duration"] != job["output"]["duration"]
+    new_book = client.get(after["output"]["url"], headers=user).data
+    assert new_book != before
+    manifest = client.get(f"/v1/jobs/{job['id']}/files/manifest.json", headers=user).json
+    assert "screamed" in manifest["chunks"][seq]["text"]
+    assert [c["title"] for c in manifest["chapters"]] == ["Harbour", "Storm", "Morning"]
+    for other, data in others.items():  # every other chunk is the same audio
+        assert Path(str(_chunk(app, job["id"], other).audio_path)).read_bytes() == data
+    assert after["revision"] == 1
+    assert _chunk(app, job["id"], seq).seed is not None  # a take of its own
+
+
+def _chunks(app: Flask, job_id: str) -> list[Chunk]:
+    query = select(Chunk).where(Chunk.job_id == uuid.UUID(job_id)).order_by(Chunk.seq)
+    return list(tome_of(app).sessions.scalars(query))
+
+
+def test_a_new_take_with_the_same_text_counts_a_revision_and_restitches_only_its_chapter(
+    make_app: Callable[..., Flask], reference_audio: tuple[bytes, str], rendered_texts: list[str]
+) -> None:
+    _, client, user, inline, job = _finished(make_app, reference_audio, format="m4b", split="chapter")
+    seq = _storm_seq(client, user, job)
+    rendered_texts.clear()
+    response = client.post(f"/v1/jobs/{job['id']}/chunks/{seq}/rerender", headers=user)
+    assert response.status_code == 202, response.json
+    assert response.json["revision"] == 1
+    assert [c["state"] for c in response.json["chapters"]] == ["ready", "pending", "ready"]
+    inline.run()
+    after = client.get(f"/v1/jobs/{job['id']}", headers=user).json
+    assert after["status"] == "succeeded"
+    assert len(rendered_texts) == 1
+    assert rendered_texts[0].startswith("By noon")
+    assert [c["state"] for c in after["chapters"]] == ["ready"] * 3
+    listed = client.get(f"/v1/jobs/{job['id']}/files", headers=user).json["files"]
+    names = [f["name"] for f in listed]
+    assert [n for n in names if n.startswith("chapter-")] == [f"chapter-{n:03d}.m4b" for n in (1, 2, 3)]
+    statuses = {f["name"]: client.get(f["url"], headers=user).status_code for f in listed}
+    assert set(statuses.values()) == {200}, statuses
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "field"),
+    [
+        ({"text": ""}, 422, "text"),
+        ({"text": "One sentence. " * 200}, 422, "text"),
+        ({"seed": -1}, 422, "seed"),
+        ({"seed": 2**40}, 422, "seed"),
+        ({"text": "Fine.", "extra": 1}, 422, "extra"),
+    ],
+)
+def test_bad_rerender_requests_are_a_4xx_naming_the_field(
+    make_app: Callable[..., Flask],
+    reference_audio: tuple[bytes, str],
+    body: dict[str, Any],
+    status: int,
+    field: str,
+) -> None:
+    _, client, user, _, job = _finished(make_app, reference_audio)
+    response = client.post(f"/v1/jobs/{job['id']}/chunks/1/rerender", json=body, headers=user)
+    assert response.status_code == status, response.json
+    assert field in json.dumps(response.json["error"])
+    assert client.get(f"/v1/jobs/{job['id']}", headers=user).json["status"] == "succeeded"
+
+
+def test_rerender_is_refused_where_it_cannot_apply(
+    make_app: Callable[..., Flask], reference_audio: tuple[bytes, str]
+) -> None:
+    app, client, user, _, job = _finished(make_app, reference_audio)
+    url = f"/v1/jobs/{job['id']}/chunks/1/rerender"
+    assert client.post(f"/v1/jobs/{job['id']}/chunks/999/rerender", headers=user).status_code == 404
+    other = bearer(mint_key(app, "someone", "k", admin=False))
+    assert client.post(url, headers=other).status_code == 404
+    assert client.post(url, headers=user).status_code == 202
+    second = client.post(url, headers=user)  # the job is running again: one revision at a time
+    assert second.status_code == 409
+    assert second.json["error"]["code"] == "not_ready"
