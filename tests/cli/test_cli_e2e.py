@@ -1,0 +1,293 @@
+"""The ``tome`` command line against a real stack: the API under gunicorn on 127.0.0.1 and, where a test
+needs them, real Celery workers. The CLI runs in-process (click's runner) with TOME_URL/TOME_API_KEY set,
+and once as the installed console script."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from click.testing import CliRunner, Result
+from flask import Flask
+
+from tests.e2e.flow import BOOK
+from tome_cli.client import Client, script_format_for
+from tome_cli.main import (
+    EXIT_API,
+    EXIT_CONNECTION,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXTENSIONS,
+    safe_filename,
+)
+from tome_cli.main import app as tome
+from webapi.cli import mint_key
+from worker.audio import decode_to_pcm
+from worker.config import Settings
+from worker.processes import api_command, settings_env
+
+
+@dataclass
+class Stack:
+    url: str
+    key: str
+    config_home: Path
+
+    def run(self, *args: str) -> Result:
+        env = {"TOME_URL": self.url, "TOME_API_KEY": self.key, "XDG_CONFIG_HOME": str(self.config_home)}
+        return CliRunner().invoke(tome, list(args), env=env, catch_exceptions=False)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def stack(app: Flask, settings: Settings, tmp_path: Path) -> Iterator[Stack]:
+    """The API as ``make run`` serves it (gunicorn, one gevent worker) on a free 127.0.0.1 port."""
+    key = mint_key(app, owner="alice", name="cli", admin=False)
+    port = _free_port()
+    log_path = tmp_path / "gunicorn.log"
+    with log_path.open("wb") as log:
+        proc = subprocess.Popen(
+            api_command(f"127.0.0.1:{port}", workers=1),
+            env=settings_env(settings),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/healthz", timeout=2):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, log_path.read_text()
+                assert proc.poll() is None, log_path.read_text()
+                time.sleep(0.2)
+        (tmp_path / "config").mkdir()
+        yield Stack(url, key, tmp_path / "config")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+@pytest.fixture
+def reference(tmp_path: Path, reference_audio: tuple[bytes, str]) -> tuple[Path, str]:
+    audio, transcript = reference_audio
+    path = tmp_path / "ref.wav"
+    path.write_bytes(audio)
+    return path, transcript
+
+
+@pytest.mark.e2e
+def test_voice_render_download_and_inspect(
+    stack: Stack,
+    settings: Settings,
+    tmp_path: Path,
+    reference: tuple[Path, str],
+    start_worker: Callable[..., Any],
+) -> None:
+    start_worker(settings, concurrency=2)
+    ref, transcript = reference
+    added = stack.run("voices", "add", "narrator", str(ref), "--text", transcript)
+    assert added.exit_code == EXIT_OK, added.output
+    assert added.stdout.strip().endswith("\tready"), added.stdout
+    assert "speaker prompt" in added.stderr or "uploaded voice narrator" in added.stderr
+
+    listed = stack.run("voices", "list", "--json")
+    assert [(v["name"], v["cache_status"]) for v in json.loads(listed.stdout)] == [("narrator", "ready")]
+    assert "narrator" in stack.run("voices", "list").stdout
+
+    book = tmp_path / "harbour.md"
+    book.write_text(BOOK, encoding="utf-8")
+    out = tmp_path / "out" / "book.mp3"
+    rendered = stack.run("render", str(book), "--voice", "narrator", "--format", "mp3", "-o", str(out))
+    assert rendered.exit_code == EXIT_OK, rendered.output
+    assert f"saved {out}" in rendered.stdout
+    assert "100%" in rendered.stderr  # the progress bar's last state
+    assert "chapters 3/3" in rendered.stderr
+
+    jobs = json.loads(stack.run("jobs", "list", "--json").stdout)
+    assert len(jobs) == 1
+    job = json.loads(stack.run("jobs", "show", jobs[0]["id"], "--json").stdout)
+    assert job["status"] == "succeeded"
+    assert job["script_format"] == "markdown"  # from the .md extension
+    assert job["title"] == "harbour"  # the script names none: the file's name
+    assert out.stat().st_size == job["output"]["bytes"]
+    rate = 24000
+    duration = len(decode_to_pcm(out, rate)) / rate
+    assert abs(duration - job["output"]["duration"]) < 0.05, (duration, job["output"]["duration"])
+
+    shown = stack.run("jobs", "show", job["id"])
+    assert "succeeded" in shown.stdout
+    assert "The Storm" in shown.stdout
+    files = json.loads(stack.run("jobs", "files", job["id"], "--json").stdout)
+    assert {"book.srt", "manifest.json"} <= {f["name"] for f in files}
+    shown_voice = json.loads(stack.run("voices", "show", "narrator", "--json").stdout)
+    assert shown_voice["cache_status"] == "ready"
+    again = tmp_path / "again.mp3"
+    downloaded = stack.run("jobs", "download", job["id"], "-o", str(again))
+    assert downloaded.exit_code == EXIT_OK, downloaded.output
+    assert again.read_bytes() == out.read_bytes()
+
+    # A broken download resumes from its .part file; one whose ETag no longer matches comes whole.
+    book_url = stack.url + job["output"]["url"]
+    auth = {"Authorization": f"Bearer {stack.key}"}
+    etag = httpx.head(book_url, headers=auth).headers["ETag"]
+    ranged = httpx.get(book_url, headers={**auth, "Range": "bytes=1000-", "If-Range": etag})
+    assert ranged.status_code == 206  # what resuming relies on
+    for kept, tag in [(out.read_bytes()[:1000], etag), (b"stale" * 300, '"stale"')]:
+        resumed = tmp_path / "resumed.mp3"
+        resumed.unlink(missing_ok=True)
+        (tmp_path / ".resumed.mp3.part").write_bytes(kept)
+        (tmp_path / ".resumed.mp3.part.etag").write_text(tag)
+        assert stack.run("jobs", "download", job["id"], "-o", str(resumed)).exit_code == EXIT_OK
+        assert resumed.read_bytes() == out.read_bytes()
+        assert not (tmp_path / ".resumed.mp3.part").exists()
+        assert not (tmp_path / ".resumed.mp3.part.etag").exists()
+
+
+def test_no_wait_prints_the_id_and_cancel(stack: Stack, tmp_path: Path, reference: tuple[Path, str]) -> None:
+    """No worker runs: the voice stays pending and the job queued, which is all --no-wait needs."""
+    ref, transcript = reference
+    added = stack.run("voices", "add", "narrator", str(ref), "--text", transcript, "--no-wait")
+    assert added.exit_code == EXIT_OK, added.output
+    script = tmp_path / "note.txt"
+    script.write_text("A short note, read aloud.\n", encoding="utf-8")
+    submitted = stack.run("render", str(script), "--voice", "narrator", "--title", "Note", "--no-wait")
+    assert submitted.exit_code == EXIT_OK, submitted.output
+    job_id = submitted.stdout.strip()
+    job = json.loads(stack.run("jobs", "show", job_id, "--json").stdout)
+    assert (job["title"], job["script_format"], job["status"]) == ("Note", "plain", "queued")
+    cancelled = stack.run("jobs", "cancel", job_id)
+    assert cancelled.stdout.strip() == f"{job_id}\tcancelled"
+    again = stack.run("jobs", "cancel", job_id)  # 409: it already ended
+    assert again.exit_code == EXIT_API
+    assert "HTTP 409" in again.stderr
+    removed = stack.run("voices", "rm", "narrator")
+    assert removed.stdout.startswith("deleted narrator")
+    gone = stack.run("voices", "show", "narrator")
+    assert gone.exit_code == EXIT_API
+    assert (
+        gone.stderr
+        == "error: you have no voice with id or name 'narrator' (field voice) [not_found, HTTP 404]\n"
+    )
+
+
+def test_an_api_error_exits_1_with_its_message_and_field(stack: Stack, tmp_path: Path) -> None:
+    script = tmp_path / "book.md"
+    script.write_text("# One\n\nHello.\n", encoding="utf-8")
+    result = stack.run("render", str(script), "--voice", "Nobody")
+    assert result.exit_code == EXIT_API
+    assert result.stdout == ""
+    assert result.stderr == (
+        "error: you have no voice with id or name 'Nobody' (field voice) [unknown_voice, HTTP 422]\n"
+    )
+
+
+def test_a_wrong_key_exits_1(stack: Stack) -> None:
+    result = CliRunner().invoke(
+        tome,
+        ["--url", stack.url, "--api-key", "not-a-key", "jobs", "list"],
+        env={"XDG_CONFIG_HOME": str(stack.config_home), "TOME_URL": None, "TOME_API_KEY": None},
+    )
+    assert result.exit_code == EXIT_API
+    assert "HTTP 401" in result.stderr
+
+
+def test_the_config_file_gives_the_url_and_key(stack: Stack) -> None:
+    (stack.config_home / "tome").mkdir()
+    (stack.config_home / "tome" / "config.toml").write_text(
+        f'url = "{stack.url}"\napi_key = "{stack.key}"\n', encoding="utf-8"
+    )
+    result = CliRunner().invoke(
+        tome,
+        ["jobs", "list", "--json"],
+        env={"XDG_CONFIG_HOME": str(stack.config_home), "TOME_URL": None, "TOME_API_KEY": None},
+    )
+    assert result.exit_code == EXIT_OK, result.output
+    assert json.loads(result.stdout) == []
+
+
+def test_a_wrong_url_exits_3_from_the_installed_command(tmp_path: Path) -> None:
+    port = _free_port()  # nothing listens there
+    command = Path(sys.executable).parent / "tome"
+    env = {"TOME_URL": f"http://127.0.0.1:{port}", "TOME_API_KEY": "k", "XDG_CONFIG_HOME": str(tmp_path)}
+    result = subprocess.run(
+        [str(command), "jobs", "list"], env=env, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert result.returncode == EXIT_CONNECTION, result
+    assert f"cannot reach http://127.0.0.1:{port}" in result.stderr
+    assert result.stdout == ""
+
+
+def test_ctrl_c_detaches_and_a_cancelled_job_exits_2(
+    stack: Stack, tmp_path: Path, reference: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No worker runs, so the job stays queued while the CLI follows it."""
+    ref, transcript = reference
+    assert stack.run("voices", "add", "narrator", str(ref), "--text", transcript, "--no-wait").exit_code == 0
+    script = tmp_path / "note.txt"
+    script.write_text("A short note, read aloud.\n", encoding="utf-8")
+    monkeypatch.setattr("tome_cli.main.POLL_SECONDS", 0.05)
+    real_get_job = Client.get_job
+
+    def interrupted(self: Client, job_id: str) -> dict[str, Any]:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Client, "get_job", interrupted)
+    detached = stack.run("render", str(script), "--voice", "narrator", "--title", "Note")
+    assert detached.exit_code == EXIT_INTERRUPTED
+    job_id = detached.stderr.split("job ", 1)[1].split(":", 1)[0]
+    assert f"tome jobs download {job_id} --wait" in detached.stderr
+
+    def cancelled_meanwhile(self: Client, job_id: str) -> dict[str, Any]:
+        self.cancel_job(job_id)
+        return real_get_job(self, job_id)
+
+    monkeypatch.setattr(Client, "get_job", cancelled_meanwhile)
+    resumed = stack.run("jobs", "download", job_id, "--wait")
+    assert resumed.exit_code == EXIT_FAILED
+    assert f"job {job_id} cancelled" in resumed.stderr
+
+
+@pytest.mark.parametrize(
+    ("title", "fmt", "name"),
+    [
+        ("The Crossing", "mp3", "The_Crossing.mp3"),
+        ("../../etc/passwd", "ogg", "etc_passwd.opus"),
+        ("...", "wav", "tome-output.wav"),
+    ],
+)
+def test_the_default_file_name_is_safe(title: str, fmt: str, name: str) -> None:
+    assert safe_filename(title, EXTENSIONS.get(fmt, fmt)) == name
+
+
+@pytest.mark.parametrize(
+    ("file", "fmt"),
+    [
+        ("a.md", "markdown"),
+        ("b.EPUB", "epub"),
+        ("c.ssml", "ssml"),
+        ("d.xml", "ssml"),
+        ("e.txt", "plain"),
+        ("f", "plain"),
+    ],
+)
+def test_the_script_format_comes_from_the_extension(file: str, fmt: str) -> None:
+    assert script_format_for(Path(file)) == fmt

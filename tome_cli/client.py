@@ -1,0 +1,251 @@
+"""A small typed client of Tome's REST API (httpx), usable from Python scripts as the CLI uses it.
+
+Every failure is a :class:`TomeError`: :class:`ApiError` when the API answered with an error (it carries
+the API's ``code``, ``message`` and ``field``, and ``line``/``column`` for script errors), and
+:class:`ConnectionProblem` when no answer came (refused, timed out, not HTTP). Responses are the API's JSON
+as plain dicts (see docs/api.md for their fields).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import httpx
+
+JSON = dict[str, Any]
+
+#: Where each ``script_format`` comes from when it is guessed from a file's extension.
+SCRIPT_FORMATS = {
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".epub": "epub",
+    ".ssml": "ssml",
+    ".xml": "ssml",
+}
+
+
+class TomeError(Exception):
+    """Anything that went wrong talking to Tome."""
+
+
+class ApiError(TomeError):
+    """The API answered with ``{"error": {"code", "message", "field", ...}}`` (or a non-JSON error)."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        field: str | None = None,
+        line: int | None = None,
+        column: int | None = None,
+    ) -> None:
+        super().__init__(f"{code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+        self.line = line
+        self.column = column
+
+
+class ConnectionProblem(TomeError):
+    """No answer from the server: refused, timed out, or the connection broke."""
+
+
+def script_format_for(path: Path) -> str:
+    """``markdown`` for .md, ``epub`` for .epub, ``ssml`` for .ssml/.xml, else ``plain``."""
+    return SCRIPT_FORMATS.get(path.suffix.lower(), "plain")
+
+
+def _error_from(response: httpx.Response) -> ApiError:
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        reason = response.reason_phrase or "error"
+        return ApiError(response.status_code, f"http_{response.status_code}", f"HTTP {reason}")
+    return ApiError(
+        response.status_code,
+        str(error.get("code", f"http_{response.status_code}")),
+        str(error.get("message", "")),
+        error.get("field"),
+        error.get("line"),
+        error.get("column"),
+    )
+
+
+class Client:
+    """Talks to one Tome server with one API key. Use it as a context manager, or call :meth:`close`."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self._http = httpx.Client(
+            base_url=base_url.rstrip("/"),
+            headers={"Authorization": f"Bearer {api_key}", "User-Agent": "tome-cli"},
+            timeout=timeout,
+            transport=transport,
+        )
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _request(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        try:
+            response = self._http.request(method, url, **kwargs)
+        except httpx.TransportError as exc:
+            raise ConnectionProblem(f"cannot reach {self._http.base_url}: {exc}") from exc
+        if response.is_error:
+            raise _error_from(response)
+        return response
+
+    def _json(self, method: str, url: str, **kwargs: Any) -> JSON:
+        response = self._request(method, url, **kwargs)
+        try:
+            body = response.json()
+        except ValueError as exc:
+            raise ConnectionProblem(f"{url}: the server did not answer with JSON") from exc
+        if not isinstance(body, dict):
+            raise ConnectionProblem(f"{url}: the server did not answer with a JSON object")
+        return body
+
+    # voices
+
+    def list_voices(self) -> list[JSON]:
+        return list(self._json("GET", "/v1/voices")["voices"])
+
+    def get_voice(self, voice_id: str) -> JSON:
+        return self._json("GET", f"/v1/voices/{voice_id}")
+
+    def find_voice(self, id_or_name: str) -> JSON:
+        """The voice with this id or (exact) name; an :class:`ApiError` 404 ``not_found`` if none."""
+        for voice in self.list_voices():
+            if id_or_name in (str(voice["id"]), voice["name"]):
+                return voice
+        raise ApiError(404, "not_found", f"you have no voice with id or name {id_or_name!r}", "voice")
+
+    def delete_voice(self, voice_id: str) -> None:
+        self._request("DELETE", f"/v1/voices/{voice_id}")
+
+    def add_voice(self, name: str, audio: Path, ref_text: str, language: str | None = None) -> JSON:
+        """Upload a reference recording (202: its speaker prompt is then built in the background)."""
+        data = {"name": name, "ref_text": ref_text}
+        if language:
+            data["language"] = language
+        with audio.open("rb") as handle:
+            return self._json("POST", "/v1/voices", data=data, files={"audio": (audio.name, handle)})
+
+    # jobs
+
+    def submit_job(self, script: Path, job: Mapping[str, Any]) -> JSON:
+        """``POST /v1/jobs`` as multipart: the file as ``script``, ``job`` (``script_format`` guessed from
+        the extension unless given) as JSON."""
+        fields = {"script_format": script_format_for(script), **job}
+        with script.open("rb") as handle:
+            return self._json(
+                "POST", "/v1/jobs", data={"job": json.dumps(fields)}, files={"script": (script.name, handle)}
+            )
+
+    def get_job(self, job_id: str) -> JSON:
+        return self._json("GET", f"/v1/jobs/{job_id}")
+
+    def list_jobs(self, status: str | None = None, limit: int | None = None) -> list[JSON]:
+        params: dict[str, str | int] = {}
+        if status:
+            params["status"] = status
+        if limit is not None:
+            params["limit"] = limit
+        return list(self._json("GET", "/v1/jobs", params=params)["jobs"])
+
+    def list_files(self, job_id: str) -> list[JSON]:
+        """Every file of a job: the book, chapter files, the ZIP, subtitles, manifest, ACX report."""
+        return list(self._json("GET", f"/v1/jobs/{job_id}/files")["files"])
+
+    def cancel_job(self, job_id: str) -> JSON:
+        return self._json("POST", f"/v1/jobs/{job_id}/cancel")
+
+    def download(
+        self, url: str, dest: Path, on_bytes: Callable[[int, int | None], None] | None = None
+    ) -> int:
+        """Stream ``url`` (a path such as the job's ``output.url``) to ``dest``, resumably: the bytes go to
+        ``.NAME.part`` beside it (with the file's ETag in ``.NAME.part.etag``), renamed to ``dest`` once
+        complete. A later call after a broken download asks only for the rest (``Range`` with ``If-Range``:
+        a file that changed meanwhile, say a re-rendered book, comes whole). Returns the file's size."""
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        part = dest.with_name(f".{dest.name}.part")
+        tag_file = dest.with_name(f".{dest.name}.part.etag")
+        have = part.stat().st_size if part.is_file() else 0
+        etag = tag_file.read_text(encoding="utf-8").strip() if tag_file.is_file() else ""
+        headers = {"Range": f"bytes={have}-", "If-Range": etag} if have and etag else {}
+        try:
+            written = self._download_to(url, part, tag_file, headers, on_bytes)
+        except ApiError as exc:
+            if exc.status != 416 or not headers:
+                raise
+            written = self._download_to(url, part, tag_file, {}, on_bytes)  # the part is stale or whole
+        os.replace(part, dest)
+        tag_file.unlink(missing_ok=True)
+        return written
+
+    def _download_to(
+        self,
+        url: str,
+        part: Path,
+        tag_file: Path,
+        headers: dict[str, str],
+        on_bytes: Callable[[int, int | None], None] | None,
+    ) -> int:
+        with self._stream(url, headers) as response:
+            resumed = response.status_code == 206
+            written = part.stat().st_size if resumed else 0
+            if tag := response.headers.get("ETag"):
+                tag_file.write_text(tag, encoding="utf-8")
+            else:
+                tag_file.unlink(missing_ok=True)
+            length = response.headers.get("Content-Length")
+            total = written + int(length) if length and length.isdigit() else None
+            with part.open("ab" if resumed else "wb") as handle:
+                try:
+                    for block in response.iter_bytes(1 << 16):
+                        handle.write(block)
+                        written += len(block)
+                        if on_bytes:
+                            on_bytes(written, total)
+                except httpx.TransportError as exc:
+                    raise ConnectionProblem(
+                        f"the download of {url} broke off after {written} bytes: run it again to resume"
+                    ) from exc
+        return written
+
+    @contextmanager
+    def _stream(self, url: str, headers: dict[str, str]) -> Iterator[httpx.Response]:
+        try:
+            with self._http.stream("GET", url, headers=headers) as response:
+                if response.is_error:
+                    response.read()
+                    raise _error_from(response)
+                yield response
+        except httpx.TransportError as exc:
+            raise ConnectionProblem(f"cannot reach {self._http.base_url}: {exc}") from exc
