@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -65,8 +66,16 @@ def build_spec(app: Flask) -> dict[str, Any]:
         op: Operation | None = getattr(view, "openapi", None)
         if op is None:
             continue
-        for method in sorted((rule.methods or set()) - {"HEAD", "OPTIONS"}):
-            paths.setdefault(_path(rule.rule), {})[method.lower()] = _operation(op, rule.arguments, schemas)
+        methods = sorted((rule.methods or set()) - {"HEAD", "OPTIONS"})
+        for method in methods:
+            out = _operation(op, rule.arguments, schemas, EXTRA_ERRORS.get((method, rule.rule), frozenset()))
+            out["operationId"] = rule.endpoint.replace(".", "_") + (
+                f"_{method.lower()}" if len(methods) > 1 else ""
+            )
+            out["parameters"] = [*out.get("parameters", []), *REQUEST_HEADERS.get((method, rule.rule), [])]
+            if not out["parameters"]:
+                del out["parameters"]
+            paths.setdefault(_path(rule.rule), {})[method.lower()] = out
     return {
         "openapi": "3.1.0",
         "info": {"title": "Tome", "version": "1", "description": "Long-form text to speech, asynchronously."},
@@ -78,10 +87,117 @@ def build_spec(app: Flask) -> dict[str, Any]:
     }
 
 
+# What each error status means here; every error body is ErrorOut: {"error": {"code", "message", "field"}}.
+ERRORS: dict[int, tuple[str, str]] = {
+    400: ("Malformed request: the body is not JSON, or not a JSON object", "invalid_json"),
+    401: ("Missing, unknown or revoked API key", "unauthorized"),
+    403: ("Not allowed: an admin key is needed, or a storage quota is full", "forbidden"),
+    404: ("No such object among yours (ids of other owners are not found either)", "not_found"),
+    409: ("Conflicts with the object's state, or with another object (a name already taken)", "conflict"),
+    410: ("The audio or file was removed once its job expired", "expired"),
+    413: ("The body or an uploaded file is larger than the server's limit", "too_large"),
+    415: ("Send a JSON body with Content-Type: application/json", "unsupported_media_type"),
+    422: ("A field is invalid; `field` names it", "validation_error"),
+    429: ("Too many requests with this key this minute, or a quota that frees up with time", "rate_limited"),
+    503: ("The database is unavailable; retry after Retry-After seconds", "unavailable"),
+}
+RETRY_AFTER = {"description": "Seconds to wait before retrying", "schema": {"type": "integer", "minimum": 1}}
+RESPONSE_HEADERS: dict[int, dict[str, Any]] = {
+    401: {"WWW-Authenticate": {"description": 'Bearer realm="tome"', "schema": {"type": "string"}}},
+    429: {"Retry-After": RETRY_AFTER},
+    503: {"Retry-After": RETRY_AFTER},
+    206: {
+        "Content-Range": {
+            "description": "The bytes sent, e.g. bytes 0-1023/4096",
+            "schema": {"type": "string"},
+        }
+    },
+}
+# Request headers a view reads, by (method, Flask rule).
+REQUEST_HEADERS: dict[tuple[str, str], list[dict[str, Any]]] = {
+    ("POST", "/v1/jobs"): [
+        {
+            "name": "Idempotency-Key",
+            "in": "header",
+            "required": False,
+            "description": "A retry with the same key and body returns the job the first request made (202); "
+            "the same key with another body is a 409",
+            "schema": {"type": "string", "minLength": 1, "maxLength": 200},
+            "example": "book-42-render-1",
+        }
+    ],
+}
+# Errors views raise without declaring them, by (method, Flask rule): the storage and job quotas (403; the
+# quotas that free up with time are a 429). Better declared in the views' Operation, then dropped here.
+EXTRA_ERRORS: dict[tuple[str, str], frozenset[int]] = {
+    ("POST", "/v1/jobs"): frozenset({403}),
+    ("POST", "/v1/voices"): frozenset({403}),
+    ("PUT", "/v1/voices/<voice_id>"): frozenset({403}),
+}
+# One request example per JSON body model; tests validate each against its schema. An example that names
+# something the caller must own first (a voice) goes in the description rather than `example`: schemathesis
+# mixes `example` values into the requests it generates, where that one would only ever be a 422.
+IN_DESCRIPTION = {"JobCreate"}
+EXAMPLES: dict[str, dict[str, Any]] = {
+    "JobCreate": {
+        "title": "The Lighthouse",
+        "script": "# Chapter one\n\nThe lamp was lit at dusk, as every night.",
+        "script_format": "markdown",
+        "voice": "narrator",
+        "output": {"format": "m4b"},
+    },
+    "LexiconIn": {"name": "names", "language": "en", "entries": [{"grapheme": "Tome", "alias": "tohm"}]},
+    "RerenderIn": {"text": "The lamp was lit at dusk.", "seed": 42},
+    "CacheRebuild": {"force": True},
+    "CacheRebuildMany": {"status": ["failed"]},
+}
+
+
+def _error_statuses(
+    op: Operation, arguments: set[str] | frozenset[str], extra: frozenset[int] = frozenset()
+) -> list[int]:
+    """The errors an operation can answer, from what it takes: a key (401, 429, 503), admin (403), ids in
+    the path (404), a body (400, 413, 415), any input (422); plus those the view declares."""
+    takes_body = op.body is not None or op.form is not None
+    found = {s for s, model in op.responses.items() if s >= 400 and model is None} | extra
+    if op.auth:
+        found |= {401, 429, 503}
+    if "admin" in op.tags:
+        found.add(403)
+    if arguments:
+        found.add(404)
+    if takes_body:
+        found |= {400, 413}
+    if takes_body:
+        found.add(415)  # JSON views want application/json; form views want multipart/form-data
+    if takes_body or op.query is not None:
+        found.add(422)
+    return sorted(found)
+
+
+def _split_summary(text: str) -> tuple[str, str | None]:
+    """A short summary and, when it had to be cut, the whole text as the description: cut at the first
+    ':', ';' or '.' outside parentheses, else before a parenthesis."""
+    if len(text) <= 80:
+        return text, None
+    depth, cut = 0, len(text)
+    for i, char in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth == 0 and char in ":;." and text[i + 1 : i + 2] in (" ", ""):
+            cut = i
+            break
+    if cut > 80 and " (" in text[:cut]:
+        cut = text.index(" (")
+    return text[:cut], text
+
+
 def _operation(
-    op: Operation, arguments: set[str] | frozenset[str], schemas: dict[str, Any]
+    op: Operation, arguments: set[str] | frozenset[str], schemas: dict[str, Any], extra: frozenset[int]
 ) -> dict[str, Any]:
-    out: dict[str, Any] = {"summary": op.summary, "tags": list(op.tags), "responses": {}}
+    summary, description = _split_summary(op.summary)
+    out: dict[str, Any] = {"summary": summary, "tags": list(op.tags), "responses": {}}
+    if description:
+        out["description"] = description
     params = [
         {"name": a, "in": "path", "required": True, "schema": {"type": "string"}} for a in sorted(arguments)
     ]
@@ -93,6 +209,14 @@ def _operation(
     content: dict[str, Any] = {}
     if op.body is not None:
         content["application/json"] = {"schema": {"$ref": REF.format(model=op.body.__name__)}}
+        example = EXAMPLES.get(op.body.__name__)
+        if example is not None and op.body.__name__ in IN_DESCRIPTION:
+            text = json.dumps(example, indent=2)
+            out["description"] = (
+                f"{out.get('description', op.summary)}\n\nExample JSON body:\n\n```json\n{text}\n```"
+            )
+        elif example is not None:
+            content["application/json"]["example"] = example
     if op.form is not None:
         form = dict(schemas[op.form.__name__])
         properties = dict(form.get("properties", {}))
@@ -104,16 +228,43 @@ def _operation(
     if content:
         out["requestBody"] = {"required": True, "content": content}
     for status, model in op.responses.items():
-        response: dict[str, Any] = {"description": str(status)}
+        if status >= 400 and model is None:
+            continue  # an error: documented below with the shared error shape
+        response: dict[str, Any] = {"description": _SUCCESS.get(status, str(status))}
         if model is not None:
             response["content"] = {"application/json": {"schema": {"$ref": REF.format(model=model.__name__)}}}
-        elif status == 200 and op.binary:
+        elif status in (200, 206) and op.binary:
             response["content"] = {op.binary: {"schema": {"type": "string", "contentMediaType": op.binary}}}
+        if status in RESPONSE_HEADERS:
+            response["headers"] = RESPONSE_HEADERS[status]
         out["responses"][str(status)] = response
-    error = {"content": {"application/json": {"schema": {"$ref": REF.format(model="ErrorOut")}}}}
-    codes = [400, 404, 422] + ([401] if op.auth else [])
-    for status in codes:
-        out["responses"].setdefault(str(status), {"description": str(status), **error})
+    for status in _error_statuses(op, arguments, extra):
+        out["responses"].setdefault(str(status), _error_response(status))
     if op.auth:
         out["security"] = [{"bearer": []}]
     return out
+
+
+_SUCCESS = {
+    200: "OK",
+    201: "Created",
+    202: "Accepted: the work goes on asynchronously",
+    204: "Deleted",
+    206: "Partial content, for a Range request",
+}
+
+
+def _error_response(status: int) -> dict[str, Any]:
+    description, code = ERRORS.get(status, (str(status), "error"))
+    example = {"error": {"code": code, "message": description}}
+    if status == 422:
+        example["error"]["field"] = "title"
+    response: dict[str, Any] = {
+        "description": description,
+        "content": {
+            "application/json": {"schema": {"$ref": REF.format(model="ErrorOut")}, "example": example}
+        },
+    }
+    if status in RESPONSE_HEADERS:
+        response["headers"] = RESPONSE_HEADERS[status]
+    return response
