@@ -168,6 +168,26 @@ class Client:
                 "POST", "/v1/jobs", data={"job": json.dumps(fields)}, files={"script": (script.name, handle)}
             )
 
+    def preview(self, script: Path, job: Mapping[str, Any]) -> JSON:
+        """``POST /v1/scripts/preview`` with the same body as :meth:`submit_job`: nothing is queued."""
+        fields = {"script_format": script_format_for(script), **job}
+        with script.open("rb") as handle:
+            return self._json(
+                "POST",
+                "/v1/scripts/preview",
+                data={"job": json.dumps(fields)},
+                files={"script": (script.name, handle)},
+            )
+
+    def job_qa(self, job_id: str, flagged: bool = False) -> JSON:
+        """Every chunk's quality checks (``flagged``: only the chunks kept although they failed)."""
+        return self._json("GET", f"/v1/jobs/{job_id}/qa", params={"flagged": "true"} if flagged else {})
+
+    def rerender(self, job_id: str, seq: int, text: str | None = None) -> JSON:
+        """Render one chunk of a finished job again (a new take, or ``text`` instead of its own)."""
+        body = {} if text is None else {"text": text}
+        return self._json("POST", f"/v1/jobs/{job_id}/chunks/{seq}/rerender", json=body)
+
     def get_job(self, job_id: str) -> JSON:
         return self._json("GET", f"/v1/jobs/{job_id}")
 

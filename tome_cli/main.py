@@ -491,3 +491,76 @@ def jobs_download(ctx: click.Context, job_id: str, out: Path | None, wait: bool)
         _follow_and_download(client, job, out)
     else:
         _download(client, job, out)
+
+
+@app.command()
+@click.argument("script", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--voice", required=True, help="The job's voice (id or name).")
+@click.option("--title", help="The book's title (else the script's own, else the file's name).")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole preview as JSON.")
+@click.pass_context
+def preview(ctx: click.Context, script: Path, voice: str, title: str | None, as_json: bool) -> None:
+    """How a script will be read, before anything is queued: chapters, chunks, warnings, duration."""
+    body: dict[str, Any] = {"voice": voice, "title": title or script.stem}
+    seen = _client(ctx).preview(script, body)
+    if as_json:
+        _print_json(seen)
+        return
+    out = _out()
+    out.print(
+        f"{seen.get('title') or body['title']}: {len(seen['chapters'])} chapters, {len(seen['chunks'])} "
+        f"chunks, about {_duration(seen['estimated_seconds'])} ({seen['language']})",
+        markup=False,
+    )
+    table = Table("#", "chapter", "chunks", "characters", "about")
+    for number, chapter in enumerate(seen["chapters"], 1):
+        table.add_row(
+            str(number),
+            chapter.get("title") or "",
+            str(chapter["chunks"]),
+            str(chapter["characters"]),
+            _duration(chapter["estimated_seconds"]),
+        )
+    out.print(table)
+    for warning in seen.get("warnings", []):
+        _err().print(f"warning: {warning}", markup=False)
+
+
+@jobs.command("qa")
+@click.argument("job_id")
+@click.option("--flagged", is_flag=True, help="Only the chunks kept although they failed QA.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.pass_context
+def jobs_qa(ctx: click.Context, job_id: str, flagged: bool, as_json: bool) -> None:
+    """Every chunk's quality checks: passed or flagged, takes, reasons, words not heard."""
+    report = _client(ctx).job_qa(job_id, flagged)
+    if as_json:
+        _print_json(report)
+        return
+    out = _out()
+    out.print(
+        f"{report['chunks_flagged']} chunks flagged, {report['chunks_rerendered']} rendered again",
+        markup=False,
+    )
+    table = Table("seq", "passed", "takes", "reasons", "missing words")
+    for chunk in report["chunks"]:
+        passed = "" if chunk["passed"] is None else ("yes" if chunk["passed"] else "FLAGGED")
+        table.add_row(
+            str(chunk["seq"]),
+            passed,
+            "" if chunk["renders"] is None else str(chunk["renders"]),
+            "; ".join(chunk["reasons"]),
+            " ".join(chunk["missing_words"]),
+        )
+    out.print(table)
+
+
+@jobs.command("rerender")
+@click.argument("job_id")
+@click.argument("seq", type=click.IntRange(min=0))
+@click.option("--text", help="The chunk's new text (as written); default: the same text, a new take.")
+@click.pass_context
+def jobs_rerender(ctx: click.Context, job_id: str, seq: int, text: str | None) -> None:
+    """Render one chunk of a finished job again; its chapter and the book are stitched again."""
+    job = _client(ctx).rerender(job_id, seq, text)
+    click.echo(f"{job['id']}\t{job['status']}\trevision {job['revision']}")

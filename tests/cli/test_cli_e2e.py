@@ -138,6 +138,11 @@ def test_voice_render_download_and_inspect(
     assert "The Storm" in shown.stdout
     files = json.loads(stack.run("jobs", "files", job["id"], "--json").stdout)
     assert {"book.srt", "manifest.json"} <= {f["name"] for f in files}
+    qa = json.loads(stack.run("jobs", "qa", job["id"], "--json").stdout)
+    assert qa["chunks_flagged"] == 0
+    assert len(qa["chunks"]) == job["progress"]["chunks_total"]
+    assert all(c["passed"] for c in qa["chunks"])
+    assert "0 chunks flagged" in stack.run("jobs", "qa", job["id"]).stdout
     shown_voice = json.loads(stack.run("voices", "show", "narrator", "--json").stdout)
     assert shown_voice["cache_status"] == "ready"
     again = tmp_path / "again.mp3"
@@ -161,12 +166,35 @@ def test_voice_render_download_and_inspect(
         assert not (tmp_path / ".resumed.mp3.part").exists()
         assert not (tmp_path / ".resumed.mp3.part.etag").exists()
 
+    # one chunk rendered again with new text: the job runs again, then the book is the new revision
+    redo = stack.run("jobs", "rerender", job["id"], "1", "--text", "The fog came in at noon.")
+    assert redo.exit_code == EXIT_OK, redo.output
+    assert redo.stdout.split("\t")[1:] == ["running", "revision 1\n"], redo.stdout
+    fresh = tmp_path / "fresh.mp3"
+    assert stack.run("jobs", "download", job["id"], "--wait", "-o", str(fresh)).exit_code == EXIT_OK
+    redone = json.loads(stack.run("jobs", "show", job["id"], "--json").stdout)
+    assert (redone["status"], redone["revision"]) == ("succeeded", 1)
+    assert fresh.stat().st_size == redone["output"]["bytes"]
+    assert fresh.read_bytes() != out.read_bytes()
+    refused = stack.run("jobs", "rerender", job["id"], "999")
+    assert refused.exit_code == EXIT_API
+    assert "no rendered chunk 999" in refused.stderr
+
 
 def test_no_wait_prints_the_id_and_cancel(stack: Stack, tmp_path: Path, reference: tuple[Path, str]) -> None:
     """No worker runs: the voice stays pending and the job queued, which is all --no-wait needs."""
     ref, transcript = reference
     added = stack.run("voices", "add", "narrator", str(ref), "--text", transcript, "--no-wait")
     assert added.exit_code == EXIT_OK, added.output
+    book = tmp_path / "harbour.md"
+    book.write_text(BOOK, encoding="utf-8")
+    seen = stack.run("preview", str(book), "--voice", "narrator")
+    assert seen.exit_code == EXIT_OK, seen.output
+    assert "3 chapters" in seen.stdout
+    assert "The Storm" in seen.stdout
+    previewed = json.loads(stack.run("preview", str(book), "--voice", "narrator", "--json").stdout)
+    assert [c["title"] for c in previewed["chapters"]] == ["The Harbour", "The Storm", "The Morning After"]
+    assert stack.run("preview", str(book), "--voice", "Nobody").exit_code == EXIT_API
     script = tmp_path / "note.txt"
     script.write_text("A short note, read aloud.\n", encoding="utf-8")
     submitted = stack.run("render", str(script), "--voice", "narrator", "--title", "Note", "--no-wait")
