@@ -5,11 +5,8 @@ and once as the installed console script."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +18,7 @@ from click.testing import CliRunner, Result
 from flask import Flask
 
 from tests.e2e.flow import BOOK
+from tests.e2e.test_slow_clients import free_port, running_api
 from tome_cli.client import Client, script_format_for
 from tome_cli.main import (
     EXIT_API,
@@ -35,7 +33,7 @@ from tome_cli.main import app as tome
 from webapi.cli import mint_key
 from worker.audio import decode_to_pcm
 from worker.config import Settings
-from worker.processes import api_command, settings_env
+from worker.processes import api_command
 
 
 @dataclass
@@ -49,41 +47,13 @@ class Stack:
         return CliRunner().invoke(tome, list(args), env=env, catch_exceptions=False)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def stack(app: Flask, settings: Settings, tmp_path: Path) -> Iterator[Stack]:
     """The API as ``make run`` serves it (gunicorn, one gevent worker) on a free 127.0.0.1 port."""
     key = mint_key(app, owner="alice", name="cli", admin=False)
-    port = _free_port()
-    log_path = tmp_path / "gunicorn.log"
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            api_command(f"127.0.0.1:{port}", workers=1),
-            env=settings_env(settings),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/healthz", timeout=2):
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, log_path.read_text()
-                assert proc.poll() is None, log_path.read_text()
-                time.sleep(0.2)
-        (tmp_path / "config").mkdir()
-        yield Stack(url, key, tmp_path / "config")
-    finally:
-        proc.terminate()
-        proc.wait(timeout=20)
+    (tmp_path / "config").mkdir()
+    with running_api(settings, tmp_path, lambda bind: api_command(bind, workers=1)) as server:
+        yield Stack(f"http://127.0.0.1:{server.port}", key, tmp_path / "config")
 
 
 @pytest.fixture
@@ -253,7 +223,7 @@ def test_the_config_file_gives_the_url_and_key(stack: Stack) -> None:
 
 
 def test_a_wrong_url_exits_3_from_the_installed_command(tmp_path: Path) -> None:
-    port = _free_port()  # nothing listens there
+    port = free_port()  # nothing listens there
     command = Path(sys.executable).parent / "tome"
     env = {"TOME_URL": f"http://127.0.0.1:{port}", "TOME_API_KEY": "k", "XDG_CONFIG_HOME": str(tmp_path)}
     result = subprocess.run(
