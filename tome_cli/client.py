@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
@@ -205,6 +205,34 @@ class Client:
 
     def cancel_job(self, job_id: str) -> JSON:
         return self._json("POST", f"/v1/jobs/{job_id}/cancel")
+
+    # admin (an admin key; a user key gets 403)
+
+    def admin_voices(self, cache_status: str | None = None, owner: str | None = None) -> list[JSON]:
+        """Every owner's voices with their speaker-prompt state, newest first (all pages)."""
+        page_size = 500  # the API's largest page
+        params: dict[str, str | int] = {"limit": page_size}
+        if cache_status:
+            params["cache_status"] = cache_status
+        if owner:
+            params["owner"] = owner
+        found: list[JSON] = []
+        while True:
+            page = list(
+                self._json("GET", "/v1/admin/voices", params={**params, "offset": len(found)})["voices"]
+            )
+            found += page
+            if len(page) < page_size:
+                return found
+
+    def admin_rebuild_voice(self, voice_id: str, force: bool = False) -> JSON:
+        """Queue a rebuild of one voice's prompt: ``{"voice": ..., "queued": bool}``."""
+        return self._json("POST", f"/v1/admin/voices/{voice_id}/cache", json={"force": force})
+
+    def admin_rebuild_caches(self, statuses: Sequence[str] | None = None) -> JSON:
+        """Queue rebuilds of every voice in ``statuses`` (or of all voices): ``{"queued", "matched"}``."""
+        body: dict[str, Any] = {"status": list(statuses)} if statuses else {"all": True}
+        return self._json("POST", "/v1/admin/voice-caches/rebuild", json=body)
 
     def download(
         self, url: str, dest: Path, on_bytes: Callable[[int, int | None], None] | None = None

@@ -564,3 +564,59 @@ def jobs_rerender(ctx: click.Context, job_id: str, seq: int, text: str | None) -
     """Render one chunk of a finished job again; its chapter and the book are stitched again."""
     job = _client(ctx).rerender(job_id, seq, text)
     click.echo(f"{job['id']}\t{job['status']}\trevision {job['revision']}")
+
+
+# admin
+
+CACHE_STATES = ("pending", "processing", "ready", "failed", "stale")
+
+
+@app.group()
+def admin() -> None:
+    """Every owner's voice caches (needs an admin key)."""
+
+
+@admin.command("caches")
+@click.option("--status", "cache_status", type=click.Choice(CACHE_STATES), help="Only voices in this state.")
+@click.option("--owner", help="Only this owner's voices.")
+@click.option("--json", "as_json", is_flag=True, help="Print the voices as JSON.")
+@click.pass_context
+def admin_caches(ctx: click.Context, cache_status: str | None, owner: str | None, as_json: bool) -> None:
+    """Voices of every owner and the state of their speaker prompts (why a build failed, too)."""
+    found = _client(ctx).admin_voices(cache_status, owner)
+    if as_json:
+        _print_json(found)
+        return
+    table = Table("owner", "name", "id", "prompt", "engine", "error")
+    for v in found:
+        table.add_row(
+            v["owner"], v["name"], str(v["id"]), v["cache_status"], v.get("cache_engine") or "",
+            v.get("cache_error") or "",
+        )  # fmt: skip
+    _out().print(table)
+    _err().print(f"{len(found)} voice{'s' if len(found) != 1 else ''}")
+
+
+@admin.command("rebuild")
+@click.argument("voice_ids", nargs=-1)
+@click.option("--status", "statuses", multiple=True, type=click.Choice(CACHE_STATES),
+              help="Rebuild every voice in this state (repeatable), e.g. --status failed.")  # fmt: skip
+@click.option("--all", "every", is_flag=True, help="Rebuild every voice of every owner.")
+@click.option("--force", is_flag=True, help="With voice ids: rebuild even a ready, current prompt.")
+@click.pass_context
+def admin_rebuild(
+    ctx: click.Context, voice_ids: tuple[str, ...], statuses: tuple[str, ...], every: bool, force: bool
+) -> None:
+    """Queue prompt rebuilds: of the voices given by id, of every voice in a state, or of all voices."""
+    if sum((bool(voice_ids), bool(statuses), every)) != 1:
+        raise click.UsageError("give voice ids, or --status STATE, or --all (one of them)")
+    client = _client(ctx)
+    if not voice_ids:
+        queued = client.admin_rebuild_caches(statuses or None)
+        click.echo(f"queued {queued['queued']} of {queued['matched']} matching voices")
+        return
+    for voice_id in voice_ids:
+        answer = client.admin_rebuild_voice(voice_id, force)
+        voice = answer["voice"]
+        state = "queued" if answer["queued"] else "not queued (already building, or ready and current)"
+        click.echo(f"{voice['id']}\t{voice['name']}\t{voice['cache_status']}\t{state}")

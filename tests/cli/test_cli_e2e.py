@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +17,10 @@ import httpx
 import pytest
 from click.testing import CliRunner, Result
 from flask import Flask
+from sqlalchemy import update
+from sqlalchemy.orm import Session, scoped_session
 
+from models import Voice
 from tests.e2e.flow import BOOK
 from tests.e2e.test_slow_clients import free_port, running_api
 from tome_cli.client import Client, script_format_for
@@ -42,8 +46,12 @@ class Stack:
     key: str
     config_home: Path
 
-    def run(self, *args: str) -> Result:
-        env = {"TOME_URL": self.url, "TOME_API_KEY": self.key, "XDG_CONFIG_HOME": str(self.config_home)}
+    def run(self, *args: str, key: str | None = None) -> Result:
+        env = {
+            "TOME_URL": self.url,
+            "TOME_API_KEY": key or self.key,
+            "XDG_CONFIG_HOME": str(self.config_home),
+        }
         return CliRunner().invoke(tome, list(args), env=env, catch_exceptions=False)
 
 
@@ -185,6 +193,52 @@ def test_no_wait_prints_the_id_and_cancel(stack: Stack, tmp_path: Path, referenc
         gone.stderr
         == "error: you have no voice with id or name 'narrator' (field voice) [not_found, HTTP 404]\n"
     )
+
+
+def test_admin_lists_caches_and_rebuilds_the_failed_ones(
+    app: Flask, db: scoped_session[Session], stack: Stack, reference: tuple[Path, str]
+) -> None:
+    """No worker runs: a rebuilt voice goes back to pending, which is what the admin asked for."""
+    admin_key = mint_key(app, owner="ops", name="admin", admin=True)
+    ref, transcript = reference
+    for name in ("good", "broken"):
+        added = stack.run("voices", "add", name, str(ref), "--text", transcript, "--no-wait")
+        assert added.exit_code == EXIT_OK, added.output
+    voices = {v["name"]: v for v in json.loads(stack.run("voices", "list", "--json").stdout)}
+    broken = uuid.UUID(voices["broken"]["id"])
+    db.execute(
+        update(Voice).where(Voice.id == broken).values(cache_status="failed", cache_error="bad <audio>")
+    )
+    db.commit()
+
+    listed = stack.run("admin", "caches", key=admin_key)
+    assert listed.exit_code == EXIT_OK, listed.output
+    assert "bad <audio>" in listed.stdout
+    assert "2 voices" in listed.stderr
+    failed = json.loads(stack.run("admin", "caches", "--status", "failed", "--json", key=admin_key).stdout)
+    assert [(v["name"], v["owner"], v["cache_status"]) for v in failed] == [("broken", "alice", "failed")]
+    assert json.loads(stack.run("admin", "caches", "--owner", "nobody", "--json", key=admin_key).stdout) == []
+
+    rebuilt = stack.run("admin", "rebuild", "--status", "failed", key=admin_key)
+    assert rebuilt.exit_code == EXIT_OK, rebuilt.output
+    assert rebuilt.stdout == "queued 1 of 1 matching voices\n"
+    assert (
+        json.loads(stack.run("admin", "caches", "--status", "failed", "--json", key=admin_key).stdout) == []
+    )
+    one = stack.run("admin", "rebuild", str(broken), key=admin_key)
+    assert one.exit_code == EXIT_OK, one.output
+    assert one.stdout.startswith(f"{broken}\tbroken\tpending\tnot queued")  # already waiting for a build
+
+    refused = stack.run("admin", "caches")  # a user key
+    assert refused.exit_code == EXIT_API
+    assert "HTTP 403" in refused.stderr
+    unknown = stack.run("admin", "rebuild", str(uuid.uuid4()), key=admin_key)
+    assert unknown.exit_code == EXIT_API
+    assert "HTTP 404" in unknown.stderr
+    for args in ([], ["--all", "--status", "failed"], [str(broken), "--all"]):
+        wrong = stack.run("admin", "rebuild", *args, key=admin_key)
+        assert wrong.exit_code == EXIT_API
+        assert "give voice ids, or --status STATE, or --all" in wrong.stderr
 
 
 def test_an_api_error_exits_1_with_its_message_and_field(stack: Stack, tmp_path: Path) -> None:
