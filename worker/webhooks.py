@@ -37,6 +37,7 @@ from urllib.parse import quote, urlsplit
 
 from sqlalchemy import and_, or_, select, update
 from sqlalchemy.engine import CursorResult
+from sqlalchemy.orm import Session
 
 from models import TERMINAL, ApiKey, ChapterStatus, Job, JobChapter, unit_of_work, utcnow
 from worker.runtime import Runtime
@@ -319,42 +320,25 @@ def chapter_due_filter(now: Any, max_attempts: int) -> Any:
 
 def deliver_chapter(rt: Runtime, job_id: uuid.UUID, chapter: int, *, resolver: Resolver = resolve) -> str:
     """As :func:`deliver`, for one chapter's ``job.chapter_ready`` event (its own attempts and backoff)."""
-    settings = rt.settings
-    now = utcnow()
     where = (JobChapter.job_id == job_id, JobChapter.chapter == chapter)
-    with unit_of_work(rt.sessions) as session:
-        claimed = session.execute(
-            update(JobChapter)
-            .where(*where, chapter_due_filter(now, settings.webhook_max_attempts))
-            .values(webhook_next_at=now + CLAIM, webhook_attempts=JobChapter.webhook_attempts + 1)
-        )
-        assert isinstance(claimed, CursorResult)
-        if claimed.rowcount != 1:
-            return "not_due"
-        job = session.get(Job, job_id)
+
+    def event(session: Session, job: Job) -> tuple[bytes, int]:
         row = session.get(JobChapter, (job_id, chapter))
-        assert job is not None
         assert row is not None
-        assert job.webhook_url
-        secret = session.scalar(select(ApiKey.webhook_secret).where(ApiKey.id == job.api_key_id))
-        body = json.dumps(chapter_payload(job, row), separators=(",", ":")).encode()
-        url, attempts = job.webhook_url, row.webhook_attempts
-    error, cause = _attempt(
-        url, body, secret or "", settings.webhook_allow_private, settings.webhook_port_set, resolver
-    )
-    with unit_of_work(rt.sessions) as session:
-        values: dict[str, Any] = (
-            {"webhook_delivered_at": utcnow()}
-            if error is None
-            else {"webhook_next_at": utcnow() + backoff(attempts)}
+        return json.dumps(chapter_payload(job, row), separators=(",", ":")).encode(), row.webhook_attempts
+
+    def outcome(error: str | None, attempts: int) -> Any:
+        values = (
+            {"webhook_delivered_at": utcnow()} if error is None else {"webhook_next_at": _retry_at(attempts)}
         )
-        session.execute(update(JobChapter).where(*where).values(**values))
-    if error:
-        log.warning("job %s: chapter %d webhook attempt %d failed: %s (%r)", job_id, chapter, attempts,
-                    error, cause)  # fmt: skip
-        return "failed"
-    log.info("job %s: chapter %d webhook delivered", job_id, chapter)
-    return "delivered"
+        return update(JobChapter).where(*where).values(**values)
+
+    claim = (
+        update(JobChapter)
+        .where(*where, chapter_due_filter(utcnow(), rt.settings.webhook_max_attempts))
+        .values(webhook_attempts=JobChapter.webhook_attempts + 1)
+    )
+    return _deliver_claimed(rt, job_id, f"chapter {chapter} webhook", claim, event, outcome, resolver)
 
 
 def backoff(attempts: int) -> timedelta:
@@ -372,20 +356,50 @@ def due_filter(now: Any, max_attempts: int) -> Any:
 
 
 def deliver(rt: Runtime, job_id: uuid.UUID, *, resolver: Resolver = resolve) -> str:
-    """Claim the delivery (so two workers don't both send), POST once, record the outcome.
+    """Claim the delivery of the job's end event (so two workers don't both send), POST once, record the
+    outcome on the job."""
 
-    The claim counts the attempt in the same write, so that every attempt is counted whatever happens
-    next (an error of any kind, or the worker killed mid-POST) and retries always end."""
+    def event(session: Session, job: Job) -> tuple[bytes, int]:
+        return json.dumps(payload(job), separators=(",", ":")).encode(), job.webhook_attempts
+
+    def outcome(error: str | None, attempts: int) -> Any:
+        values: dict[str, Any] = {"webhook_error": error}
+        if error is None:
+            values["webhook_delivered_at"] = utcnow()
+        else:
+            values["webhook_next_at"] = _retry_at(attempts)
+        return update(Job).where(Job.id == job_id).values(**values)
+
+    claim = (
+        update(Job)
+        .where(Job.id == job_id, due_filter(utcnow(), rt.settings.webhook_max_attempts))
+        .values(webhook_attempts=Job.webhook_attempts + 1)
+    )
+    return _deliver_claimed(rt, job_id, "webhook", claim, event, outcome, resolver)
+
+
+def _retry_at(attempts: int) -> Any:
+    return utcnow() + backoff(attempts)
+
+
+def _deliver_claimed(
+    rt: Runtime,
+    job_id: uuid.UUID,
+    what: str,
+    claim: Any,
+    event: Callable[[Session, Job], tuple[bytes, int]],
+    outcome: Callable[[str | None, int], Any],
+    resolver: Resolver,
+) -> str:
+    """Run ``claim`` (an UPDATE that matches the event's row only when it is due, and counts the attempt),
+    POST the body ``event`` builds in the same transaction, then run ``outcome(error, attempts)``.
+
+    The claim also pushes the next try CLAIM ahead and counts the attempt in the same write, so two workers
+    never both send, and every attempt is counted whatever happens next (an error of any kind, or the
+    worker killed mid-POST): retries always end."""
     settings = rt.settings
-    allow_private: bool = settings.webhook_allow_private
-    allowed_ports = settings.webhook_port_set
-    now = utcnow()
     with unit_of_work(rt.sessions) as session:
-        claimed = session.execute(
-            update(Job)
-            .where(Job.id == job_id, due_filter(now, settings.webhook_max_attempts))
-            .values(webhook_next_at=now + CLAIM, webhook_attempts=Job.webhook_attempts + 1)
-        )
+        claimed = session.execute(claim.values(webhook_next_at=utcnow() + CLAIM))
         assert isinstance(claimed, CursorResult)
         if claimed.rowcount != 1:
             return "not_due"
@@ -393,25 +407,22 @@ def deliver(rt: Runtime, job_id: uuid.UUID, *, resolver: Resolver = resolve) -> 
         assert job is not None
         assert job.webhook_url
         secret = session.scalar(select(ApiKey.webhook_secret).where(ApiKey.id == job.api_key_id))
-        body = json.dumps(payload(job), separators=(",", ":")).encode()
-        url, attempts = job.webhook_url, job.webhook_attempts
-    error, cause = _attempt(url, body, secret or "", allow_private, allowed_ports, resolver)
+        body, attempts = event(session, job)
+        url = job.webhook_url
+    error, cause = _attempt(
+        url, body, secret or "", settings.webhook_allow_private, settings.webhook_port_set, resolver
+    )
     with unit_of_work(rt.sessions) as session:
-        values: dict[str, Any] = {"webhook_error": error}
-        if error is None:
-            values["webhook_delivered_at"] = utcnow()
-        else:
-            values["webhook_next_at"] = utcnow() + backoff(attempts)
-        session.execute(update(Job).where(Job.id == job_id).values(**values))
+        session.execute(outcome(error, attempts))
     if error:
         # The detail (what the remote said) stays here, in the worker log.
         detail = f" ({cause!r})" if cause is not None else ""
         trace = cause if error == _UNEXPECTED else None
         log.warning(
-            "job %s: webhook attempt %d failed: %s%s", job_id, attempts, error, detail, exc_info=trace
+            "job %s: %s attempt %d failed: %s%s", job_id, what, attempts, error, detail, exc_info=trace
         )
         return "failed"
-    log.info("job %s: webhook delivered", job_id)
+    log.info("job %s: %s delivered", job_id, what)
     return "delivered"
 
 
