@@ -16,9 +16,9 @@ from webapi.jobs import (
     chapter_rows,
     early_files,
     file_out,
-    finished_job,
     job_audio_name,
     owned_job,
+    require_finished,
     serve_multi_range_whole,
 )
 from webapi.openapi import Operation, operation
@@ -52,13 +52,12 @@ def _files_of(job_id: str) -> tuple[Job, list[dict[str, Any]], bool]:
     job's files until they expire (410 then); while it renders, its chapters ready so far; 409 when
     there is nothing yet."""
     job = owned_job(job_id)
-    if job.output_path and job.expired_at is None:  # finished (or re-rendering: the previous revision)
-        return job, list(job.files or []), True
-    early = early_files(job, chapter_rows(job))
-    if early:
-        return job, early, False
-    finished_job(job_id, "files")  # raises: 410 after expiry, 409 before any file exists
-    raise AssertionError("unreachable")
+    if not job.output_path or job.expired_at is not None:  # not finished (a re-rendering job is)
+        early = early_files(job, chapter_rows(job))
+        if early:
+            return job, early, False
+    require_finished(job, "files")  # 410 after expiry, 409 before any file exists
+    return job, list(job.files or []), True
 
 
 @bp.get("/<job_id>/files")

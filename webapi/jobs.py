@@ -505,7 +505,11 @@ def job_audio(job_id: str) -> Response:
 def finished_job(job_id: str, what: str) -> Job:
     """The caller's job, once it has succeeded and while its ``what`` (audio, files) has not expired:
     410 after expiry, 409 before success."""
-    job = owned_job(job_id)
+    return require_finished(owned_job(job_id), what)
+
+
+def require_finished(job: Job, what: str) -> Job:
+    """``job`` itself if its ``what`` can be downloaded; else 410 after expiry, 409 before success."""
     if job.expired_at is not None:
         raise Gone(f"the {what} of this job expired at {job.expired_at:%Y-%m-%dT%H:%M:%SZ}", code="expired")
     if not job.output_path:  # a re-rendered job keeps serving its previous book until the new one is out
