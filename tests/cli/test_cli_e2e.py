@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session, scoped_session
 
 from models import Voice
 from tests.e2e.flow import BOOK
-from tests.e2e.test_slow_clients import free_port, running_api
+from tests.support.api_server import free_port, running_api
 from tome_cli.client import Client, script_format_for
 from tome_cli.main import (
     EXIT_API,

@@ -8,27 +8,24 @@ VICTIM_TIMEOUT and ends the measurement)."""
 
 from __future__ import annotations
 
-import contextlib
-import http.client
 import io
 import json
 import os
 import socket
-import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from flask import Flask
 
+from tests.support.api_server import request, running_api
 from tests.support.apps import tome_of
 from tests.support.inline import Inline
 from webapi.cli import mint_key
 from worker.config import Settings
-from worker.processes import api_command, settings_env
+from worker.processes import api_command
 from worker.task_names import START_JOB
 
 pytestmark = pytest.mark.e2e
@@ -37,91 +34,7 @@ SLOW_HEADERS = 48  # connections that never finish their headers
 SLOW_BODIES = 16  # connections that send whole headers and then trickle the body
 BOUND = 2.0  # seconds another tenant may wait while they hang (sync workers: every request stalled)
 VICTIM_TIMEOUT = 5.0  # a measured request with no answer by then counts as stalled
-START_TIMEOUT = 30.0
 HEADER_DEADLINE = 5.0  # api_command's --keep-alive: under gevent also the time a request's headers may take
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@dataclass
-class Server:
-    proc: subprocess.Popen[bytes]
-    port: int
-    stdout: Path
-    stderr: Path
-
-    def log(self) -> str:
-        return f"{self.stderr.read_text(errors='replace')}\n{self.stdout.read_text(errors='replace')}"
-
-    def wait_for(self, stream: Path, text: str, timeout: float = 10.0) -> None:
-        deadline = time.monotonic() + timeout
-        while text not in stream.read_text(errors="replace"):
-            assert time.monotonic() < deadline, f"{text!r} not in {stream.name}:\n{self.log()[-3000:]}"
-            time.sleep(0.1)
-
-
-@contextlib.contextmanager
-def running_api(
-    settings: Settings, log_dir: Path, command: Callable[[str], list[str]] = api_command
-) -> Iterator[Server]:
-    """The API started as `make run` starts it (``command(bind)``) on a free port; stopped by its PID."""
-    port = free_port()
-    server_out, server_err = log_dir / "api.stdout", log_dir / "api.stderr"
-    with server_out.open("wb") as out, server_err.open("wb") as err:
-        proc = subprocess.Popen(
-            command(f"127.0.0.1:{port}"), env=settings_env(settings), stdout=out, stderr=err
-        )
-    server = Server(proc, port, server_out, server_err)
-    try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            assert proc.poll() is None, server.log()
-            assert time.monotonic() < deadline, server.log()
-            try:
-                if request(port, "GET", "/healthz", timeout=2).status == 200:
-                    break
-            except OSError:
-                time.sleep(0.2)
-        yield server
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
-
-
-@dataclass
-class Answer:
-    status: int
-    headers: dict[str, str]
-    body: bytes
-    seconds: float
-
-
-def request(
-    port: int,
-    method: str,
-    path: str,
-    headers: dict[str, str] | None = None,
-    body: bytes | None = None,
-    timeout: float = VICTIM_TIMEOUT,
-) -> Answer:
-    """One request on a fresh connection, timed from connect to the last byte of the answer."""
-    started = time.monotonic()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    try:
-        conn.request(method, path, body=body, headers=headers or {})
-        response = conn.getresponse()
-        data = response.read()
-        return Answer(response.status, dict(response.getheaders()), data, time.monotonic() - started)
-    finally:
-        conn.close()
 
 
 def announced_status(port: int, method: str, path: str, headers: dict[str, str], length: int) -> int:
@@ -250,7 +163,7 @@ def victim_latencies(port: int, key: str, rounds: int = 3) -> list[float]:
             time.sleep(1.0)
         for path, headers in (("/healthz", {}), ("/v1/voices", auth)):
             try:
-                answer = request(port, "GET", path, headers)
+                answer = request(port, "GET", path, headers, timeout=VICTIM_TIMEOUT)
             except TimeoutError:
                 seconds.append(VICTIM_TIMEOUT)
                 return seconds

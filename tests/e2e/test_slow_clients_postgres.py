@@ -14,11 +14,10 @@ from tests.e2e.test_slow_clients import (
     SLOW_HEADERS,
     Tricklers,
     header_trickle,
-    request,
-    running_api,
     seed_voice,
     victim_latencies,
 )
+from tests.support.api_server import request, running_api
 from tests.support.apps import app_on
 from webapi.cli import mint_key
 from worker.config import Settings

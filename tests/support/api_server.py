@@ -1,0 +1,102 @@
+"""The API started as `make run` starts it (gunicorn, TOME_* settings through ``settings_env``) on a free
+127.0.0.1 port, for tests that need a real HTTP server; and one timed request to it."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import socket
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from worker.config import Settings
+from worker.processes import api_command, settings_env
+
+START_TIMEOUT = 30.0
+REQUEST_TIMEOUT = 5.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Server:
+    proc: subprocess.Popen[bytes]
+    port: int
+    stdout: Path
+    stderr: Path
+
+    def log(self) -> str:
+        return f"{self.stderr.read_text(errors='replace')}\n{self.stdout.read_text(errors='replace')}"
+
+    def wait_for(self, stream: Path, text: str, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        while text not in stream.read_text(errors="replace"):
+            assert time.monotonic() < deadline, f"{text!r} not in {stream.name}:\n{self.log()[-3000:]}"
+            time.sleep(0.1)
+
+
+@contextlib.contextmanager
+def running_api(
+    settings: Settings, log_dir: Path, command: Callable[[str], list[str]] = api_command
+) -> Iterator[Server]:
+    """The API started as `make run` starts it (``command(bind)``) on a free port; stopped by its PID."""
+    port = free_port()
+    server_out, server_err = log_dir / "api.stdout", log_dir / "api.stderr"
+    with server_out.open("wb") as out, server_err.open("wb") as err:
+        proc = subprocess.Popen(
+            command(f"127.0.0.1:{port}"), env=settings_env(settings), stdout=out, stderr=err
+        )
+    server = Server(proc, port, server_out, server_err)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            assert proc.poll() is None, server.log()
+            assert time.monotonic() < deadline, server.log()
+            try:
+                if request(port, "GET", "/healthz", timeout=2).status == 200:
+                    break
+            except OSError:
+                time.sleep(0.2)
+        yield server
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@dataclass
+class Answer:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+    seconds: float
+
+
+def request(
+    port: int,
+    method: str,
+    path: str,
+    headers: dict[str, str] | None = None,
+    body: bytes | None = None,
+    timeout: float = REQUEST_TIMEOUT,
+) -> Answer:
+    """One request on a fresh connection, timed from connect to the last byte of the answer."""
+    started = time.monotonic()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request(method, path, body=body, headers=headers or {})
+        response = conn.getresponse()
+        data = response.read()
+        return Answer(response.status, dict(response.getheaders()), data, time.monotonic() - started)
+    finally:
+        conn.close()
