@@ -138,7 +138,9 @@ def claim_chunks(
     )
     rows = session.execute(
         select(Chunk.id, Chunk.seq, Chunk.text, Chunk.voice_id, Chunk.attempts, Chunk.rate, Chunk.seed)
-        .where(Chunk.job_id == job_id, Chunk.attempt_token == token)
+        # seq IN (...) keeps this on the (job_id, seq) index: attempt_token has none, and a scan of the
+        # job's chunks on every claim made a job's cost grow with the square of its chunks.
+        .where(Chunk.job_id == job_id, Chunk.seq.in_(seqs), Chunk.attempt_token == token)
         .order_by(Chunk.seq)
     ).all()
     return token, [Claimed(r.id, r.seq, r.text, r.voice_id, r.attempts, r.rate, r.seed) for r in rows]
