@@ -3,7 +3,17 @@
 from models.apikey import ApiKey, Role, generate_key, hash_key
 from models.base import Base, utcnow
 from models.db import make_engine, make_session_factory, unit_of_work
-from models.job import ACTIVE, TERMINAL, ChapterStatus, Chunk, ChunkStatus, Job, JobChapter, JobStatus
+from models.job import (
+    ACTIVE,
+    TERMINAL,
+    ChapterStatus,
+    Chunk,
+    ChunkStatus,
+    Job,
+    JobChapter,
+    JobKind,
+    JobStatus,
+)
 from models.lexicon import Lexicon
 from models.metric import Counter, RateWindow
 from models.voice import CacheStatus, Voice
@@ -20,6 +30,7 @@ __all__ = [
     "Counter",
     "Job",
     "JobChapter",
+    "JobKind",
     "JobStatus",
     "Lexicon",
     "RateWindow",

@@ -38,6 +38,11 @@ TERMINAL = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED
 ACTIVE = frozenset({JobStatus.QUEUED, JobStatus.RUNNING, JobStatus.STITCHING})
 
 
+class JobKind(enum.StrEnum):
+    BOOK = "book"  # POST /v1/jobs: rendered, stitched into files, downloaded
+    SPEECH = "speech"  # POST /v1/audio/speech: rendered in order and streamed, never stitched or stored
+
+
 class ChunkStatus(enum.StrEnum):
     PENDING = "pending"
     RUNNING = "running"
@@ -54,6 +59,11 @@ class Job(Base):
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=new_id)
     owner: Mapped[str] = mapped_column(String(100), index=True)
+    # What the job is for (JobKind): a speech job's chunks are read by the API as they finish
+    # (worker.jobs.speech) and it is not listed among the owner's jobs.
+    kind: Mapped[str] = mapped_column(
+        String(12), default=JobKind.BOOK.value, server_default=JobKind.BOOK.value
+    )
     status: Mapped[str] = mapped_column(String(12), default=JobStatus.QUEUED.value, index=True)
     title: Mapped[str] = mapped_column(String(200))
     script_format: Mapped[str] = mapped_column(String(12))

@@ -17,6 +17,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     from webapi import admin, docs, health, job_files, job_qa, jobs, metrics, usage, voices
     from webapi import lexicons as lexicon_views
     from webapi import scripts as script_views
+    from webapi import speech as speech_views
     from webapi.cli import register_cli
     from webapi.errors import register_error_handlers
     from webapi.extensions import init_tome
@@ -38,6 +39,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.register_blueprint(script_views.bp)  # POST /v1/scripts/preview
     app.register_blueprint(lexicon_views.bp)  # /v1/lexicons
     app.register_blueprint(docs.bp)  # GET /docs: Swagger UI over /openapi.json
+    app.register_blueprint(speech_views.bp)  # POST /v1/audio/speech: OpenAI-compatible, streamed
     register_cli(app)
     _log_through_gunicorn()
     return app

@@ -15,7 +15,7 @@ from flask import Blueprint, Response, jsonify, request, send_file, url_for
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from models import ChapterStatus, Job, JobChapter, JobStatus, Voice, utcnow
+from models import ChapterStatus, Job, JobChapter, JobKind, JobStatus, Voice, utcnow
 from webapi import scripts
 from webapi.auth import current_principal, require_key
 from webapi.errors import Conflict, Gone, Invalid, NotFound
@@ -461,7 +461,8 @@ def _insert(
 @operation(Operation("List your jobs, newest first", {200: JobList}, query=JobListQuery, tags=("jobs",)))
 def list_jobs() -> Response:
     q = query(JobListQuery)
-    stmt = select(Job).where(Job.owner == current_principal().owner)
+    # speech requests (POST /v1/audio/speech) are jobs too, for quotas; they are not listed among books
+    stmt = select(Job).where(Job.owner == current_principal().owner, Job.kind == JobKind.BOOK.value)
     if q.status:
         stmt = stmt.where(Job.status == q.status)
     jobs = tome().sessions.scalars(

@@ -72,6 +72,7 @@ def build_spec(app: Flask) -> dict[str, Any]:
             out["operationId"] = rule.endpoint.replace(".", "_") + (
                 f"_{method.lower()}" if len(methods) > 1 else ""
             )
+            _streamed_audio(out, STREAMED_AUDIO.get((method, rule.rule)))
             out["parameters"] = [*out.get("parameters", []), *REQUEST_HEADERS.get((method, rule.rule), [])]
             if not out["parameters"]:
                 del out["parameters"]
@@ -133,11 +134,40 @@ EXTRA_ERRORS: dict[tuple[str, str], frozenset[int]] = {
     ("POST", "/v1/jobs"): frozenset({403}),
     ("POST", "/v1/voices"): frozenset({403}),
     ("PUT", "/v1/voices/<voice_id>"): frozenset({403}),
+    ("POST", "/v1/audio/speech"): frozenset({403}),
 }
+# Operations whose 200 is audio streamed as it is made, in any of these media types (the request's
+# response_format chooses), with the job it belongs to in a header.
+STREAMED_AUDIO: dict[tuple[str, str], tuple[str, ...]] = {
+    ("POST", "/v1/audio/speech"): (
+        "audio/mpeg",
+        "audio/ogg",
+        "audio/aac",
+        "audio/flac",
+        "audio/wav",
+        "audio/pcm",
+    ),
+}
+
+
+def _streamed_audio(out: dict[str, Any], media_types: tuple[str, ...] | None) -> None:
+    if not media_types:
+        return
+    ok = out["responses"]["200"]
+    ok["description"] = "The audio, sent as it is encoded (chunked transfer encoding)"
+    ok["content"] = {m: {"schema": {"type": "string", "contentMediaType": m}} for m in media_types}
+    ok["headers"] = {
+        "Tome-Job-Id": {
+            "description": "The speech job (GET /v1/jobs/{job_id}): its progress, and why it failed",
+            "schema": {"type": "string", "format": "uuid"},
+        }
+    }
+
+
 # One request example per JSON body model; tests validate each against its schema. An example that names
 # something the caller must own first (a voice) goes in the description rather than `example`: schemathesis
 # mixes `example` values into the requests it generates, where that one would only ever be a 422.
-IN_DESCRIPTION = {"JobCreate"}
+IN_DESCRIPTION = {"JobCreate", "SpeechCreate"}
 EXAMPLES: dict[str, dict[str, Any]] = {
     "JobCreate": {
         "title": "The Lighthouse",
@@ -148,6 +178,13 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     },
     "LexiconIn": {"name": "names", "language": "en", "entries": [{"grapheme": "Tome", "alias": "tohm"}]},
     "RerenderIn": {"text": "The lamp was lit at dusk.", "seed": 42},
+    "SpeechCreate": {
+        "model": "tts-1",
+        "voice": "narrator",
+        "input": "The lamp was lit at dusk, as every night.",
+        "response_format": "mp3",
+        "speed": 1.0,
+    },
     "CacheRebuild": {"force": True},
     "CacheRebuildMany": {"status": ["failed"]},
 }

@@ -8,7 +8,7 @@ from celery import Celery
 
 from worker.config import Settings
 from worker.logs import install_record_factory
-from worker.task_names import ENGINE_TASKS, SWEEP
+from worker.task_names import ALL_TASKS, ENGINE_TASKS, SPEAK, SWEEP
 
 TASK_MODULES = ["worker.tasks"]
 
@@ -17,17 +17,38 @@ TASK_MODULES = ["worker.tasks"]
 FILESYSTEM_TRANSPORT = "worker.filesystem_broker:Transport"
 
 
-def task_routes(settings: Settings) -> dict[str, dict[str, str]]:
-    """Where tasks go besides the default queue: the engine tasks to ``gpu_queue`` when it is set.
-    Everything else (starting a job, stitching and ffmpeg encoding, webhooks, the sweep) is CPU or I/O
-    work and stays on ``settings.queue``, so a GPU never waits on it.
+# Message priorities, lower first: kombu's Redis transport keeps one list per priority step and pops the
+# lowest step first; Tome's filesystem transport (worker.filesystem_broker) names message files by priority.
+SPEECH_PRIORITY = 0
+WORK_PRIORITY = 5
+PRIORITY_STEPS = [SPEECH_PRIORITY, WORK_PRIORITY]
+
+
+def task_routes(settings: Settings) -> dict[str, dict[str, Any]]:
+    """Where each task goes, and at which priority.
+
+    Queues: the engine tasks go to ``gpu_queue`` when it is set. Everything else (starting a job,
+    stitching and ffmpeg encoding, webhooks, the sweep) is CPU or I/O work and stays on ``settings.queue``,
+    so a GPU never waits on it.
+
+    Priority: a speech request (``tome.speak``, POST /v1/audio/speech) has a client waiting for its first
+    bytes, so it is sent at :data:`SPEECH_PRIORITY` and every other task at :data:`WORK_PRIORITY`, in the
+    same queues: the next pool process that frees up on a worker that renders takes the speech task
+    before any book chunk waiting in its queue (nothing running is preempted; the fair scheduler keeps
+    that backlog to a few render tasks anyway, worker.jobs.scheduler). A priority rather than a queue of
+    its own, because a new queue must be consumed by every worker command (``make run``, docker-compose,
+    the GPU deployment) and a worker started without it would leave speech waiting for ever; a priority
+    works with whatever worker renders, on both brokers.
 
     Routes are part of the app's config, so they apply to every ``send_task`` by name, from the API and
     from workers alike. A retried task goes back to the queue it came from (Celery keeps its delivery info).
     """
-    if not settings.gpu_queue:
-        return {}
-    return {name: {"queue": settings.gpu_queue} for name in ENGINE_TASKS}
+    routes: dict[str, dict[str, Any]] = {name: {"priority": WORK_PRIORITY} for name in ALL_TASKS}
+    routes[SPEAK] = {"priority": SPEECH_PRIORITY}
+    if settings.gpu_queue:
+        for name in ENGINE_TASKS:
+            routes[name]["queue"] = settings.gpu_queue
+    return routes
 
 
 def engine_queue(settings: Settings) -> str:
@@ -83,6 +104,8 @@ def celery_config(settings: Settings) -> dict[str, Any]:
                 "polling_interval": 0.2,
             }
         )
+    else:
+        transport["priority_steps"] = PRIORITY_STEPS  # Redis: one list per step, the lowest popped first
     conf["broker_transport_options"] = transport
     return conf
 

@@ -46,6 +46,10 @@ class Settings:
     quota_storage_bytes: int = 20 * 1024**3
     quota_unfinished_jobs: int = 20
     quota_audio_seconds_per_day: float = 172_800.0  # estimated output submitted in any 24 hours
+    # POST /v1/audio/speech (worker.jobs.speech): the longest input it speaks, and how long the API waits
+    # for the first chunk (a voice's prompt build included) and then for each next one before giving up.
+    speech_max_chars: int = 4_096
+    speech_wait_seconds: float = 60.0
     # Worker behaviour.
     chunks_per_task: int = 8
     # Render tasks sent and not yet done, across all workers (worker.jobs.scheduler): enough to keep every
@@ -129,6 +133,8 @@ class Settings:
                 "TOME_CHUNKS_PER_TASK, TOME_MAX_CHUNK_ATTEMPTS and TOME_RENDER_TASKS_IN_FLIGHT "
                 "must be at least 1"
             )
+        if self.speech_max_chars < 1 or not self.speech_wait_seconds > 0:
+            raise ConfigError("TOME_SPEECH_MAX_CHARS and TOME_SPEECH_WAIT_SECONDS must be positive")
         if not (self.speech_chars_per_second > 0 and 0 < self.max_pause_share <= 1):
             raise ConfigError("TOME_SPEECH_CHARS_PER_SECOND must be positive, TOME_MAX_PAUSE_SHARE in (0, 1]")
         for name in (

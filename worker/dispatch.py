@@ -13,6 +13,7 @@ from worker import webhooks
 from worker.jobs.chapters import stitch_chapter
 from worker.jobs.intake import plan_job
 from worker.jobs.render import render_chunks
+from worker.jobs.speech import speak
 from worker.jobs.start import start_job, wake_jobs_waiting_for
 from worker.jobs.stitch import stitch_job
 from worker.logs import job_context
@@ -24,6 +25,7 @@ from worker.task_names import (
     DELIVER_WEBHOOK,
     PLAN_JOB,
     RENDER_CHUNKS,
+    SPEAK,
     START_JOB,
     STITCH_CHAPTER,
     STITCH_JOB,
@@ -72,6 +74,10 @@ def _deliver(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
     return webhooks.deliver(rt, uuid.UUID(str(args[0])))
 
 
+def _speak(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
+    return speak(rt, uuid.UUID(str(args[0])), enqueue).value
+
+
 def _sweep(rt: Runtime, args: list[Any], enqueue: Enqueue) -> dict[str, Any]:
     return sweep(rt, enqueue).__dict__
 
@@ -86,11 +92,21 @@ HANDLERS: dict[str, Handler] = {
     DELIVER_WEBHOOK: _deliver,
     DELIVER_CHAPTER_WEBHOOK: _deliver_chapter,
     SWEEP: _sweep,
+    SPEAK: _speak,
 }
 
 # Tasks whose first argument is a job id: their log lines carry it (worker.logs).
 _JOB_TASKS = frozenset(
-    {PLAN_JOB, START_JOB, RENDER_CHUNKS, STITCH_JOB, STITCH_CHAPTER, DELIVER_WEBHOOK, DELIVER_CHAPTER_WEBHOOK}
+    {
+        PLAN_JOB,
+        START_JOB,
+        RENDER_CHUNKS,
+        STITCH_JOB,
+        STITCH_CHAPTER,
+        DELIVER_WEBHOOK,
+        DELIVER_CHAPTER_WEBHOOK,
+        SPEAK,
+    }
 )
 
 

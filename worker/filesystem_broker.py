@@ -20,6 +20,10 @@
    file is opened without truncation and read, updated and rewritten under one exclusive lock, and an
    empty file reads as no bindings.
 
+4. Priorities. A message's file name starts with its priority (0-9, lower first, as on Redis) and
+   consumers take the first name in sorted order, so a speech task (worker.celery_app.SPEECH_PRIORITY)
+   overtakes the book work already waiting in its queue; within a priority, the oldest goes first.
+
 Selected with Celery's ``broker_transport`` setting (see worker.celery_app); imports kombu, not Celery.
 """
 
@@ -52,8 +56,10 @@ MAX_DELIVERIES_PER_POLL = 100
 class Channel(filesystem.Channel):
     # kombu names the second parameter "message" in the abstract channel and "payload" here: mypy sees both.
     def _put(self, queue: Any, payload: Any, **kwargs: Any) -> None:  # type: ignore[override]
-        """Write the message beside the queue under a hidden name, then rename it into the queue."""
-        name = f"{round(monotonic() * 1000)}_{uuid.uuid4()}.{queue}.msg"
+        """Write the message beside the queue under a hidden name, then rename it into the queue (its
+        name starts with its priority, so that sorted names are served in priority order)."""
+        priority = self._get_message_priority(payload)  # type: ignore[no-untyped-call]
+        name = f"{priority}-{round(monotonic() * 1000)}_{uuid.uuid4()}.{queue}.msg"
         folder = self.data_folder_out
         partial = os.path.join(folder, PARTIAL_PREFIX + name)
         try:

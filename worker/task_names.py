@@ -18,9 +18,23 @@ BUILD_VOICE = "tome.build_voice"  # args: [voice_id]
 DELIVER_WEBHOOK = "tome.deliver_webhook"  # args: [job_id]
 DELIVER_CHAPTER_WEBHOOK = "tome.deliver_chapter_webhook"  # args: [job_id, chapter index]
 SWEEP = "tome.sweep"  # args: []
+SPEAK = "tome.speak"  # args: [job_id]: a speech job's chunks in order (POST /v1/audio/speech)
 
 # The tasks that run the TTS engine; with TOME_GPU_QUEUE set they go to that queue (celery_app).
-ENGINE_TASKS = (RENDER_CHUNKS, BUILD_VOICE)
+ENGINE_TASKS = (RENDER_CHUNKS, BUILD_VOICE, SPEAK)
+# Every task; all but SPEAK are sent at the background priority (celery_app.task_routes).
+ALL_TASKS = (
+    PLAN_JOB,
+    START_JOB,
+    RENDER_CHUNKS,
+    STITCH_JOB,
+    STITCH_CHAPTER,
+    BUILD_VOICE,
+    DELIVER_WEBHOOK,
+    DELIVER_CHAPTER_WEBHOOK,
+    SWEEP,
+    SPEAK,
+)
 
 # Sends a follow-up task by name, after the state it depends on is committed.
 Enqueue = Callable[[str, list[Any]], None]

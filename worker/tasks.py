@@ -21,6 +21,7 @@ from worker.task_names import (
     DELIVER_WEBHOOK,
     PLAN_JOB,
     RENDER_CHUNKS,
+    SPEAK,
     START_JOB,
     STITCH_CHAPTER,
     STITCH_JOB,
@@ -124,6 +125,14 @@ def deliver_webhook(job_id: str) -> str:
 @shared_task(name=BUILD_VOICE, **RETRIES)
 def build_voice(voice_id: str) -> str:
     result: str = _run(BUILD_VOICE, voice_id)
+    return result
+
+
+@shared_task(name=SPEAK)
+def speak(job_id: str) -> str:
+    """A speech request's chunks, in order (worker.jobs.speech). Not retried: its client is waiting now,
+    and the API gives up on it after TOME_SPEECH_WAIT_SECONDS (a retry with backoff would come too late)."""
+    result: str = _run(SPEAK, job_id)
     return result
 
 

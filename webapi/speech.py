@@ -1,0 +1,207 @@
+"""POST /v1/audio/speech: short text spoken with one of the caller's voices and streamed while it renders,
+in the shape of OpenAI's speech API, so that OpenAI's client libraries work against Tome by changing
+their base URL (they send ``Authorization: Bearer <key>``, which is how Tome takes keys).
+
+The request is planned, checked against the quotas and inserted as a speech job here; one worker task
+renders its chunks ahead of any book work (worker.jobs.speech), and the response streams them through
+ffmpeg as they finish (worker.jobs.speech_stream). Errors found before the first byte are answered with
+Tome's error shape and status; after it, the response is broken off.
+
+OpenAI's fields: ``model`` and ``instructions`` are accepted and ignored (Tome speaks with its configured
+engine, and no engine of Tome's takes style instructions); ``stream_format`` may only be ``audio`` (no
+server-sent events); fields this API does not know are ignored, as a newer client may send some.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Literal
+
+from flask import Blueprint, Response
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from models import Voice
+from webapi.auth import current_principal, require_key
+from webapi.errors import ApiError, Conflict, Invalid, NotFound
+from webapi.extensions import tome
+from webapi.openapi import Operation, operation
+from webapi.usage import require_room_for_job
+from webapi.validation import json_body
+from worker.audio import Pauses
+from worker.audio.stream import PcmStream, SpeechFormat
+from worker.jobs import limits, speech
+from worker.jobs.plan import PlanError, PlanRequest, live_voices
+from worker.jobs.speech_stream import SpeechStream
+from worker.script import ReadOptions
+from worker.task_names import SPEAK
+from worker.voices.prompts import VoiceCacheFailed, ensure_ready
+
+log = logging.getLogger(__name__)
+bp = Blueprint("speech", __name__, url_prefix="/v1/audio")
+bp.before_request(require_key)
+
+
+class SpeechCreate(BaseModel):
+    """OpenAI's speech request. Unknown fields are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    input: str = Field(
+        min_length=1,
+        description="The text to speak, read as a plain script (numbers and abbreviations in words, the "
+        "voice's lexicons, `<!-- break: 1s -->` lines); at most TOME_SPEECH_MAX_CHARS (4,096) characters",
+    )
+    voice: str = Field(
+        min_length=1,
+        max_length=200,
+        description='One of your voices, by id or name (OpenAI\'s custom-voice form {"id": "..."} too)',
+    )
+    model: str | None = Field(
+        None, max_length=200, description="Accepted and ignored: Tome speaks with its configured engine"
+    )
+    response_format: SpeechFormat = Field(
+        "mp3",
+        description="mp3; opus (Ogg Opus, 24 kHz); aac (ADTS); flac; wav (16-bit, sizes left unknown: "
+        "0xFFFFFFFF); pcm (raw 16-bit little-endian mono at 24 kHz, as OpenAI's)",
+    )
+    speed: float = Field(
+        1.0,
+        ge=0.25,
+        le=4.0,
+        description="1 is the voice's own pace; the engine speaks at 0.5-2 of it, ffmpeg stretches the rest",
+    )
+    instructions: str | None = Field(
+        None, max_length=4096, description="Accepted and ignored: no engine of Tome's takes instructions"
+    )
+    stream_format: Literal["audio"] = Field("audio", description="audio only (no server-sent events)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _voice_object(cls, data: object) -> object:
+        """OpenAI clients name a custom voice as ``{"id": "..."}``: the id is the voice."""
+        if isinstance(data, dict) and isinstance(data.get("voice"), dict) and set(data["voice"]) == {"id"}:
+            return {**data, "voice": data["voice"]["id"]}
+        return data
+
+
+class Unavailable(ApiError):
+    status, code = 503, "unavailable"
+
+
+class SpeechFailed(ApiError):
+    status, code = 500, "speech_failed"
+
+
+@bp.post("/speech")
+@operation(
+    Operation(
+        "Speak short text, streamed while it renders: OpenAI's speech API, so that its client libraries "
+        "work against Tome with their base URL changed. The audio starts as soon as the first sentence is "
+        "rendered (chunked transfer encoding); the `Tome-Job-Id` header names the speech job, which counts "
+        "against your quotas as any job. 409: the voice's prompt could not be built; 503: the first audio "
+        "did not come within TOME_SPEECH_WAIT_SECONDS.",
+        {200: None, 404: None, 409: None},
+        body=SpeechCreate,
+        tags=("speech",),
+        binary="audio/mpeg",
+    )
+)
+def create_speech() -> Response:
+    body = json_body(SpeechCreate)
+    state = tome()
+    settings = state.settings
+    if len(body.input) > settings.speech_max_chars:
+        raise Invalid(
+            f"input has {len(body.input)} characters; the limit is {settings.speech_max_chars} "
+            "(TOME_SPEECH_MAX_CHARS)",
+            code="input_too_long",
+            field="input",
+        )
+    principal = current_principal()
+    voice = _voice(principal.owner, body.voice)
+    try:
+        ensure_ready(state.runtime, voice.id)  # a failed prompt is a 409 now; a missing one is built
+    except VoiceCacheFailed as exc:
+        raise Conflict(str(exc), code="voice_unavailable", field="voice") from exc
+    engine = state.engine()
+    speed = speech.Speed.of(body.speed)
+    speech_plan = _plan(principal.owner, voice, body.input, speed)
+    require_room_for_job(speech_plan.estimated_seconds, engine.sample_rate)
+    encoder = PcmStream(body.response_format, engine.sample_rate, speed.tempo, settings.mp3_bitrate_kbps)
+    try:
+        job = speech.new_job(
+            owner=principal.owner,
+            api_key_id=uuid.UUID(principal.key_id),
+            voice_id=voice.id,
+            engine=engine.name,
+            fmt=body.response_format,
+            speed=speed,
+            speech_plan=speech_plan,
+            title=body.input[:80],
+        )
+        speech.insert_speech(state.sessions(), job, speech_plan)
+        state.sessions.commit()
+    except BaseException:
+        state.sessions.rollback()
+        encoder.abort()
+        raise
+    stream = SpeechStream(
+        state.runtime, job.id, len(speech_plan.specs), encoder, settings.speech_wait_seconds
+    )
+    stream.start()
+    state.enqueue(SPEAK, [str(job.id)])
+    log.info("speech %s: %d chunks, %s", job.id, len(speech_plan.specs), body.response_format)
+    try:
+        stream.wait_first()
+    except speech.SpeechError as exc:
+        stream.close()
+        raise _refusal(exc) from exc
+    except BaseException:
+        stream.close()
+        raise
+    response = Response(stream, mimetype=encoder.mime_type, direct_passthrough=True)
+    response.headers["Tome-Job-Id"] = str(job.id)
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+def _voice(owner: str, ref: str) -> Voice:
+    voice = live_voices(tome().sessions(), owner, [ref]).get(ref)
+    if voice is None:
+        raise NotFound(
+            f"you have no voice with id or name {ref[:100]!r}", code="voice_not_found", field="voice"
+        )
+    return voice
+
+
+def _plan(owner: str, voice: Voice, text: str, speed: speech.Speed) -> speech.SpeechPlan:
+    settings = tome().settings
+    engine = tome().engine()
+    request = PlanRequest(
+        owner=owner,
+        voice=voice,
+        script=text,
+        script_format="plain",
+        pauses=Pauses(),
+        max_chunk_chars=engine.max_chunk_chars,
+        job_limits=limits.JobLimits.of(settings),
+        read_options=ReadOptions(max_chars=settings.speech_max_chars),
+        engine=engine.name,
+    )
+    try:
+        return speech.plan_speech(tome().sessions(), request, speed, voice.language)
+    except PlanError as exc:
+        field = "input" if exc.field == "script" else exc.field
+        raise Invalid(exc.message, code=exc.code, field=field, line=exc.line, column=exc.column) from exc
+
+
+def _refusal(exc: speech.SpeechError) -> ApiError:
+    """A speech job that ended before its first audio, as the answer's status."""
+    if exc.code == "voice_unavailable":
+        return Conflict(exc.message, code=exc.code, field="voice")
+    if exc.code in ("speech_timeout", "voice_timeout"):
+        return Unavailable(exc.message, code=exc.code, retry_after=5)
+    if exc.code == "engine_error":
+        return Invalid(exc.message, code=exc.code, field="input")
+    return SpeechFailed(exc.message, code=exc.code)

@@ -1,0 +1,437 @@
+"""Short text spoken at once (``POST /v1/audio/speech``): a job of kind ``speech`` whose chunks are read
+by the API process as they finish and streamed to the client (worker.jobs.speech_stream). No Flask or
+Celery imports.
+
+Why a job, and not something lighter: it is then counted by the per-owner quotas exactly as a book is
+(an unfinished job while it streams, its estimated seconds in the day's audio, what it rendered if it
+ended early, its chunk audio as stored bytes while it exists: worker.jobs.usage), owned and isolated by
+the same queries, cancelled by the same compare-and-set, and its chunks are claimed under the same
+attempt tokens and leases, so a duplicated message never writes a chunk twice. What differs:
+
+- Planning: the input is read as a plain script (numbers and abbreviations normalised, the voice's
+  lexicons, ``<!-- break -->`` and ``<!-- voice -->`` lines) by the same planner, then the first chunk is
+  cut after its first sentence, so that the first audio is ready sooner (:func:`first_sentence_apart`).
+- Sending: the job is inserted running, its chunks already marked sent, so the fair scheduler never
+  sends them as book chunks (it still counts them in flight for their owner). One task, ``tome.speak``,
+  renders them all in order at the speech priority (worker.celery_app.task_routes): the first chunk
+  alone, the rest in batches of ``TOME_CHUNKS_PER_TASK`` (one engine call each).
+- Voices: a voice whose prompt is not ready is built by that task itself, through the usual build
+  (worker.voices.prompts.build_voice: one build at a time, whoever asks), rather than by a build message
+  sent at the background priority; then every job that waited for that voice is woken as after any
+  build. A failed voice fails the speech job with ``error_detail.code = "voice_unavailable"``.
+- Ending: the job succeeds when its last chunk is done (never stitched, no webhook); the API removes
+  the chunk files as it streams them and, when the response ends, cancels the job if the client left
+  early (remaining chunks are then never rendered: the task checks between batches) and forgets the
+  chunks' audio (:func:`end_speech`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from enum import StrEnum
+from pathlib import Path
+
+import numpy as np
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from models import Chunk, ChunkStatus, Job, JobKind, JobStatus, unit_of_work, utcnow
+from worker.audio import Pauses, apply_fades, write_wav_atomic
+from worker.audio.dsp import silence_bounds
+from worker.engines import Engine, EngineError, SynthesisRequest
+from worker.engines.base import RATE_SCALE, Waveform
+from worker.jobs import actions, state
+from worker.jobs.plan import PlanRequest, plan
+from worker.jobs.render import synthesize_in_halves
+from worker.jobs.reuse import text_seed
+from worker.jobs.scheduler import schedule
+from worker.jobs.start import wake_jobs_waiting_for
+from worker.runtime import Runtime
+from worker.script import ChunkSpec, split_sentences
+from worker.task_names import Enqueue
+from worker.voices.prompts import (
+    BuildOutcome,
+    VoiceCacheFailed,
+    VoiceNotReady,
+    build_voice,
+    ensure_ready,
+    load_voice_prompt,
+)
+from worker.voices.store import Prompt
+
+log = logging.getLogger(__name__)
+
+FIRST_CHUNK_CHARS = 100  # a longer first chunk is cut after its first sentence
+ENGINE_SPEEDS = (0.5, 2.0)  # the part of a speed the engine renders (a job's speed range); ffmpeg the rest
+VOICE_POLL_SECONDS = 0.1  # while another process builds a voice's prompt
+PAUSES = Pauses()  # the pauses between chunks, as a book's defaults
+
+
+class SpeechError(Exception):
+    """Why a speech job ended without its audio; ``code`` and ``field`` as the API answers them."""
+
+    def __init__(self, code: str, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.code, self.message, self.field = code, message, field
+
+
+@dataclass(frozen=True)
+class Speed:
+    """A requested speed as the engine's ``rate_scale`` times an ffmpeg ``atempo`` factor: the engine
+    speaks faster or slower for what it can (a natural voice rather than a time-stretched one), ffmpeg
+    stretches whatever is left (OpenAI's range, 0.25 to 4, is wider than a job's)."""
+
+    requested: float
+    engine: float
+    tempo: float
+
+    @classmethod
+    def of(cls, speed: float) -> Speed:
+        low, high = ENGINE_SPEEDS
+        engine = min(max(speed, low), high)
+        return cls(speed, engine, round(speed / engine, 6))
+
+
+@dataclass(frozen=True)
+class SpeechPlan:
+    specs: list[ChunkSpec]
+    chunk_voices: list[uuid.UUID]
+    estimated_seconds: float  # speech and pauses, at the requested speed
+
+    def voice_ids(self, default: uuid.UUID) -> list[uuid.UUID]:
+        used = list(dict.fromkeys(self.chunk_voices))
+        return [default, *(v for v in used if v != default)] if default in used else used
+
+
+def plan_speech(session: Session, request: PlanRequest, speed: Speed, language: str) -> SpeechPlan:
+    """The input planned as a plain script (raises :class:`worker.jobs.plan.PlanError`), its first chunk
+    cut after the first sentence."""
+    script_plan = plan(session, request)
+    specs, voices = first_sentence_apart(script_plan.specs, script_plan.chunk_voices, language)
+    seconds = script_plan.size.total_seconds / speed.requested
+    return SpeechPlan(specs, voices, round(seconds, 1))
+
+
+def first_sentence_apart(
+    specs: Sequence[ChunkSpec], voices: Sequence[uuid.UUID], language: str = "en"
+) -> tuple[list[ChunkSpec], list[uuid.UUID]]:
+    """The chunks with the first one cut after its first sentence, when it is longer than
+    :data:`FIRST_CHUNK_CHARS` and holds more than one: the time to the first audio is the time to render
+    that sentence, not a paragraph. The two parts keep the chunk's voice and rate; a sentence pause
+    falls between them."""
+    if not specs or len(specs[0].text) <= FIRST_CHUNK_CHARS:
+        return list(specs), list(voices)
+    first = specs[0]
+    sentences = split_sentences(first.text, language)
+    if len(sentences) < 2:
+        return list(specs), list(voices)
+    head = ChunkSpec(0, first.chapter, sentences[0], "sentence", first.voice, rate=first.rate)
+    tail = replace(first, seq=1, text=" ".join(sentences[1:]), source=None, fired=())
+    rest = [replace(spec, seq=spec.seq + 1) for spec in specs[1:]]
+    return [head, tail, *rest], [voices[0], *voices]
+
+
+def new_job(
+    *,
+    owner: str,
+    api_key_id: uuid.UUID | None,
+    voice_id: uuid.UUID,
+    engine: str,
+    fmt: str,
+    speed: Speed,
+    speech_plan: SpeechPlan,
+    title: str,
+) -> Job:
+    """The speech job's row, running from the start (nothing to wait for but its task)."""
+    now = utcnow()
+    return Job(
+        id=uuid.uuid4(),
+        kind=JobKind.SPEECH.value,
+        owner=owner,
+        status=JobStatus.RUNNING.value,
+        title=" ".join(title.split())[:200] or "speech",
+        script_format="plain",
+        voice_id=voice_id,
+        engine=engine,
+        options={
+            "speed": speed.requested,
+            "rate_scale": speed.engine,
+            "tempo": speed.tempo,
+            "voice_ids": [str(v) for v in speech_plan.voice_ids(voice_id)],
+        },
+        chapters=[{"index": 0, "title": None}],
+        chunks_total=len(speech_plan.specs),
+        output_format=fmt,
+        estimated_seconds=speech_plan.estimated_seconds,
+        api_key_id=api_key_id,
+        created_at=now,
+        started_at=now,
+    )
+
+
+def insert_speech(session: Session, job: Job, speech_plan: SpeechPlan) -> None:
+    """The job and its chunks, the chunks marked sent: only ``tome.speak`` renders them (the caller
+    commits, then sends it)."""
+    state.insert_job(session, job, speech_plan.specs, speech_plan.chunk_voices)
+    session.flush()
+    state.mark_enqueued(session, job.id, [spec.seq for spec in speech_plan.specs])
+
+
+# -- the worker: tome.speak ---------------------------------------------------------------------------
+
+
+class SpeakOutcome(StrEnum):
+    DONE = "done"  # every chunk rendered, the job succeeded
+    SKIPPED = "skipped"  # not a running speech job (ended, or a duplicate message found nothing to do)
+    STOPPED = "stopped"  # the job ended meanwhile (its client left): the rest is not rendered
+    FAILED = "failed"
+
+
+def speak(rt: Runtime, job_id: uuid.UUID, enqueue: Enqueue) -> SpeakOutcome:
+    """Render a speech job's chunks in order, each marked done as soon as it is stored; then the render
+    slots its chunks held go back to the books (worker.jobs.scheduler)."""
+    try:
+        return _speak(rt, job_id, enqueue)
+    except Exception as exc:
+        fail_speech(rt, job_id, "speech_failed", f"the speech could not be rendered: {exc}")
+        raise
+    finally:
+        schedule(rt, enqueue)
+
+
+def _speak(rt: Runtime, job_id: uuid.UUID, enqueue: Enqueue) -> SpeakOutcome:
+    with rt.sessions() as session:
+        job = session.get(Job, job_id)
+        if job is None or job.kind != JobKind.SPEECH or job.status != JobStatus.RUNNING:
+            return SpeakOutcome.SKIPPED
+        engine_name, rate_scale = job.engine, float(job.options.get("rate_scale", 1.0))
+        pending = session.execute(
+            select(Chunk.seq, Chunk.voice_id)
+            .where(Chunk.job_id == job_id, Chunk.status != ChunkStatus.DONE.value)
+            .order_by(Chunk.seq)
+        ).all()
+    if not pending:
+        return SpeakOutcome.DONE if finish_speech(rt, job_id) else SpeakOutcome.SKIPPED
+    try:
+        prompts = _prompts(rt, job_id, list(dict.fromkeys(row.voice_id for row in pending)), enqueue)
+    except SpeechError as exc:
+        fail_speech(rt, job_id, exc.code, exc.message, exc.field)
+        return SpeakOutcome.FAILED
+    engine = rt.engine(engine_name)
+    seqs = [row.seq for row in pending]
+    for group in [seqs[:1], *actions.batches(seqs[1:], rt.settings.chunks_per_task)]:
+        outcome = _render_group(rt, job_id, engine, group, prompts, rate_scale)
+        if outcome is not None:
+            return outcome
+    finish_speech(rt, job_id)
+    log.info("speech: %d chunks rendered", len(seqs))
+    return SpeakOutcome.DONE
+
+
+def _render_group(
+    rt: Runtime,
+    job_id: uuid.UUID,
+    engine: Engine,
+    seqs: list[int],
+    prompts: dict[uuid.UUID, tuple[Prompt, str]],
+    rate_scale: float,
+) -> SpeakOutcome | None:
+    """Claim, render in one engine call and store one batch; an outcome when the task must stop."""
+    lease = timedelta(seconds=rt.settings.speech_wait_seconds)
+    with unit_of_work(rt.sessions) as session:
+        token, claimed = state.claim_chunks(
+            session, job_id, seqs, lease, rt.settings.max_chunk_attempts, utcnow()
+        )
+    if not claimed:
+        return None  # another delivery of this task has them
+    if not actions.still_running(rt, job_id):
+        actions.release(rt, [c.id for c in claimed], token)
+        return SpeakOutcome.STOPPED
+    requests = [
+        SynthesisRequest(
+            c.text,
+            prompts[c.voice_id][0],
+            prompts[c.voice_id][1],
+            _params(rate_scale * (c.rate if c.rate is not None else 1.0)),
+            seed=text_seed(c.text) if c.seed is None else c.seed,
+        )
+        for c in claimed
+    ]
+    try:
+        takes = synthesize_in_halves(engine, requests)
+    except EngineError as exc:
+        actions.release(rt, [c.id for c in claimed], token)
+        fail_speech(rt, job_id, "engine_error", f"the engine could not read the input: {exc}", "input")
+        return SpeakOutcome.FAILED
+    except Exception:
+        actions.release(rt, [c.id for c in claimed], token)
+        raise
+    for chunk, (wave, _marks) in zip(claimed, takes, strict=True):
+        if not _store(rt, job_id, engine.sample_rate, chunk, wave, token):
+            actions.release(rt, [c.id for c in claimed], token)
+            return SpeakOutcome.STOPPED
+    return None
+
+
+def _params(scale: float) -> dict[str, float]:
+    scale = round(scale, 4)
+    return {} if scale == 1.0 else {RATE_SCALE: scale}
+
+
+def _store(
+    rt: Runtime, job_id: uuid.UUID, rate: int, chunk: state.Claimed, wave: Waveform, token: str
+) -> bool:
+    """Trim, fade and write the chunk, then mark it done if the job still runs, in one transaction whose
+    first statement is the write (so the check sees any cancel committed before it); if the job has
+    ended, the file goes again. False when the job has ended."""
+    samples = np.asarray(wave, dtype=np.float32)
+    start, stop = silence_bounds(samples, rate)
+    samples = apply_fades(samples[start:stop], rate)
+    path = rt.layout.chunk_audio(job_id, chunk.seq, token)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    size = write_wav_atomic(path, samples, rate)
+    session = rt.sessions()
+    try:
+        done = state.complete_chunk(session, chunk.id, job_id, token, str(path), len(samples) / rate, size)
+        if done and state.is_running(session, job_id):
+            session.commit()
+            return True
+        session.rollback()
+    finally:
+        session.close()
+    path.unlink(missing_ok=True)
+    _remove_empty(path.parent)
+    return False
+
+
+def _remove_empty(folder: Path) -> None:
+    """The chunk folder (and the job's) of an ended speech job, if a late write re-created them."""
+    for candidate in (folder, folder.parent):
+        with contextlib.suppress(OSError):
+            candidate.rmdir()
+
+
+def _prompts(
+    rt: Runtime, job_id: uuid.UUID, voices: list[uuid.UUID], enqueue: Enqueue
+) -> dict[uuid.UUID, tuple[Prompt, str]]:
+    """Each voice's prompt and language; a voice without a ready prompt is built here (the usual build:
+    if another process builds it, this waits for that one), within TOME_SPEECH_WAIT_SECONDS."""
+    deadline = time.monotonic() + rt.settings.speech_wait_seconds
+    prompts: dict[uuid.UUID, tuple[Prompt, str]] = {}
+    for voice_id in voices:
+        while voice_id not in prompts:
+            try:
+                prompts[voice_id] = load_voice_prompt(rt, voice_id)
+                continue
+            except VoiceNotReady:
+                pass
+            except VoiceCacheFailed as exc:
+                raise SpeechError("voice_unavailable", str(exc), "voice") from exc
+            if time.monotonic() > deadline or not actions.still_running(rt, job_id):
+                raise SpeechError("voice_timeout", f"the prompt of voice {voice_id} was not ready in time")
+            try:
+                ready = ensure_ready(rt, voice_id)
+            except VoiceCacheFailed as exc:
+                raise SpeechError("voice_unavailable", str(exc), "voice") from exc
+            if ready:
+                continue
+            outcome = build_voice(rt, voice_id)
+            if outcome in (BuildOutcome.BUILT, BuildOutcome.FAILED):
+                wake_jobs_waiting_for(rt, voice_id, enqueue)  # books that waited for it go on too
+            elif outcome == BuildOutcome.BUSY:
+                time.sleep(VOICE_POLL_SECONDS)
+    return prompts
+
+
+# -- the job's end, from the worker and from the API ----------------------------------------------------
+
+
+def finish_speech(rt: Runtime, job_id: uuid.UUID) -> bool:
+    """running -> succeeded once every chunk is done (the worker after its last chunk, or the API once it
+    has streamed it: whichever comes first)."""
+    now = utcnow()
+    with unit_of_work(rt.sessions) as session:
+        result = session.execute(
+            update(Job)
+            .where(
+                Job.id == job_id,
+                Job.kind == JobKind.SPEECH.value,
+                Job.status == JobStatus.RUNNING.value,
+                Job.chunks_done == Job.chunks_total,
+            )
+            .values(status=JobStatus.SUCCEEDED.value, finished_at=now, updated_at=now)
+        )
+        return state.rows(result) == 1
+
+
+def fail_speech(rt: Runtime, job_id: uuid.UUID, code: str, message: str, field: str | None = None) -> bool:
+    """Fail the job with ``error_detail`` (code, message, field) in the same transaction, so that the API
+    never reads the failure without its reason."""
+    with unit_of_work(rt.sessions) as session:
+        if not state.fail_job(session, job_id, message, utcnow()):
+            return False
+        job = session.get(Job, job_id)
+        if job is not None:
+            detail = {"code": code, "message": message} | ({"field": field} if field else {})
+            job.options = {**job.options, "error_detail": detail}
+    log.warning("speech failed: %s", message)
+    return True
+
+
+def end_speech(rt: Runtime, job_id: uuid.UUID, streamed_all: bool) -> None:
+    """The API is done with the job: finished if every chunk was streamed, else cancelled (its task stops
+    before the next batch); the chunks' audio is forgotten and their files removed."""
+    now = utcnow()
+    with unit_of_work(rt.sessions) as session:
+        if not streamed_all:
+            state.cancel_job(session, job_id, now)
+    if streamed_all:
+        finish_speech(rt, job_id)
+    with unit_of_work(rt.sessions) as session:
+        session.execute(update(Chunk).where(Chunk.job_id == job_id).values(audio_path=None, audio_bytes=None))
+    shutil.rmtree(rt.layout.job_dir(job_id), ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class ReadyChunk:
+    seq: int
+    path: str
+    pause_seconds: float  # the silence after it, at the engine's rate of speech
+
+
+def ready_chunk(rt: Runtime, job_id: uuid.UUID, seq: int) -> ReadyChunk | None:
+    """Chunk ``seq`` once it is done; None while it renders; :class:`SpeechError` once the job has ended
+    without it (failed: with the job's ``error_detail``; cancelled)."""
+    with rt.sessions() as session:
+        row = session.execute(
+            select(
+                Chunk.status,
+                Chunk.audio_path,
+                Chunk.pause_after,
+                Chunk.pause_seconds,
+                Job.status.label("job_status"),
+                Job.error,
+                Job.options,
+            )
+            .join(Job, Job.id == Chunk.job_id)
+            .where(Chunk.job_id == job_id, Chunk.seq == seq)
+        ).one_or_none()
+    if row is None:
+        raise SpeechError("speech_failed", f"the speech job has no chunk {seq}")
+    if row.status == ChunkStatus.DONE.value and row.audio_path:
+        pause = PAUSES.seconds(row.pause_after if row.pause_seconds is None else row.pause_seconds)
+        scale = float(row.options.get("rate_scale", 1.0)) if isinstance(row.options, dict) else 1.0
+        return ReadyChunk(seq, str(row.audio_path), pause / scale)
+    if row.job_status in (JobStatus.RUNNING.value, JobStatus.SUCCEEDED.value):
+        return None
+    detail = row.options.get("error_detail") if isinstance(row.options, dict) else None
+    if isinstance(detail, dict):
+        raise SpeechError(str(detail.get("code")), str(detail.get("message")), detail.get("field"))
+    raise SpeechError("speech_failed", row.error or f"the speech job was {row.job_status}")

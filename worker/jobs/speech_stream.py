@@ -1,0 +1,145 @@
+"""The API process's side of a speech request: the job's chunks read in order as they finish, fed to one
+ffmpeg process, and its output handed to the client as it comes (no Flask, no Celery: the view returns a
+:class:`SpeechStream` as a streaming response body).
+
+A feeder thread (a greenlet under gunicorn's gevent workers) waits for each chunk in turn by polling its
+row every :data:`POLL_SECONDS` (one indexed SELECT: the embedded stack has no pub/sub, and the database is
+the truth anyway), reads its WAV, removes the file and writes its samples and the pause after it to
+ffmpeg's stdin; the response iterates over ffmpeg's stdout. A chunk that does not come within
+``TOME_SPEECH_WAIT_SECONDS``, or a job that fails, ends the stream with an error: before the first byte
+the view answers it with a status code; after it, the response is broken off (no final chunk of the
+chunked encoding), so that a client never takes a truncated file for a whole one.
+
+:meth:`SpeechStream.close` runs when the response ends, whichever way (the WSGI server calls it when the
+client goes away too, at the next write that fails): ffmpeg is killed if it still runs, the feeder stops,
+and the job is finished or cancelled and its chunk files removed (worker.jobs.speech.end_speech). A
+cancelled job's task stops before its next batch, so a client that leaves costs at most the batch in
+the engine.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+from worker.audio import StitchError, read_wav
+from worker.audio.stream import PcmStream
+from worker.jobs.speech import ReadyChunk, SpeechError, end_speech, ready_chunk
+from worker.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+POLL_SECONDS = 0.01  # between two looks at the next chunk's row
+
+
+class SpeechStream:
+    """The encoded audio of a speech job, as an iterable of bytes with a ``close()`` (WSGI calls it)."""
+
+    def __init__(
+        self, rt: Runtime, job_id: uuid.UUID, chunks: int, encoder: PcmStream, wait_seconds: float
+    ) -> None:
+        self.rt = rt
+        self.job_id = job_id
+        self.chunks = chunks
+        self.encoder = encoder
+        self.wait_seconds = wait_seconds
+        self.error: SpeechError | None = None
+        self._first = threading.Event()  # the first chunk is read, or the feeder has given up
+        self._stop = threading.Event()
+        self._streamed_all = False
+        self._closed = False
+        self._lock = threading.Lock()
+        self._feeder = threading.Thread(target=self._feed, name=f"speech-{job_id}", daemon=True)
+
+    def start(self) -> None:
+        self._feeder.start()
+
+    def wait_first(self) -> None:
+        """Return once the first chunk is rendered; raise the :class:`SpeechError` that ended the job (or
+        the wait) before that."""
+        self._first.wait(self.wait_seconds + 30.0)  # the feeder's own wait ends first
+        if self.error is not None:
+            raise self.error
+        if not self._first.is_set():
+            raise SpeechError("speech_timeout", "the first chunk was not rendered in time")
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self._body()
+
+    def _body(self) -> Iterator[bytes]:
+        try:
+            while data := self.encoder.read():
+                yield data
+            self._feeder.join()
+            if self.error is not None:
+                raise StreamBroken(self.error.message)
+            self.encoder.finish()
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stop everything this stream started and end the job (idempotent, from any thread)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._stop.set()
+        self.encoder.abort()
+        self._feeder.join(timeout=10.0)
+        try:
+            end_speech(self.rt, self.job_id, self._streamed_all and self.error is None)
+        except Exception:  # the response is over either way; the job's rows say what happened
+            log.exception("speech %s: could not end the job", self.job_id)
+
+    def _feed(self) -> None:
+        try:
+            for seq in range(self.chunks):
+                chunk = self._wait(seq)
+                samples, rate = read_wav(chunk.path)
+                Path(chunk.path).unlink(missing_ok=True)  # its audio lives in the stream from now on
+                if rate != self.encoder.sample_rate:
+                    expected = self.encoder.sample_rate
+                    raise SpeechError("speech_failed", f"chunk {seq} is at {rate} Hz, not {expected}")
+                self._first.set()  # before writing: ffmpeg may wait for the response to be read
+                self.encoder.write(samples)
+                if seq < self.chunks - 1:
+                    self.encoder.write_silence(round(chunk.pause_seconds * rate))
+            self.encoder.end()
+            self._streamed_all = True
+        except SpeechError as exc:
+            self._give_up(exc)
+        except StitchError as exc:  # ffmpeg is gone: killed by close(), or failed
+            self._give_up(SpeechError("speech_failed", str(exc)))
+        except Exception as exc:
+            log.exception("speech %s: feeding the encoder failed", self.job_id)
+            self._give_up(SpeechError("speech_failed", f"{type(exc).__name__}: {exc}"))
+        finally:
+            self._first.set()
+
+    def _give_up(self, error: SpeechError) -> None:
+        if not self._stop.is_set():
+            log.warning("speech %s: %s", self.job_id, error.message)
+        self.error = error
+        self.encoder.abort()  # the response ends at once (broken off, if it has begun)
+
+    def _wait(self, seq: int) -> ReadyChunk:
+        deadline = time.monotonic() + self.wait_seconds
+        while True:
+            if self._stop.is_set():
+                raise SpeechError("cancelled", "the response was closed")
+            chunk = ready_chunk(self.rt, self.job_id, seq)
+            if chunk is not None:
+                return chunk
+            if time.monotonic() > deadline:
+                raise SpeechError(
+                    "speech_timeout", f"chunk {seq} was not rendered within {self.wait_seconds:g} s"
+                )
+            self._stop.wait(POLL_SECONDS)
+
+
+class StreamBroken(RuntimeError):
+    """Raised inside a response that has begun: the server breaks the connection off."""
