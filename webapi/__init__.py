@@ -14,7 +14,7 @@ from worker.config import Settings, load_settings
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     """Build the app. ``config`` may hold a ``Settings`` under ``"settings"`` or Settings field overrides;
     anything not given comes from ``TOME_*`` environment variables."""
-    from webapi import admin, docs, health, job_files, job_qa, jobs, metrics, usage, voices
+    from webapi import admin, docs, health, job_files, job_qa, jobs, metrics, studio, usage, voices
     from webapi import lexicons as lexicon_views
     from webapi import scripts as script_views
     from webapi import speech as speech_views
@@ -40,6 +40,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.register_blueprint(lexicon_views.bp)  # /v1/lexicons
     app.register_blueprint(docs.bp)  # GET /docs: Swagger UI over /openapi.json
     app.register_blueprint(speech_views.bp)  # POST /v1/audio/speech: OpenAI-compatible, streamed
+    app.register_blueprint(studio.bp)  # GET /: the web studio, a client of this API (webapi/studio.py)
     register_cli(app)
     _log_through_gunicorn()
     return app
