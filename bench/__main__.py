@@ -16,14 +16,18 @@ speaker-prompt cache does and saves.
 4. Chapters (``bench/chapters.py``; ``--chapters-words``, 0 skips it): a long multi-chapter book to MP3 on
    real workers, with espeak and with espeak-paced (a GPU's pace): time to first chapter, render time,
    the book's wall time and their ratio (issue 12's target: within 1.2x), from the database rows.
-5. qwen3-tts batches (``bench/qwen3.py``; on CUDA when there is a GPU, else skipped unless
+5. Speech (``bench/speech.py``; ``--speech-voices``, 0 skips it): time to the first audio byte of
+   ``POST /v1/audio/speech`` on the embedded stack, with a voice whose prompt is not built yet (cold) and
+   cached (warm); each voice encoded exactly once.
+6. qwen3-tts batches (``bench/qwen3.py``; on CUDA when there is a GPU, else skipped unless
    ``--qwen3-device cpu``): throughput, real-time factor, wall and peak GPU memory per batch size, on the
    tests' tiny checkpoint and on the one ``TOME_QWEN3_MODEL_DIR`` names.
 
 Exits 1 if a preview did not answer 200 with every chapter, if the voice was encoded other than exactly
 once, or a prompt file was read more often than there are processes rendering (the invariants this
 benchmark guards), or a job did not succeed, or a qwen3 batch rendered a request without audio or not in
-one generate call, or a chapters job did not succeed or had no chapter ready before the book.
+one generate call, or a chapters job did not succeed or had no chapter ready before the book, or a speech
+request did not answer audio or a voice was encoded other than once.
 """
 
 from __future__ import annotations
@@ -40,6 +44,8 @@ from bench.chapters import non_negative, run_chapters_bench
 from bench.inprocess import Dispatch, run_messages
 from bench.preview import WORDS, run_preview
 from bench.scene import Scene, create_scene
+from bench.speech import VOICES as SPEECH_VOICES
+from bench.speech import run_speech_bench
 from bench.stitch import run_stitch_bench
 from bench.voice_cache import (
     ENCODE_REPEATS,
@@ -212,6 +218,13 @@ def main(argv: list[str] | None = None) -> int:
         help=f"words in the chapters section's book; 0 skips it (default {CHAPTER_WORDS:,})",
     )
     parser.add_argument(
+        "--speech-voices",
+        type=non_negative,
+        default=SPEECH_VOICES,
+        metavar="N",
+        help=f"voices whose speech is timed to the first byte; 0 skips it (default {SPEECH_VOICES})",
+    )
+    parser.add_argument(
         "--qwen3-device",
         choices=qwen3.DEVICE_CHOICES,
         default="auto",
@@ -252,6 +265,15 @@ def main(argv: list[str] | None = None) -> int:
                     print(line)
                 problems += chapter_problems
                 summary += f" | {chapter_summary}"
+            if args.speech_voices > 0:
+                print(f"[speech] POST /v1/audio/speech, time to the first byte: {args.speech_voices} voices")
+                speech_problems, speech_lines, speech_summary = run_speech_bench(
+                    base / "speech", args.speech_voices
+                )
+                for line in speech_lines:
+                    print(line)
+                problems += speech_problems
+                summary += f" | {speech_summary}"
             qwen3_problems, qwen3_summary = qwen3.run_section(args.qwen3_device, args.qwen3_batches, base)
             problems += qwen3_problems
             if qwen3_summary:

@@ -146,7 +146,7 @@ def test_make_bench_runs_its_in_process_job() -> None:
     """`make bench` builds its job without the API; a small run must finish, not hang or fail."""
     result = subprocess.run(
         [sys.executable, "-m", "bench", "--chunks", "8", "--workers", "0", "--qwen3-device", "skip",
-         "--preview-words", "2000", "--stitch-hours", "0", "--chapters-words", "0"],
+         "--preview-words", "2000", "--stitch-hours", "0", "--chapters-words", "0", "--speech-voices", "0"],
         capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
