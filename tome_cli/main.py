@@ -11,7 +11,9 @@ Exit codes, stable for scripts:
 - 2: the work failed on the server: a job ended failed or cancelled, or a voice's prompt build failed.
 - 3: no answer from the server (refused, timed out, broken connection).
 - 130: interrupted (Ctrl-C). While ``tome render`` (or ``jobs download --wait``) follows a job, Ctrl-C
-  detaches without asking: the job keeps rendering, and the job id and how to resume are printed.
+  does what ``--on-interrupt`` says: ``detach`` (the job keeps rendering; its id and how to resume are
+  printed), ``cancel`` (the job is cancelled), or ``ask`` (the default: a question on the terminal, and
+  detach when there is no terminal to ask on, as in a script; a second Ctrl-C at the question detaches).
 """
 
 from __future__ import annotations
@@ -36,6 +38,14 @@ from tome_cli.client import ApiError, Client, ConnectionProblem, TomeError
 EXIT_OK, EXIT_API, EXIT_FAILED, EXIT_CONNECTION, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 DEFAULT_URL = "http://127.0.0.1:8000"
 TERMINAL = {"succeeded", "failed", "cancelled"}
+ON_INTERRUPT = click.option(
+    "--on-interrupt",
+    type=click.Choice(["ask", "detach", "cancel"]),
+    default="ask",
+    show_default=True,
+    help="What Ctrl-C does while the job is followed: ask on the terminal (detach without one), leave the "
+    "job rendering, or cancel it.",
+)
 EXTENSIONS = {"ogg": "opus"}  # what the API names each format's download; the rest are the format itself
 POLL_SECONDS = 1.0
 
@@ -264,6 +274,7 @@ def voices_rm(ctx: click.Context, voice: str) -> None:
     help="Where to save the book (default: a name from the title and format).",
 )
 @click.option("--no-wait", is_flag=True, help="Print the job id and return at once.")
+@ON_INTERRUPT
 @click.pass_context
 def render(
     ctx: click.Context,
@@ -275,6 +286,7 @@ def render(
     script_format: str | None,
     out: Path | None,
     no_wait: bool,
+    on_interrupt: str,
 ) -> None:
     """Render SCRIPT (txt, md, epub, ssml) into a book, follow it, and download it."""
     client = _client(ctx)
@@ -296,21 +308,44 @@ def render(
         click.echo(submitted["id"])
         return
     click.echo(f"job {submitted['id']}: {submitted['title']}", err=True)
-    _follow_and_download(client, submitted, out)
+    _follow_and_download(client, submitted, out, on_interrupt)
 
 
-def _follow_and_download(client: Client, job: dict[str, Any], out: Path | None) -> None:
+def _follow_and_download(client: Client, job: dict[str, Any], out: Path | None, on_interrupt: str) -> None:
     try:
         job = _follow(client, job)
     except KeyboardInterrupt:
-        click.echo(
-            f"detached: job {job['id']} keeps rendering.\n"
-            f"  resume:  tome jobs download {job['id']} --wait\n"
-            f"  state:   tome jobs show {job['id']}",
-            err=True,
-        )
-        raise SystemExit(EXIT_INTERRUPTED) from None
+        _interrupted(client, job["id"], on_interrupt)
     _download(client, job, out)
+
+
+def _interrupted(client: Client, job_id: str, on_interrupt: str) -> None:
+    """Ctrl-C while following a job: cancel it or leave it rendering, as ``on_interrupt`` says; then exit
+    130 either way."""
+    if on_interrupt == "ask":
+        on_interrupt = "detach"
+        if sys.stdin.isatty():
+            try:
+                if click.confirm(f"\nCancel job {job_id}? (no: it keeps rendering)", default=False, err=True):
+                    on_interrupt = "cancel"
+            except (KeyboardInterrupt, click.Abort):  # a second Ctrl-C at the question: leave it running
+                pass
+    if on_interrupt == "cancel":
+        try:
+            job = client.cancel_job(job_id)
+        except ApiError as exc:
+            if exc.status != 409:  # 409: it ended meanwhile; say where it stands
+                raise
+            job = client.get_job(job_id)
+        click.echo(f"job {job_id} {job['status']}", err=True)
+        raise SystemExit(EXIT_INTERRUPTED)
+    click.echo(
+        f"detached: job {job_id} keeps rendering.\n"
+        f"  resume:  tome jobs download {job_id} --wait\n"
+        f"  state:   tome jobs show {job_id}",
+        err=True,
+    )
+    raise SystemExit(EXIT_INTERRUPTED)
 
 
 def _follow(client: Client, job: dict[str, Any]) -> dict[str, Any]:
@@ -482,13 +517,14 @@ def jobs_cancel(ctx: click.Context, job_id: str) -> None:
     help="Where to save the book (default: a name from the title and format).",
 )
 @click.option("--wait", is_flag=True, help="Follow an unfinished job first, with a progress bar.")
+@ON_INTERRUPT
 @click.pass_context
-def jobs_download(ctx: click.Context, job_id: str, out: Path | None, wait: bool) -> None:
+def jobs_download(ctx: click.Context, job_id: str, out: Path | None, wait: bool, on_interrupt: str) -> None:
     """Download a finished job's book."""
     client = _client(ctx)
     job = client.get_job(job_id)
     if wait:
-        _follow_and_download(client, job, out)
+        _follow_and_download(client, job, out, on_interrupt)
     else:
         _download(client, job, out)
 

@@ -5,8 +5,13 @@ and once as the installed console script."""
 from __future__ import annotations
 
 import json
+import os
+import pty
+import select
+import signal
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -316,6 +321,90 @@ def test_ctrl_c_detaches_and_a_cancelled_job_exits_2(
     resumed = stack.run("jobs", "download", job_id, "--wait")
     assert resumed.exit_code == EXIT_FAILED
     assert f"job {job_id} cancelled" in resumed.stderr
+
+
+def test_ctrl_c_cancels_when_asked_to(
+    stack: Stack, tmp_path: Path, reference: tuple[Path, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--on-interrupt cancel: the job is cancelled on the server, and the CLI exits 130 saying so."""
+    ref, transcript = reference
+    assert stack.run("voices", "add", "narrator", str(ref), "--text", transcript, "--no-wait").exit_code == 0
+    script = tmp_path / "note.txt"
+    script.write_text("A short note, read aloud.\n", encoding="utf-8")
+    monkeypatch.setattr("tome_cli.main.POLL_SECONDS", 0.05)
+
+    def interrupted(self: Client, job_id: str) -> dict[str, Any]:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Client, "get_job", interrupted)
+    result = stack.run("render", str(script), "--voice", "narrator", "--on-interrupt", "cancel")
+    monkeypatch.undo()
+
+    assert result.exit_code == EXIT_INTERRUPTED
+    job_id = result.stderr.split("job ", 1)[1].split(":", 1)[0]
+    assert f"job {job_id} cancelled" in result.stderr
+    assert "detached" not in result.stderr
+    with Client(stack.url, stack.key) as client:
+        assert client.get_job(job_id)["status"] == "cancelled"
+
+
+def _tome_on_a_terminal(stack: Stack, args: list[str], answer: bytes) -> tuple[int, str]:
+    """The installed ``tome`` on a pseudo-terminal: wait for it to follow its job, type Ctrl-C (the
+    terminal sends SIGINT, as a person's keyboard does), then ``answer`` the question it asks. Its exit
+    code and everything it wrote."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOME_")}
+    env.update(TOME_URL=stack.url, TOME_API_KEY=stack.key, XDG_CONFIG_HOME=str(stack.config_home))
+    env.update(TERM="xterm", COLUMNS="100")  # a terminal rich draws its live progress bar on
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the command line, on the terminal
+        os.execve(str(Path(sys.executable).parent / "tome"), ["tome", *args], env)
+    seen = b""
+
+    def read_until(text: bytes, timeout: float = 60.0) -> None:
+        nonlocal seen
+        deadline = time.monotonic() + timeout
+        while text not in seen:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{text!r} never came:\n{seen.decode(errors='replace')}")
+            ready, _, _ = select.select([fd], [], [], 0.2)
+            if ready:
+                try:
+                    seen += os.read(fd, 4096)
+                except OSError:  # the child has gone and closed the terminal
+                    return
+
+    try:
+        read_until(b"queued")  # the progress bar is up: the job is being followed
+        os.write(fd, b"\x03")
+        read_until(b"Cancel job")
+        os.write(fd, answer + b"\r")
+        read_until(b"\x00", timeout=30.0)  # to the end of its output: the loop stops at the terminal's close
+    finally:
+        if os.waitpid(pid, os.WNOHANG) == (0, 0):  # still running after a failed wait: stop it
+            os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+        os.close(fd)
+    return os.waitstatus_to_exitcode(status), seen.decode(errors="replace")
+
+
+@pytest.mark.parametrize(("answer", "status"), [(b"y", "cancelled"), (b"n", "queued")])
+def test_ctrl_c_on_a_terminal_asks_whether_to_cancel(
+    stack: Stack, tmp_path: Path, reference: tuple[Path, str], answer: bytes, status: str
+) -> None:
+    """No worker runs, so the job stays queued while the CLI follows it."""
+    ref, transcript = reference
+    assert stack.run("voices", "add", "narrator", str(ref), "--text", transcript, "--no-wait").exit_code == 0
+    script = tmp_path / "note.txt"
+    script.write_text("A short note, read aloud.\n", encoding="utf-8")
+
+    code, output = _tome_on_a_terminal(stack, ["render", str(script), "--voice", "narrator"], answer)
+
+    assert code == EXIT_INTERRUPTED, output
+    job_id = output.split("job ", 1)[1].split(":", 1)[0]
+    with Client(stack.url, stack.key) as client:
+        assert client.get_job(job_id)["status"] == status
+    if status == "queued":
+        assert f"tome jobs download {job_id} --wait" in output
 
 
 @pytest.mark.parametrize(
