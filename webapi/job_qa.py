@@ -156,7 +156,9 @@ def rerender_chunk(job_id: str, seq: int) -> tuple[Response, int]:
     sessions.expire_all()
     fresh = sessions.get(Job, job.id)
     assert fresh is not None
-    return jsonify(job_out(fresh, chapter_rows(fresh)).model_dump(mode="json")), 202
+    response = jsonify(job_out(fresh, chapter_rows(fresh)).model_dump(mode="json"))
+    response.headers["Location"] = f"/v1/jobs/{fresh.id}"
+    return response, 202
 
 
 def _lease() -> timedelta:

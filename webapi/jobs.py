@@ -285,7 +285,9 @@ def _required_title(title: str | None) -> str:
 
 
 def _accepted(job: Job) -> tuple[Response, int]:
-    return jsonify(job_out(job).model_dump(mode="json")), 202
+    response = jsonify(job_out(job).model_dump(mode="json"))
+    response.headers["Location"] = f"/v1/jobs/{job.id}"
+    return response, 202
 
 
 def _idempotency_key() -> str | None:

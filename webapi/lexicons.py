@@ -129,7 +129,9 @@ def create_lexicon() -> tuple[Response, int]:
     state.sessions.add(row)
     _store(row, name, language, entries)
     log.info("lexicon %s created by %s (%d entries)", row.id, owner, row.entry_count)
-    return jsonify(lexicon_out(row).model_dump(mode="json")), 201
+    response = jsonify(lexicon_out(row).model_dump(mode="json"))
+    response.headers["Location"] = f"/v1/lexicons/{row.id}"
+    return response, 201
 
 
 @bp.put("/<lexicon_id>")

@@ -73,6 +73,9 @@ def build_spec(app: Flask) -> dict[str, Any]:
                 f"_{method.lower()}" if len(methods) > 1 else ""
             )
             _streamed_audio(out, STREAMED_AUDIO.get((method, rule.rule)))
+            if (method, rule.rule) in CREATES:
+                made = out["responses"][str(CREATES[(method, rule.rule)])]
+                made["headers"] = {**made.get("headers", {}), "Location": LOCATION}
             out["parameters"] = [*out.get("parameters", []), *REQUEST_HEADERS.get((method, rule.rule), [])]
             if not out["parameters"]:
                 del out["parameters"]
@@ -113,6 +116,18 @@ RESPONSE_HEADERS: dict[int, dict[str, Any]] = {
             "schema": {"type": "string"},
         }
     },
+}
+# Operations that make something (or start work on it) and name it in a Location header: (method, Flask
+# rule) -> the status that carries it.
+LOCATION = {
+    "description": "Where the resource (or the job doing the work) is: GET it for its state",
+    "schema": {"type": "string", "format": "uri-reference"},
+}
+CREATES: dict[tuple[str, str], int] = {
+    ("POST", "/v1/jobs"): 202,
+    ("POST", "/v1/voices"): 202,
+    ("POST", "/v1/lexicons"): 201,
+    ("POST", "/v1/jobs/<job_id>/chunks/<int:seq>/rerender"): 202,
 }
 # Request headers a view reads, by (method, Flask rule).
 REQUEST_HEADERS: dict[tuple[str, str], list[dict[str, Any]]] = {

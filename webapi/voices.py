@@ -222,7 +222,9 @@ def create_voice() -> tuple[Response, int]:
         raise
     state.enqueue(BUILD_VOICE, [str(voice_id)])
     log.info("voice %s uploaded by %s (%.1f s)", voice_id, owner, ref.duration)
-    return jsonify(voice_out(voice).model_dump(mode="json")), 202
+    response = jsonify(voice_out(voice).model_dump(mode="json"))
+    response.headers["Location"] = f"/v1/voices/{voice_id}"
+    return response, 202
 
 
 @bp.put("/<voice_id>")

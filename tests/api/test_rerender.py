@@ -95,6 +95,7 @@ def test_an_edited_chunk_replaces_only_itself_and_the_old_book_stays_until_then(
     )
     assert response.status_code == 202, response.json
     assert response.json["status"] == "running"
+    assert response.headers["Location"] == f"/v1/jobs/{job['id']}"
     # the previous revision is still downloadable while the chunk renders
     assert client.get(job["output"]["url"], headers=user).data == before
     assert client.get(f"/v1/jobs/{job['id']}/files/book.srt", headers=user).status_code == 200
