@@ -225,12 +225,18 @@ class Studio:
 
 
 @contextmanager
-def chromium(base: str, downloads: Path) -> Iterator[Studio]:
+def chromium(base: str, downloads: Path, microphone: Path | None = None) -> Iterator[Studio]:
+    """One headless Chromium on ``base``. With ``microphone`` (a WAV file), the page's microphone is that
+    file, played in a loop, and permission is granted without a prompt (Chromium's fake capture device)."""
     binary, driver_path = browser_binaries()
     options = webdriver.ChromeOptions()
     options.binary_location = binary
     for argument in ARGUMENTS:
         options.add_argument(argument)
+    if microphone is not None:
+        options.add_argument("--use-fake-ui-for-media-stream")
+        options.add_argument("--use-fake-device-for-media-stream")
+        options.add_argument(f"--use-file-for-fake-audio-capture={microphone}")
     options.add_experimental_option(
         "prefs", {"download.default_directory": str(downloads), "download.prompt_for_download": False}
     )
