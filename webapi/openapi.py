@@ -183,6 +183,21 @@ def _streamed_audio(out: dict[str, Any], media_types: tuple[str, ...] | None) ->
 # something the caller must own first (a voice) goes in the description rather than `example`: schemathesis
 # mixes `example` values into the requests it generates, where that one would only ever be a 422.
 IN_DESCRIPTION = {"JobCreate", "SpeechCreate"}
+# Multipart forms' examples, shown in the description as form fields (a file as @name): a file cannot be
+# given as a JSON example.
+FORM_EXAMPLES: dict[str, list[tuple[str, str]]] = {
+    "VoiceForm": [
+        ("name", "narrator"),
+        ("ref_text", "The old lighthouse keeper climbed the stairs every evening, counting each step."),
+        ("language", "en"),
+        ("audio", "@reference.wav"),
+    ],
+    "VoiceUpdate": [("ref_text", "The corrected transcript of the recording."), ("audio", "@new-take.wav")],
+    "JobForm": [
+        ("job", '{"title": "The Lighthouse", "voice": "narrator", "output": {"format": "m4b"}}'),
+        ("script", "@book.epub"),
+    ],
+}
 EXAMPLES: dict[str, dict[str, Any]] = {
     "JobCreate": {
         "title": "The Lighthouse",
@@ -246,6 +261,8 @@ def _split_summary(text: str) -> tuple[str, str | None]:
 def _operation(
     op: Operation, arguments: set[str] | frozenset[str], schemas: dict[str, Any], extra: frozenset[int]
 ) -> dict[str, Any]:
+    from webapi.openapi_examples import response_example  # it imports the views' models, which import this
+
     summary, description = _split_summary(op.summary)
     out: dict[str, Any] = {"summary": summary, "tags": list(op.tags), "responses": {}}
     if description:
@@ -277,6 +294,13 @@ def _operation(
         form["properties"] = properties
         form["required"] = sorted({*form.get("required", []), *op.files})
         content["multipart/form-data"] = {"schema": form}
+        fields = FORM_EXAMPLES.get(op.form.__name__)
+        if fields:
+            lines = "\n".join(f"{name}={value}" for name, value in fields)
+            out["description"] = (
+                f"{out.get('description', op.summary)}\n\nExample form fields (a file as @name):"
+                f"\n\n```\n{lines}\n```"
+            )
     if content:
         out["requestBody"] = {"required": True, "content": content}
     for status, model in op.responses.items():
@@ -284,7 +308,11 @@ def _operation(
             continue  # an error: documented below with the shared error shape
         response: dict[str, Any] = {"description": _SUCCESS.get(status, str(status))}
         if model is not None:
-            response["content"] = {"application/json": {"schema": {"$ref": REF.format(model=model.__name__)}}}
+            media: dict[str, Any] = {"schema": {"$ref": REF.format(model=model.__name__)}}
+            example = response_example(model, status)
+            if example is not None:
+                media["example"] = example
+            response["content"] = {"application/json": media}
         elif status in (200, 206) and op.binary:
             response["content"] = {op.binary: {"schema": {"type": "string", "contentMediaType": op.binary}}}
         if status in RESPONSE_HEADERS:

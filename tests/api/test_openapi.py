@@ -122,6 +122,29 @@ def test_examples_match_their_schemas(client: FlaskClient) -> None:
                 errors = [e.message for e in _validator(spec, item["schema"]).iter_errors(item["example"])]
                 assert not errors, (method, path, errors)
     assert seen >= 20
+
+
+def test_every_json_answer_and_every_request_body_has_an_example(client: FlaskClient) -> None:
+    """Issue 14: request and response examples for every operation (a multipart form's in its description,
+    as form fields; a JSON body that names the caller's own voice in its description)."""
+    spec = _spec(client)
+    missing = []
+    for path, method, op in _operations(spec):
+        for status, response in op["responses"].items():
+            media = response.get("content", {}).get("application/json")
+            if status.startswith("2") and media is not None and "example" not in media:
+                missing.append(f"{method} {path} {status}")
+        body = op.get("requestBody", {}).get("content", {})
+        if "multipart/form-data" in body and "Example form fields" not in op.get("description", ""):
+            missing.append(f"{method} {path} multipart body")
+        json_body = body.get("application/json")
+        if (
+            json_body is not None
+            and "example" not in json_body
+            and "Example JSON body" not in op.get("description", "")
+        ):
+            missing.append(f"{method} {path} JSON body")
+    assert not missing, missing
     assert "```json" in spec["paths"]["/v1/jobs"]["post"]["description"]
     assert "example" in spec["paths"]["/v1/lexicons"]["post"]["requestBody"]["content"]["application/json"]
 
