@@ -135,7 +135,8 @@ def test_every_routed_queue_is_consumed_and_gpu_workers_take_only_gpu_work(setup
     consumers: dict[str, set[str]] = {}
     for name, settings in clients.items():
         conf = celery_config(settings)
-        routed |= {conf["task_default_queue"], *(route["queue"] for route in conf["task_routes"].values())}
+        routes = conf["task_routes"].values()  # a route that names no queue sends to the default queue
+        routed |= {conf["task_default_queue"], *(route["queue"] for route in routes if "queue" in route)}
         queues = consumed_queues(services[name])
         if queues is not None:
             consumers[name] = queues

@@ -24,6 +24,7 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/scripts/preview"): {"json": {"script": "Hello.", "voice": "{voice_id}"}},
     ("POST", "/v1/lexicons"): {"json": {"name": "mine", "entries": [{"grapheme": "Tome", "alias": "tohm"}]}},
     ("PUT", "/v1/lexicons/<lexicon_id>"): {"json": {"name": "stolen", "entries": []}},
+    ("POST", "/v1/audio/speech"): {"json": {"input": "Hello.", "voice": "{voice_id}"}},
 }
 
 
@@ -73,6 +74,8 @@ def test_second_user_gets_404_or_403_on_every_endpoint_for_the_first_users_objec
                 assert response.status_code == 403, (method, url, response.status_code)
             elif takes_id:
                 assert response.status_code == 404, (method, url, response.status_code)
+            elif method == "POST" and rule.rule == "/v1/audio/speech":  # OpenAI's shape: unknown voice, 404
+                assert response.status_code == 404, "another user's voice id is unknown to this user"
             elif method == "POST" and rule.rule in ("/v1/jobs", "/v1/scripts/preview"):
                 assert response.status_code == 422, "another user's voice id is unknown to this user"
             else:

@@ -380,9 +380,16 @@ def _tome_on_a_terminal(stack: Stack, args: list[str], answer: bytes) -> tuple[i
         os.write(fd, answer + b"\r")
         read_until(b"\x00", timeout=30.0)  # to the end of its output: the loop stops at the terminal's close
     finally:
-        if os.waitpid(pid, os.WNOHANG) == (0, 0):  # still running after a failed wait: stop it
+        # The terminal closes a moment before the process ends: give it a few seconds to exit (reaping it),
+        # then stop one that is still running (a wait above failed) and reap that.
+        deadline = time.monotonic() + 10.0
+        reaped, status = os.waitpid(pid, os.WNOHANG)
+        while reaped == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+            reaped, status = os.waitpid(pid, os.WNOHANG)
+        if reaped == 0:
             os.kill(pid, signal.SIGKILL)
-        _, status = os.waitpid(pid, 0)
+            _, status = os.waitpid(pid, 0)
         os.close(fd)
     return os.waitstatus_to_exitcode(status), seen.decode(errors="replace")
 

@@ -7,23 +7,34 @@ import pytest
 from celery import Celery
 
 from worker import task_names
-from worker.celery_app import celery_config, make_celery
+from worker.celery_app import SPEECH_PRIORITY, WORK_PRIORITY, celery_config, make_celery
 from worker.config import ConfigError, Settings, load_settings
-from worker.task_names import ENGINE_TASKS
+from worker.task_names import ALL_TASKS, ENGINE_TASKS
 
-CPU_TASKS = (task_names.START_JOB, task_names.STITCH_JOB, task_names.DELIVER_WEBHOOK, "tome.sweep")
-GPU_TASKS = (task_names.RENDER_CHUNKS, task_names.BUILD_VOICE)
+CPU_TASKS = (
+    task_names.PLAN_JOB,
+    task_names.START_JOB,
+    task_names.STITCH_JOB,
+    task_names.STITCH_CHAPTER,
+    task_names.DELIVER_WEBHOOK,
+    task_names.DELIVER_CHAPTER_WEBHOOK,
+    "tome.sweep",
+)
+GPU_TASKS = (task_names.RENDER_CHUNKS, task_names.BUILD_VOICE, task_names.SPEAK)
 
 
 def queue_of(app: Celery, name: str) -> str:
-    """The queue Celery's router picks for a task sent by name (what ``send_task`` does)."""
-    return str(app.amqp.router.route({}, name)["queue"].name)
+    """The queue a task sent by name goes to: the router's pick, else the default queue (what
+    ``send_task`` and ``amqp.send_task_message`` do with a route that names no queue)."""
+    queue = app.amqp.router.route({}, name).get("queue") or app.amqp.default_queue
+    return str(queue.name)
 
 
 def test_without_gpu_queue_every_task_goes_to_the_default_queue() -> None:
     settings = load_settings({})
     assert settings.gpu_queue == ""
-    assert celery_config(settings)["task_routes"] == {}
+    routes = celery_config(settings)["task_routes"]
+    assert all("queue" not in route for route in routes.values())  # no queue named: the default one
     app = make_celery(settings)
     assert {queue_of(app, name) for name in CPU_TASKS + GPU_TASKS} == {"tome"}
 
@@ -31,7 +42,8 @@ def test_without_gpu_queue_every_task_goes_to_the_default_queue() -> None:
 def test_gpu_queue_takes_exactly_the_engine_tasks() -> None:
     settings = load_settings({"TOME_QUEUE": "cpu-work", "TOME_GPU_QUEUE": "gpu"})
     routes = celery_config(settings)["task_routes"]
-    assert routes == {task_names.RENDER_CHUNKS: {"queue": "gpu"}, task_names.BUILD_VOICE: {"queue": "gpu"}}
+    assert {name for name, route in routes.items() if route.get("queue") == "gpu"} == set(GPU_TASKS)
+    assert all(route.get("queue") in (None, "gpu") for route in routes.values())
     app = make_celery(settings)
     assert {name: queue_of(app, name) for name in GPU_TASKS} == dict.fromkeys(GPU_TASKS, "gpu")
     assert {name: queue_of(app, name) for name in CPU_TASKS} == dict.fromkeys(CPU_TASKS, "cpu-work")
@@ -44,6 +56,15 @@ def test_engine_tasks_are_registered_task_names() -> None:
     registered = set(app.tasks)
     assert set(ENGINE_TASKS) == set(GPU_TASKS)
     assert set(GPU_TASKS + CPU_TASKS) <= registered
+    assert set(ALL_TASKS) == set(GPU_TASKS + CPU_TASKS)
+
+
+def test_speech_goes_ahead_of_every_other_task() -> None:
+    """Only a speech request has a client waiting for its first bytes; every other task waits behind it."""
+    routes = celery_config(load_settings({"TOME_GPU_QUEUE": "gpu"}))["task_routes"]
+    assert set(routes) == set(ALL_TASKS)
+    assert routes[task_names.SPEAK]["priority"] == SPEECH_PRIORITY < WORK_PRIORITY
+    assert {routes[name]["priority"] for name in ALL_TASKS if name != task_names.SPEAK} == {WORK_PRIORITY}
 
 
 def test_messages_sent_by_name_land_on_their_queue() -> None:
