@@ -17,7 +17,8 @@ measure its CPU time honestly (:func:`cpu_seconds`), and once as a second owner 
 to measure the peak of Python allocations (numpy's buffers included) during that request above what
 was allocated just before it. The request is fully built before either measurement starts, so only the
 server's work is counted. It also records ``ru_maxrss`` before and after the whole corpus, whatever is
-left in ``data_dir/uploads``, and any file that appeared outside ``data_dir`` (in its parent, or at any path a hostile file name points to).
+left in ``data_dir/uploads``, and any file that appeared outside ``data_dir`` (in its parent, or at any
+path a hostile file name points to).
 
 Invariants checked by ``HostileReport.violations``: each item's status is one it allows (by default any
 4xx: never a 2xx for garbage, never a 5xx), with the error code and words it expects if it names them,
