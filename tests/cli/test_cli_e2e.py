@@ -360,7 +360,7 @@ def _tome_on_a_terminal(stack: Stack, args: list[str], answer: bytes) -> tuple[i
         os.execve(str(Path(sys.executable).parent / "tome"), ["tome", *args], env)
     seen = b""
 
-    def read_until(text: bytes, timeout: float = 60.0) -> None:
+    def read_until(text: bytes, timeout: float = 180.0) -> None:  # generous: a loaded CI runner is slow
         nonlocal seen
         deadline = time.monotonic() + timeout
         while text not in seen:
@@ -378,11 +378,11 @@ def _tome_on_a_terminal(stack: Stack, args: list[str], answer: bytes) -> tuple[i
         os.write(fd, b"\x03")
         read_until(b"Cancel job")
         os.write(fd, answer + b"\r")
-        read_until(b"\x00", timeout=30.0)  # to the end of its output: the loop stops at the terminal's close
+        read_until(b"\x00")  # to the end of its output: the loop stops at the terminal's close
     finally:
         # The terminal closes a moment before the process ends: give it a few seconds to exit (reaping it),
         # then stop one that is still running (a wait above failed) and reap that.
-        deadline = time.monotonic() + 10.0
+        deadline = time.monotonic() + 60.0
         reaped, status = os.waitpid(pid, os.WNOHANG)
         while reaped == 0 and time.monotonic() < deadline:
             time.sleep(0.05)
