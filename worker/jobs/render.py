@@ -291,9 +291,11 @@ def _store_one(
             flagged=not take.passed,
             rerendered=take.renders > 1,
         )
-    if not ok:
+    if ok:
+        log.info("chunk %d stored: %.2f s of audio", chunk.seq, len(samples) / rate)
+    else:
         path.unlink(missing_ok=True)  # another attempt owns this chunk now
-        log.info("chunk taken over by another attempt; this copy removed")
+        log.info("chunk %d taken over by another attempt; this copy removed", chunk.seq)
     return ok
 
 
