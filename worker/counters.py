@@ -208,7 +208,7 @@ def flush_quietly() -> None:
     try:
         flush()
     except Exception:
-        log.warning("could not write metrics at shutdown", exc_info=True)
+        log.warning("could not write metrics at shutdown", exc_info=log.isEnabledFor(logging.DEBUG))
 
 
 atexit.register(flush_quietly)

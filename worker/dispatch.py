@@ -15,7 +15,7 @@ from worker.jobs.chapters import stitch_chapter
 from worker.jobs.intake import plan_job
 from worker.jobs.render import render_chunks
 from worker.jobs.speech import speak
-from worker.jobs.start import StartOutcome, start_job, wake_jobs_waiting_for
+from worker.jobs.start import start_job, wake_jobs_waiting_for
 from worker.jobs.stitch import stitch_job
 from worker.logs import job_context, log_context
 from worker.runtime import Runtime
@@ -43,11 +43,7 @@ def _plan(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
 
 
 def _start(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
-    job_id = uuid.UUID(str(args[0]))
-    outcome = start_job(rt, job_id, enqueue)
-    if outcome is StartOutcome.STARTED:
-        observe.job_started(rt, job_id)
-    return outcome.value
+    return start_job(rt, uuid.UUID(str(args[0])), enqueue).value
 
 
 def _render(rt: Runtime, args: list[Any], enqueue: Enqueue) -> int:
