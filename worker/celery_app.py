@@ -127,8 +127,8 @@ def make_celery(settings: Settings) -> Celery:
     before_task_publish.connect(_carry_request_id, weak=False, dispatch_uid="tome-request-id")
     if settings.log_format == "json":
         # Celery sets up its handlers after this; replace their format when it has (worker and beat).
-        after_setup_logger.connect(_json_logs, weak=False)
-        after_setup_task_logger.connect(_json_logs, weak=False)
+        after_setup_logger.connect(_json_logs, weak=False, dispatch_uid="tome-json-logs")
+        after_setup_task_logger.connect(_json_logs, weak=False, dispatch_uid="tome-json-task-logs")
     app = Celery("tome")
     app.config_from_object(celery_config(settings))
     return app
