@@ -67,8 +67,10 @@ class Scene:
 
 
 def make_settings(data_dir: Path) -> Settings:
-    """Embedded defaults (SQLite, filesystem broker) in ``data_dir``; TOME_* variables are ignored."""
-    settings = load_settings({}, data_dir=data_dir)
+    """Embedded defaults (SQLite, filesystem broker) in ``data_dir``; TOME_* variables are ignored.
+    Cache counters are written as they happen (no batching), so that the counts read while the bench's
+    worker processes still run are complete."""
+    settings = load_settings({}, data_dir=data_dir, metrics_flush_seconds=0)
     data_dir.mkdir(parents=True, exist_ok=True)
     upgrade_head(settings.sqlalchemy_url)
     return settings

@@ -15,7 +15,7 @@ from models.job import (
     JobStatus,
 )
 from models.lexicon import Lexicon
-from models.metric import Counter, RateWindow
+from models.metric import Counter, MetricSample, RateWindow
 from models.voice import CacheStatus, Voice
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "JobKind",
     "JobStatus",
     "Lexicon",
+    "MetricSample",
     "RateWindow",
     "Role",
     "Voice",

@@ -42,5 +42,9 @@ class ApiKey(Base):
     # Signs this key's webhooks (HMAC-SHA256). It must be readable to sign, so it is stored as is;
     # it grants nothing on the API.
     webhook_secret: Mapped[str] = mapped_column(String(64), default=lambda: secrets.token_hex(32))
+    # After a rotation, the secret it replaced keeps signing (beside the new one) until this time, so a
+    # receiver can switch secrets without rejecting a delivery (worker.webhooks).
+    webhook_secret_previous: Mapped[str | None] = mapped_column(String(64), default=None)
+    webhook_secret_previous_until: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
     # The weight of this key's jobs when chunks are shared out between owners (1-100; admin-set).
     priority: Mapped[int] = mapped_column(Integer, default=1, server_default="1")

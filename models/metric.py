@@ -16,6 +16,18 @@ class Counter(Base):
     value: Mapped[float] = mapped_column(Float, default=0.0)
 
 
+class MetricSample(Base):
+    """One cumulative figure of a labelled metric (a counter, or a histogram's bucket, sum or count), added
+    to by every process in batches (worker.counters) and read by the API's GET /metrics. ``labels`` is the
+    label set in a canonical form (worker.counters.encode_labels)."""
+
+    __tablename__ = "metric_samples"
+
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    labels: Mapped[str] = mapped_column(String(400), primary_key=True)
+    value: Mapped[float] = mapped_column(Float, default=0.0)
+
+
 class RateWindow(Base):
     """Requests per API key per fixed window, shared by every API process (see webapi/ratelimit.py)."""
 

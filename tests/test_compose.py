@@ -12,6 +12,9 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -108,7 +111,10 @@ def test_compose_has_no_required_variables() -> None:
 def test_plain_up_is_the_cpu_deployment() -> None:
     services = active("cpu")
     assert set(services) == {"postgres", "redis", "migrate", "api", "worker", "sweeper"}
-    assert [name for name, s in SERVICES.items() if s.get("profiles")] == ["worker-gpu"]
+    assert {name: s["profiles"] for name, s in SERVICES.items() if s.get("profiles")} == {
+        "worker-gpu": ["gpu"],
+        "flower": ["flower"],
+    }
     for name, settings in broker_clients(services).items():
         assert (settings.engine, settings.gpu_queue) == ("espeak", ""), name
 
@@ -251,3 +257,90 @@ def test_dockerfile_installs_qwen_tts_as_the_makefile_does() -> None:
     assert make_pin.group(1) == docker_pin.group(1)
     assert re.search(r"^ARG EXTRAS=\"\"$", dockerfile, re.MULTILINE), "the default image has no extras"
     assert '--no-deps "qwen-tts==${QWEN_TTS_VERSION}"' in dockerfile
+
+
+# --- health checks, graceful stops, Flower (issue 15, Observability) ------------------------------------
+
+WORKERS = ("worker", "worker-gpu")
+
+
+def _seconds(duration: str) -> float:
+    """A Compose duration (``1m30s``, ``10m``, ``45s``) in seconds."""
+    parts = re.findall(r"(\d+(?:\.\d+)?)(h|m|s|ms|us)", duration)
+    assert parts, duration
+    assert "".join(n + u for n, u in parts) == duration, duration
+    scale = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6}
+    return sum(float(n) * scale[u] for n, u in parts)
+
+
+class _Answers(BaseHTTPRequestHandler):
+    status = 200
+    paths: list[str] = []
+
+    def do_GET(self) -> None:
+        type(self).paths.append(self.path)
+        self.send_response(type(self).status)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *_: Any) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("status", "healthy"), [(200, True), (503, False)])
+def test_the_api_healthcheck_asks_readyz_and_fails_on_a_503(status: int, healthy: bool) -> None:
+    """The command itself runs, against a local server standing in for the API's port."""
+    check = SERVICES["api"]["healthcheck"]
+    assert check["test"][:2] == ["CMD", "python"]
+    server = HTTPServer(("127.0.0.1", 0), _Answers)
+    _Answers.status, _Answers.paths = status, []
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        argv = [arg.replace("127.0.0.1:8000", f"127.0.0.1:{server.server_port}") for arg in check["test"][1:]]
+        argv[0] = sys.executable
+        done = subprocess.run(argv, capture_output=True, timeout=30, check=False)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert _Answers.paths == ["/readyz"]
+    assert (done.returncode == 0) is healthy, done.stderr
+    assert _seconds(check["timeout"]) < _seconds(check["interval"])
+
+
+@pytest.mark.parametrize("setup", SETUPS)
+def test_every_long_running_service_has_a_healthcheck_but_the_sweeper(setup: str) -> None:
+    for name, service in active(setup).items():
+        if name in ("migrate", "sweeper"):  # a one-shot job; beat has nothing to ask (see the file)
+            assert "healthcheck" not in service, name
+            continue
+        assert "healthcheck" in service, name
+
+
+@pytest.mark.parametrize("name", WORKERS)
+def test_workers_answer_a_celery_ping_and_send_task_events(name: str) -> None:
+    service = active("gpu")[name]
+    kind, command = service["healthcheck"]["test"]
+    assert kind == "CMD-SHELL"
+    assert command.startswith("celery -A worker.main inspect ping --destination celery@$HOSTNAME")
+    assert "-E" in service["command"], "Flower sees tasks only from workers that send task events"
+
+
+@pytest.mark.parametrize("name", WORKERS)
+def test_a_stopping_worker_has_time_to_finish_its_batch(name: str) -> None:
+    """Longer than a task may run before its soft time limit: the batch in flight ends before the kill."""
+    service = active("gpu")[name]
+    settings = load_settings(service["environment"])
+    assert _seconds(service["stop_grace_period"]) >= settings.task_soft_time_limit
+    assert _seconds(SERVICES["api"]["stop_grace_period"]) >= 10
+
+
+def test_flower_is_optional_and_reads_the_workers_broker() -> None:
+    assert "flower" not in active("cpu")
+    assert "flower" not in active("gpu")
+    flower = interpolate(SERVICES["flower"], CPU_ENV)
+    assert flower["profiles"] == ["flower"]
+    broker = load_settings(active("cpu")["worker"]["environment"]).broker_url
+    assert f"--broker={broker}" in flower["command"]
+    assert "flower" in flower["command"]
+    assert flower["ports"] == ["127.0.0.1:5555:5555"], "no login: on the host's loopback only"
+    assert "build" not in flower, "Flower's own image: Tome's image stays without it"

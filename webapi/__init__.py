@@ -9,12 +9,13 @@ from typing import Any
 from flask import Flask
 
 from worker.config import Settings, load_settings
+from worker.logs import JsonFormatter
 
 
 def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     """Build the app. ``config`` may hold a ``Settings`` under ``"settings"`` or Settings field overrides;
     anything not given comes from ``TOME_*`` environment variables."""
-    from webapi import admin, docs, health, job_files, job_qa, jobs, metrics, studio, usage, voices
+    from webapi import admin, docs, health, job_files, job_qa, jobs, keys, metrics, studio, usage, voices
     from webapi import lexicons as lexicon_views
     from webapi import scripts as script_views
     from webapi import speech as speech_views
@@ -22,6 +23,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     from webapi.errors import register_error_handlers
     from webapi.extensions import init_tome
     from webapi.headers import register_security_headers
+    from webapi.observe import register_request_observation
 
     config = dict(config or {})
     settings = config.pop("settings", None)
@@ -32,6 +34,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.config["MAX_CONTENT_LENGTH"] = max(settings.max_upload_bytes, settings.max_script_chars * 4) + 65536
     app.json.sort_keys = False  # type: ignore[attr-defined]
     init_tome(app, settings)
+    register_request_observation(app)  # first: every later hook and view logs under the request's id
     register_error_handlers(app)
     register_security_headers(app)
     for blueprint in (health.bp, metrics.bp, voices.bp, jobs.bp, job_files.bp, job_qa.bp, usage.bp, admin.bp):
@@ -40,13 +43,14 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.register_blueprint(lexicon_views.bp)  # /v1/lexicons
     app.register_blueprint(docs.bp)  # GET /docs: Swagger UI over /openapi.json
     app.register_blueprint(speech_views.bp)  # POST /v1/audio/speech: OpenAI-compatible, streamed
+    app.register_blueprint(keys.bp)  # POST /v1/keys/{key_id}/webhook-secret: rotation
     app.register_blueprint(studio.bp)  # GET /: the web studio, a client of this API (webapi/studio.py)
     register_cli(app)
-    _log_through_gunicorn()
+    _log_through_gunicorn(json_lines=settings.log_format == "json")
     return app
 
 
-def _log_through_gunicorn() -> None:
+def _log_through_gunicorn(json_lines: bool = False) -> None:
     """Under gunicorn, the API's own log lines (``webapi.*``, ``worker.*``) go where gunicorn's error log
     goes, at its level; without this they are dropped, as the root logger has no handler there. Outside
     gunicorn (tests, the CLI) logging is left as the caller set it up."""
@@ -54,7 +58,11 @@ def _log_through_gunicorn() -> None:
     root = logging.getLogger()
     if not gunicorn.handlers or root.handlers:
         return
-    formatter = logging.Formatter("%(asctime)s %(levelname)s [%(process)d] %(name)s: %(message)s")
+    formatter: logging.Formatter = (
+        JsonFormatter()
+        if json_lines
+        else logging.Formatter("%(asctime)s %(levelname)s [%(process)d] %(name)s: %(message)s")
+    )
     for handler in gunicorn.handlers:
         handler.setFormatter(formatter)
         root.addHandler(handler)

@@ -1,16 +1,26 @@
-"""GET /metrics: Prometheus text format, read from the counters every worker process writes to the
-database (so figures are summed across processes and machines), plus jobs and voices by state. Scraped
-with the metrics token or an admin key: the figures cover every tenant."""
+"""GET /metrics: Prometheus text format, read from the figures every worker and API process writes to the
+database in batches (worker.counters: so figures are summed across processes and machines), plus jobs and
+voices by state, the depth of each broker queue and ``tome_build_info``. Scraped with the metrics token or
+an admin key: the figures cover every tenant. The list is in docs/observability.md."""
 
 from __future__ import annotations
 
 import hmac
-from collections.abc import Iterator
+import importlib.metadata
+import platform
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from flask import Blueprint, Response, request
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric, SummaryMetricFamily
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+    SummaryMetricFamily,
+)
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -18,7 +28,9 @@ from sqlalchemy.orm import Session
 from models import Job, Voice
 from webapi.auth import authenticate, require_admin
 from webapi.extensions import tome
-from worker import counters
+from webapi.observe import API_LATENCY, API_LATENCY_HELP
+from worker import broker_probe, counters, observe
+from worker.config import Settings
 
 bp = Blueprint("metrics", __name__)
 
@@ -58,6 +70,75 @@ class DatabaseCollector:
         for status, count in self.session.execute(live.group_by(Voice.cache_status)):
             voices.add_metric([status], count)
         yield voices
+        yield from samples(counters.read_samples(self.session))
+
+
+HELP = {**observe.HELP, API_LATENCY: API_LATENCY_HELP}
+_SUFFIXES = ("_bucket", "_sum", "_count")
+
+
+def samples(rows: Iterable[tuple[str, dict[str, str], float]]) -> Iterator[Metric]:
+    """Histogram families from their stored ``_bucket``/``_sum``/``_count`` rows; other rows as counters."""
+    histograms: dict[str, dict[tuple[tuple[str, str], ...], dict[str, Any]]] = defaultdict(dict)
+    plain: dict[str, list[tuple[dict[str, str], float]]] = defaultdict(list)
+    for name, labels, value in rows:
+        suffix = next((s for s in _SUFFIXES if name.endswith(s)), None)
+        if suffix is None:
+            plain[name].append((labels, value))
+            continue
+        base = name.removesuffix(suffix)
+        le = labels.pop("le", None)
+        entry = histograms[base].setdefault(tuple(sorted(labels.items())), {"buckets": {}, "sum": 0.0})
+        if suffix == "_bucket" and le is not None:
+            entry["buckets"][le] = value
+        elif suffix == "_sum":
+            entry["sum"] = value
+    for base, series in sorted(histograms.items()):
+        names = sorted({k for key in series for k, _ in key})
+        family = HistogramMetricFamily(base, HELP.get(base, base), labels=names)
+        for key, entry in sorted(series.items()):
+            labels = dict(key)
+            ordered = sorted(entry["buckets"].items(), key=lambda item: float(item[0]))
+            family.add_metric([labels.get(n, "") for n in names], ordered, sum_value=entry["sum"])
+        yield family
+    for name, values in sorted(plain.items()):
+        names = sorted({k for labels, _ in values for k in labels})
+        counter = CounterMetricFamily(name.removesuffix("_total"), HELP.get(name, name), labels=names)
+        for labels, value in values:
+            counter.add_metric([labels.get(n, "") for n in names], value)
+        yield counter
+
+
+class BrokerCollector:
+    """Messages waiting in each queue, read from the broker at scrape time (none when it is down)."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+
+    def collect(self) -> Iterator[Metric]:
+        depth = GaugeMetricFamily(
+            "tome_queue_depth", "Messages waiting in each broker queue", labels=["queue"]
+        )
+        try:
+            for queue, count in broker_probe.queue_depths(self.settings).items():
+                depth.add_metric([queue], count)
+        except broker_probe.BrokerDown:
+            pass  # no sample: "unknown", not zero; /readyz says the broker is down
+        yield depth
+        info = GaugeMetricFamily(
+            "tome_build_info",
+            "Tome's version, Python's and the default engine's, as labels; always 1",
+            labels=["version", "python", "engine"],
+        )
+        info.add_metric([_version(), platform.python_version(), self.settings.engine], 1)
+        yield info
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("tome")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 def _require_scraper() -> None:
@@ -76,4 +157,6 @@ def metrics() -> Response:
     registry = CollectorRegistry(auto_describe=False)
     collector: Any = DatabaseCollector(tome().sessions())
     registry.register(collector)
+    broker: Any = BrokerCollector(tome().settings)
+    registry.register(broker)
     return Response(generate_latest(registry), mimetype=CONTENT_TYPE_LATEST)

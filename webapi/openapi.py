@@ -76,9 +76,13 @@ def build_spec(app: Flask) -> dict[str, Any]:
             if (method, rule.rule) in CREATES:
                 made = out["responses"][str(CREATES[(method, rule.rule)])]
                 made["headers"] = {**made.get("headers", {}), "Location": LOCATION}
-            out["parameters"] = [*out.get("parameters", []), *REQUEST_HEADERS.get((method, rule.rule), [])]
-            if not out["parameters"]:
-                del out["parameters"]
+            out["parameters"] = [
+                *out.get("parameters", []),
+                *REQUEST_HEADERS.get((method, rule.rule), []),
+                REQUEST_ID_PARAMETER,
+            ]
+            for response in out["responses"].values():  # every answer echoes the request's id
+                response["headers"] = {**response.get("headers", {}), "X-Request-ID": REQUEST_ID_ECHO}
             paths.setdefault(_path(rule.rule), {})[method.lower()] = out
     return {
         "openapi": "3.1.0",
@@ -128,6 +132,21 @@ CREATES: dict[tuple[str, str], int] = {
     ("POST", "/v1/voices"): 202,
     ("POST", "/v1/lexicons"): 201,
     ("POST", "/v1/jobs/<job_id>/chunks/<int:seq>/rerender"): 202,
+}
+# Every operation takes an X-Request-ID and answers with one (webapi.observe).
+REQUEST_ID_PARAMETER: dict[str, Any] = {
+    "name": "X-Request-ID",
+    "in": "header",
+    "required": False,
+    "description": "Your id for this request (up to 128 letters, digits and ._:@+=/-), echoed in the answer "
+    "and carried by the log lines of the request and of the work it starts; any other value is "
+    "replaced by a fresh id",
+    "schema": {"type": "string", "maxLength": 128},
+    "example": "checkout-7f3a9c",
+}
+REQUEST_ID_ECHO: dict[str, Any] = {
+    "description": "The request's id: yours if it was valid, else a fresh one",
+    "schema": {"type": "string", "maxLength": 128},
 }
 # Request headers a view reads, by (method, Flask rule).
 REQUEST_HEADERS: dict[tuple[str, str], list[dict[str, Any]]] = {
@@ -217,6 +236,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     },
     "CacheRebuild": {"force": True},
     "CacheRebuildMany": {"status": ["failed"]},
+    "SecretRotation": {"overlap_seconds": 86400},
 }
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from webapi.admin import AdminVoiceList, CacheQueued, CachesQueued
+from webapi.keys import WebhookSecretOut
 from webapi.lexicon_schemas import LexiconList, LexiconOut
 from webapi.schemas import (
     FileList,
@@ -21,7 +22,9 @@ from webapi.schemas import (
     JobList,
     JobOut,
     JobQaOut,
+    Liveness,
     PreviewOut,
+    Readiness,
     VoiceList,
     VoiceOut,
 )
@@ -234,6 +237,18 @@ _BUILDERS: dict[type[BaseModel], Any] = {
         "audio_seconds_24h": {"used": 46.5, "quota": 172800.0},
     },
     Health: lambda: {"status": "ok", "database": "ok"},
+    Liveness: lambda: {"status": "ok"},
+    WebhookSecretOut: lambda: {
+        "key_id": "5d0f6c1e-2a8b-4f3e-9c7d-1b2a3c4d5e6f",
+        "secret": "4f1b…new secret, 64 hex digits…",
+        "standard_secret": "whsec_NGYxYuKApm5ldyBzZWNyZXQsIDY0IGhleCBkaWdpdHPigKY=",
+        "previous_valid_until": "2026-11-28T09:30:00Z",
+    },
+    Readiness: lambda: {
+        "status": "ok",
+        "checks": {"database": "ok", "broker": "ok", "storage": "ok"},
+        "down": [],
+    },
 }
 # Where one model answers for several states, the state this operation's answer is in.
 ACCEPTED: dict[type[BaseModel], Any] = {
@@ -241,11 +256,25 @@ ACCEPTED: dict[type[BaseModel], Any] = {
     VoiceOut: lambda: {**_VOICE, "cache_status": "pending", "cache_built_at": None, "cache_engine": None},
 }
 
+# Where one model answers 503 too: the example of that answer.
+UNAVAILABLE: dict[type[BaseModel], Any] = {
+    Health: lambda: {"status": "degraded", "database": "OperationalError"},
+    Readiness: lambda: {
+        "status": "unavailable",
+        "checks": {"database": "ok", "broker": "down: ConnectionError", "storage": "ok"},
+        "down": ["broker"],
+    },
+}
+
 
 @cache
 def response_example(model: type[BaseModel], status: int) -> dict[str, Any] | None:
     """The example of ``model`` answered with ``status`` (202: the work just began), or None."""
-    builder = (ACCEPTED.get(model) if status == 202 else None) or _BUILDERS.get(model)
+    builder = (
+        (ACCEPTED.get(model) if status == 202 else None)
+        or (UNAVAILABLE.get(model) if status == 503 else None)
+        or _BUILDERS.get(model)
+    )
     if builder is None:
         return None
     example: dict[str, Any] = model.model_validate(builder()).model_dump(mode="json")

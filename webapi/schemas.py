@@ -428,3 +428,17 @@ class ErrorOut(BaseModel):
 class Health(BaseModel):
     status: Literal["ok", "degraded"]
     database: str
+
+
+class Liveness(BaseModel):
+    """GET /livez: the process answers (nothing else is checked)."""
+
+    status: Literal["ok"]
+
+
+class Readiness(BaseModel):
+    """GET /readyz: each dependency's state ("ok", or in a word what went wrong) and which are down."""
+
+    status: Literal["ok", "unavailable"]
+    checks: dict[str, str]
+    down: list[str]

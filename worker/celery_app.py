@@ -5,12 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 from celery import Celery
+from celery.signals import after_setup_logger, after_setup_task_logger, before_task_publish
 
+from worker import counters
 from worker.config import Settings
-from worker.logs import install_record_factory
+from worker.logs import current, install_record_factory, use_json
 from worker.task_names import ALL_TASKS, ENGINE_TASKS, SPEAK, SWEEP
 
 TASK_MODULES = ["worker.tasks"]
+REQUEST_ID_HEADER = "tome_request_id"
 
 # kombu's filesystem transport with atomic publishing and claiming, polled from Celery's event loop (see
 # worker.filesystem_broker for the bugs this avoids)
@@ -118,6 +121,24 @@ def ensure_broker_folders(settings: Settings) -> None:
 
 def make_celery(settings: Settings) -> Celery:
     install_record_factory()  # the log formats above use %(job)s
+    counters.configure(settings.metrics_flush_seconds)
+    # The request id of whatever sends a task (an API request, or a task sending its follow-ups) travels
+    # in the message's headers, so the work a request started logs under its id (worker.tasks).
+    before_task_publish.connect(_carry_request_id, weak=False, dispatch_uid="tome-request-id")
+    if settings.log_format == "json":
+        # Celery sets up its handlers after this; replace their format when it has (worker and beat).
+        after_setup_logger.connect(_json_logs, weak=False, dispatch_uid="tome-json-logs")
+        after_setup_task_logger.connect(_json_logs, weak=False, dispatch_uid="tome-json-task-logs")
     app = Celery("tome")
     app.config_from_object(celery_config(settings))
     return app
+
+
+def _json_logs(logger: Any, **_: Any) -> None:
+    use_json([logger])
+
+
+def _carry_request_id(headers: dict[str, Any] | None = None, **_: Any) -> None:
+    request_id = current("request_id")
+    if request_id is not None and headers is not None:
+        headers[REQUEST_ID_HEADER] = request_id

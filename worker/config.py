@@ -85,6 +85,10 @@ class Settings:
     rate_limit_per_minute: int = 600  # requests per API key per minute; 0 disables
     # Bearer token Prometheus sends to GET /metrics (admin API keys work too); empty: admin keys only.
     metrics_token: str = ""
+    # Observability (docs/observability.md): "text" or "json" log lines; how often each process writes
+    # the metrics it gathered (cache counters, histograms) to the database (0: at once, no batching).
+    log_format: str = "text"
+    metrics_flush_seconds: float = 10.0
     # Where `make run` serves the API.
     api_host: str = "127.0.0.1"
     api_port: int = 8000
@@ -153,6 +157,10 @@ class Settings:
             ) from exc
         if ports is not None and not all(0 < port < 65536 for port in ports):
             raise ConfigError(f"TOME_WEBHOOK_PORTS={self.webhook_ports!r}: ports are 1-65535")
+        if self.log_format not in ("text", "json"):
+            raise ConfigError(f"TOME_LOG_FORMAT={self.log_format!r}: text or json")
+        if not 0 <= self.metrics_flush_seconds <= 3600:
+            raise ConfigError("TOME_METRICS_FLUSH_SECONDS must be between 0 and 3600")
         if not 0 < self.api_port < 65536:
             raise ConfigError("TOME_API_PORT must be a TCP port (1-65535)")
         self._validate_queues()

@@ -5,18 +5,19 @@ function for follow-ups, and returns a JSON-able summary.
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
-from worker import webhooks
+from worker import observe, webhooks
 from worker.jobs.chapters import stitch_chapter
 from worker.jobs.intake import plan_job
 from worker.jobs.render import render_chunks
 from worker.jobs.speech import speak
 from worker.jobs.start import start_job, wake_jobs_waiting_for
 from worker.jobs.stitch import stitch_job
-from worker.logs import job_context
+from worker.logs import job_context, log_context
 from worker.runtime import Runtime
 from worker.sweeper import sweep
 from worker.task_names import (
@@ -50,11 +51,21 @@ def _render(rt: Runtime, args: list[Any], enqueue: Enqueue) -> int:
 
 
 def _stitch(rt: Runtime, args: list[Any], enqueue: Enqueue) -> bool:
-    return stitch_job(rt, uuid.UUID(str(args[0])), str(args[1]), enqueue)
+    job_id = uuid.UUID(str(args[0]))
+    started = time.perf_counter()
+    published = stitch_job(rt, job_id, str(args[1]), enqueue)
+    if published:
+        observe.stitched(rt, "book", time.perf_counter() - started)
+        observe.job_ended(rt, job_id)
+    return published
 
 
 def _stitch_chapter(rt: Runtime, args: list[Any], enqueue: Enqueue) -> bool:
-    return stitch_chapter(rt, uuid.UUID(str(args[0])), int(args[1]), str(args[2]), enqueue)
+    started = time.perf_counter()
+    published = stitch_chapter(rt, uuid.UUID(str(args[0])), int(args[1]), str(args[2]), enqueue)
+    if published:
+        observe.stitched(rt, "chapter", time.perf_counter() - started)
+    return published
 
 
 def _deliver_chapter(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
@@ -64,7 +75,8 @@ def _deliver_chapter(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
 def _build(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
     """Build the voice's prompt; when a build ends either way, the jobs that wait for it go on."""
     voice_id = uuid.UUID(str(args[0]))
-    outcome = build_voice(rt, voice_id)
+    with log_context(voice_id=voice_id):
+        outcome = build_voice(rt, voice_id)
     if outcome in (BuildOutcome.BUILT, BuildOutcome.FAILED):
         wake_jobs_waiting_for(rt, voice_id, enqueue)
     return outcome.value

@@ -8,12 +8,13 @@ import time
 from typing import Any
 
 from celery import shared_task
-from celery.signals import celeryd_after_setup, worker_process_init
+from celery.signals import celeryd_after_setup, worker_process_init, worker_process_shutdown
 from sqlalchemy.exc import OperationalError
 
-from worker import dispatch
-from worker.celery_app import engine_queue
+from worker import counters, dispatch
+from worker.celery_app import REQUEST_ID_HEADER, engine_queue
 from worker.engines import warm_up
+from worker.logs import clean_request_id, log_context
 from worker.runtime import runtime
 from worker.task_names import (
     BUILD_VOICE,
@@ -42,7 +43,13 @@ def _enqueue(name: str, args: list[Any]) -> None:
 
 
 def _run(name: str, *args: Any) -> Any:
-    return dispatch.run(runtime(), name, list(args), _enqueue)
+    """Run the handler, its log lines tagged with the request id its message carries (if any)."""
+    from celery import current_task
+
+    given = current_task.request.get(REQUEST_ID_HEADER) if current_task is not None else None
+    request_id = clean_request_id(str(given)) if given else None
+    with log_context(request_id=request_id):
+        return dispatch.run(runtime(), name, list(args), _enqueue)
 
 
 # Whether this worker's pool children warm the engine up: decided in the worker's main process before the
@@ -76,6 +83,13 @@ def _warm_up(**_: Any) -> None:
         log.info("engine %s warmed up in %.2f s", engine.name, time.perf_counter() - started)
     except Exception:
         log.exception("engine warm-up failed")
+
+
+@worker_process_shutdown.connect
+def _flush_metrics(**_: Any) -> None:
+    """A pool process writes the metrics it still holds before it exits (it ends with os._exit, which
+    skips atexit)."""
+    counters.flush_quietly()
 
 
 @shared_task(name=PLAN_JOB, **RETRIES)

@@ -16,6 +16,7 @@ in generic words ("HTTP 503", "timed out", "connection failed"); the remote's ow
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import http.client
@@ -30,7 +31,7 @@ import unicodedata
 import uuid
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -103,21 +104,69 @@ class WebhookRefused(ValueError):
         self.reason = reason
 
 
-def sign(secret: str, body: bytes, timestamp: int) -> str:
-    """``t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>." + body>``; receivers recompute and compare."""
-    digest = hmac.new(secret.encode(), str(timestamp).encode() + b"." + body, hashlib.sha256).hexdigest()
-    return f"t={timestamp},v1={digest}"
+def _tome_digest(secret: str, body: bytes, timestamp: int) -> str:
+    return hmac.new(secret.encode(), str(timestamp).encode() + b"." + body, hashlib.sha256).hexdigest()
+
+
+def sign(secret: str, body: bytes, timestamp: int, *more_secrets: str) -> str:
+    """``t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>." + body>``, one ``v1`` per secret (during a
+    rotation's overlap: the new secret's first, then the old one's); receivers recompute and compare."""
+    digests = ",".join(f"v1={_tome_digest(s, body, timestamp)}" for s in (secret, *more_secrets))
+    return f"t={timestamp},{digests}"
 
 
 def verify(secret: str, body: bytes, header: str, tolerance_s: int = 300, now: float | None = None) -> bool:
-    parts = dict(p.split("=", 1) for p in header.split(",") if "=" in p)
+    """Whether one of the header's ``v1`` signatures is ``secret``'s, within ``tolerance_s`` of now."""
+    pairs = [p.split("=", 1) for p in header.split(",") if "=" in p]
+    stamps = [value for key, value in pairs if key == "t"]
     try:
-        timestamp = int(parts["t"])
-    except (KeyError, ValueError):
+        timestamp = int(stamps[0]) if len(stamps) == 1 else None
+    except ValueError:
         return False
-    if abs((now or time.time()) - timestamp) > tolerance_s:
+    if timestamp is None or abs((now or time.time()) - timestamp) > tolerance_s:
         return False
-    return hmac.compare_digest(sign(secret, body, timestamp), header)
+    expected = _tome_digest(secret, body, timestamp)
+    return any(hmac.compare_digest(expected, value) for key, value in pairs if key == "v1")
+
+
+# Standard Webhooks (https://www.standardwebhooks.com): webhook-id, webhook-timestamp and
+# webhook-signature = space-separated "v1,<base64 HMAC-SHA256 of "<id>.<timestamp>.<body>">". The HMAC key
+# is the secret's bytes, which a receiver's library takes as ``whsec_`` + base64 of them
+# (:func:`standard_secret`).
+STANDARD_SECRET_PREFIX = "whsec_"
+
+
+def standard_secret(secret: str) -> str:
+    """The key's webhook secret in the form Standard Webhooks libraries take: ``whsec_<base64>``."""
+    return STANDARD_SECRET_PREFIX + base64.b64encode(secret.encode()).decode("ascii")
+
+
+def standard_signature(secrets: Sequence[str], message_id: str, timestamp: int, body: bytes) -> str:
+    """The ``webhook-signature`` value: one ``v1,<base64>`` per secret, space-separated."""
+    content = f"{message_id}.{timestamp}.".encode() + body
+    return " ".join(
+        "v1," + base64.b64encode(hmac.new(s.encode(), content, hashlib.sha256).digest()).decode("ascii")
+        for s in secrets
+    )
+
+
+def message_id(job_id: uuid.UUID, event: str, revision: int, chapter: int | None = None) -> str:
+    """The event's ``webhook-id``: the same for every attempt of one event (receivers dedupe on it), and
+    another for another event, chapter or re-render of the job."""
+    name = f"{job_id}:{event}:{revision}:{'' if chapter is None else chapter}"
+    return f"msg_{uuid.uuid5(uuid.NAMESPACE_URL, 'tome:' + name).hex}"
+
+
+def signing_secrets(key: ApiKey | None, now: datetime) -> list[str]:
+    """The secrets a key's deliveries are signed with: its current one, and the one a rotation replaced
+    while its overlap lasts."""
+    if key is None:
+        return [""]
+    found = [key.webhook_secret]
+    until = key.webhook_secret_previous_until
+    if key.webhook_secret_previous and until is not None and until > now:
+        found.append(key.webhook_secret_previous)
+    return found
 
 
 def resolve(host: str, port: int) -> list[str]:
@@ -322,10 +371,11 @@ def deliver_chapter(rt: Runtime, job_id: uuid.UUID, chapter: int, *, resolver: R
     """As :func:`deliver`, for one chapter's ``job.chapter_ready`` event (its own attempts and backoff)."""
     where = (JobChapter.job_id == job_id, JobChapter.chapter == chapter)
 
-    def event(session: Session, job: Job) -> tuple[bytes, int]:
+    def event(session: Session, job: Job) -> tuple[bytes, int, str]:
         row = session.get(JobChapter, (job_id, chapter))
         assert row is not None
-        return json.dumps(chapter_payload(job, row), separators=(",", ":")).encode(), row.webhook_attempts
+        body = json.dumps(chapter_payload(job, row), separators=(",", ":")).encode()
+        return body, row.webhook_attempts, message_id(job_id, "job.chapter_ready", job.revision, chapter)
 
     def outcome(error: str | None, attempts: int) -> Any:
         values = (
@@ -359,8 +409,9 @@ def deliver(rt: Runtime, job_id: uuid.UUID, *, resolver: Resolver = resolve) -> 
     """Claim the delivery of the job's end event (so two workers don't both send), POST once, record the
     outcome on the job."""
 
-    def event(session: Session, job: Job) -> tuple[bytes, int]:
-        return json.dumps(payload(job), separators=(",", ":")).encode(), job.webhook_attempts
+    def event(session: Session, job: Job) -> tuple[bytes, int, str]:
+        body = json.dumps(payload(job), separators=(",", ":")).encode()
+        return body, job.webhook_attempts, message_id(job_id, f"job.{job.status}", job.revision)
 
     def outcome(error: str | None, attempts: int) -> Any:
         values: dict[str, Any] = {"webhook_error": error}
@@ -387,7 +438,7 @@ def _deliver_claimed(
     job_id: uuid.UUID,
     what: str,
     claim: Any,
-    event: Callable[[Session, Job], tuple[bytes, int]],
+    event: Callable[[Session, Job], tuple[bytes, int, str]],
     outcome: Callable[[str | None, int], Any],
     resolver: Resolver,
 ) -> str:
@@ -406,11 +457,16 @@ def _deliver_claimed(
         job = session.get(Job, job_id)
         assert job is not None
         assert job.webhook_url
-        secret = session.scalar(select(ApiKey.webhook_secret).where(ApiKey.id == job.api_key_id))
-        body, attempts = event(session, job)
+        key = session.get(ApiKey, job.api_key_id) if job.api_key_id is not None else None
+        secrets = signing_secrets(key, utcnow())
+        body, attempts, msg_id = event(session, job)
         url = job.webhook_url
     error, cause = _attempt(
-        url, body, secret or "", settings.webhook_allow_private, settings.webhook_port_set, resolver
+        url,
+        _Message(body, secrets, msg_id),
+        settings.webhook_allow_private,
+        settings.webhook_port_set,
+        resolver,
     )
     with unit_of_work(rt.sessions) as session:
         session.execute(outcome(error, attempts))
@@ -477,10 +533,26 @@ def _connect(addresses: Sequence[IPAddress], port: int, timeout: float | None) -
     raise error
 
 
+@dataclass(frozen=True)
+class _Message:
+    """What one attempt sends: the body, the secrets it is signed with (current first), its webhook-id."""
+
+    body: bytes
+    secrets: Sequence[str]
+    id: str
+
+    def headers(self, now: int) -> dict[str, str]:
+        return {
+            SIGNATURE_HEADER: sign(self.secrets[0], self.body, now, *self.secrets[1:]),
+            "webhook-id": self.id,
+            "webhook-timestamp": str(now),
+            "webhook-signature": standard_signature(self.secrets, self.id, now, self.body),
+        }
+
+
 def _attempt(
     url: str,
-    body: bytes,
-    secret: str,
+    message: _Message,
     allow_private: bool,
     allowed_ports: Collection[int] | None,
     resolver: Resolver,
@@ -491,7 +563,7 @@ def _attempt(
     try:
         target = _Target.parse(url, allowed_ports, allow_private)
         addresses = target.addresses(allow_private, resolver)
-        status = _send(target, addresses, body, secret)
+        status = _send(target, addresses, message)
     except WebhookRefused as exc:
         return f"refused: {exc.reason}", exc
     except TimeoutError as exc:
@@ -507,7 +579,7 @@ def _attempt(
     return (None, None) if 200 <= status < 300 else (f"HTTP {status}", None)
 
 
-def _send(target: _Target, addresses: Sequence[IPAddress], body: bytes, secret: str) -> int:
+def _send(target: _Target, addresses: Sequence[IPAddress], message: _Message) -> int:
     """POST ``body`` to ``target`` through ``addresses``; the answer's status (redirects are not followed)."""
     connection: http.client.HTTPConnection
     if target.scheme == "https":
@@ -518,10 +590,10 @@ def _send(target: _Target, addresses: Sequence[IPAddress], body: bytes, secret: 
         "Content-Type": "application/json",
         "User-Agent": "Tome-Webhook/1",
         "Connection": "close",
-        SIGNATURE_HEADER: sign(secret, body, int(time.time())),
+        **message.headers(int(time.time())),
     }
     try:
-        connection.request("POST", target.path, body=body, headers=headers)
+        connection.request("POST", target.path, body=message.body, headers=headers)
         return connection.getresponse().status
     finally:
         connection.close()

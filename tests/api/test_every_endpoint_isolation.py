@@ -6,14 +6,17 @@ test fails if it does not know how to call it)."""
 from __future__ import annotations
 
 import io
+import uuid
 from typing import Any
 
 from flask import Flask
 from flask.testing import FlaskClient
 
+from models import ApiKey
 from tests.api.helpers import submit_job, upload_voice
+from tests.support.apps import tome_of
 
-PUBLIC = {"/healthz", "/openapi.json", "/static/<path:filename>"}
+PUBLIC = {"/healthz", "/livez", "/readyz", "/openapi.json", "/static/<path:filename>"}
 BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/jobs"): {"json": {"title": "t", "script": "Hello.", "voice": "{voice_id}"}},
     ("POST", "/v1/voices"): {"data": {"name": "n", "ref_text": "t"}},
@@ -25,6 +28,7 @@ BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/lexicons"): {"json": {"name": "mine", "entries": [{"grapheme": "Tome", "alias": "tohm"}]}},
     ("PUT", "/v1/lexicons/<lexicon_id>"): {"json": {"name": "stolen", "entries": []}},
     ("POST", "/v1/audio/speech"): {"json": {"input": "Hello.", "voice": "{voice_id}"}},
+    ("POST", "/v1/keys/<key_id>/webhook-secret"): {"json": {"overlap_seconds": 60}},
 }
 
 
@@ -42,7 +46,9 @@ def test_second_user_gets_404_or_403_on_every_endpoint_for_the_first_users_objec
         json={"name": "names", "entries": [{"grapheme": "Tome", "alias": "tohm"}]},
         headers=user,
     ).json
+    rotated = client.post("/v1/keys/current/webhook-secret", json={}, headers=user).json
     ids = {
+        "key_id": rotated["key_id"],
         "voice_id": voice["id"],
         "job_id": job["id"],
         "lexicon_id": lexicon["id"],
@@ -89,3 +95,7 @@ def test_second_user_gets_404_or_403_on_every_endpoint_for_the_first_users_objec
     assert client.get(f"/v1/voices/{voice['id']}", headers=user).json["ref_text"] == "hello there"
     assert client.get(f"/v1/jobs/{job['id']}", headers=user).json["status"] == "queued"
     assert client.get(f"/v1/lexicons/{lexicon['id']}", headers=user).json["entries"][0]["alias"] == "tohm"
+    with app.app_context():
+        key = tome_of(app).sessions.get(ApiKey, uuid.UUID(rotated["key_id"]))
+        assert key is not None
+        assert key.webhook_secret == rotated["secret"], "the first user's secret stays"

@@ -106,7 +106,10 @@ def test_two_voice_job_renders_through_real_workers_and_reuses_prompts(
     engine_env: dict[str, str],
     start_worker: Callable[..., Any],
 ) -> None:
-    settings: Settings = load_settings(engine_env, data_dir=tmp_path / "var", engine="qwen3-tts")
+    # Counters written as they happen (no batching): they are read while the worker runs.
+    settings: Settings = load_settings(
+        engine_env, data_dir=tmp_path / "var", engine="qwen3-tts", metrics_flush_seconds=0
+    )
     with app_on(settings) as app:
         client = app.test_client()
         user = {"Authorization": f"Bearer {mint_key(app, owner='alice', name='test', admin=False)}"}

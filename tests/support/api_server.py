@@ -15,7 +15,7 @@ from pathlib import Path
 from worker.config import Settings
 from worker.processes import api_command, settings_env
 
-START_TIMEOUT = 30.0
+START_TIMEOUT = 120.0  # two gunicorn workers importing scipy and friends on a loaded 2-core machine took 28 s
 REQUEST_TIMEOUT = 5.0
 
 

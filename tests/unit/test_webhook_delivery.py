@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
+import re
 import socket
 import socketserver
 import ssl
@@ -19,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from models import ApiKey, Job, Voice, unit_of_work, utcnow
 from models.migrate import upgrade_head
@@ -439,3 +442,91 @@ def test_delivery_applies_the_port_rule_and_the_webhook_ports_setting(
     make_due(rt, job_id)
     assert webhooks.deliver(rt, job_id) == "delivered"
     assert receiver.requests[0][1]["Host"] == f"{PUBLIC}:8443"
+
+
+# --- Standard Webhooks headers, checked by the reference library (standardwebhooks on PyPI) ------------
+
+
+def _standard(secret: str) -> Webhook:
+    return Webhook(webhooks.standard_secret(secret))
+
+
+def _set_previous(rt: Runtime, job_id: uuid.UUID, previous: str, until: datetime) -> None:
+    with unit_of_work(rt.sessions) as session:
+        job = session.get(Job, job_id)
+        assert job is not None
+        key = session.get(ApiKey, job.api_key_id)
+        assert key is not None
+        key.webhook_secret_previous, key.webhook_secret_previous_until = previous, until
+
+
+def test_the_standard_webhooks_library_verifies_a_delivery(
+    make_rt: Callable[..., Runtime], receiver: Receiver
+) -> None:
+    rt = make_rt(webhook_allow_private=True)
+    job_id = add_job(rt, f"http://127.0.0.1:{receiver.port}/hook")
+    assert webhooks.deliver(rt, job_id) == "delivered"
+    [(_, headers, body)] = receiver.requests
+    assert _standard(SECRET).verify(body, headers) == json.loads(body)
+    assert re.fullmatch(r"msg_[0-9a-f]{32}", headers["webhook-id"])
+    assert re.fullmatch(r"v1,[A-Za-z0-9+/]+=*", headers["webhook-signature"])
+    assert webhooks.verify(SECRET, body, headers[webhooks.SIGNATURE_HEADER])  # the Tome header still
+    with pytest.raises(WebhookVerificationError):
+        _standard(SECRET).verify(body.replace(b"succeeded", b"failed"), headers)
+    with pytest.raises(WebhookVerificationError):
+        _standard("another secret").verify(body, headers)
+    with pytest.raises(WebhookVerificationError):
+        _standard(SECRET).verify(body, {**headers, "webhook-id": "msg_other"})
+
+
+def test_every_attempt_of_one_event_has_the_same_webhook_id(
+    make_rt: Callable[..., Runtime], receiver: Receiver
+) -> None:
+    rt = make_rt(webhook_allow_private=True)
+    job_id = add_job(rt, f"http://127.0.0.1:{receiver.port}/hook")
+    receiver.status = 503
+    assert webhooks.deliver(rt, job_id) == "failed"
+    make_due(rt, job_id)
+    receiver.status = 200
+    assert webhooks.deliver(rt, job_id) == "delivered"
+    first, second = receiver.requests
+    assert first[1]["webhook-id"] == second[1]["webhook-id"]
+    _standard(SECRET).verify(second[2], second[1])
+    other = add_job(rt, f"http://127.0.0.1:{receiver.port}/hook")
+    assert webhooks.deliver(rt, other) == "delivered"
+    assert receiver.requests[-1][1]["webhook-id"] != first[1]["webhook-id"], "another job, another id"
+
+
+def test_during_a_rotation_overlap_both_secrets_verify_and_after_it_only_the_new(
+    make_rt: Callable[..., Runtime], receiver: Receiver
+) -> None:
+    old = "o" * 64
+    rt = make_rt(webhook_allow_private=True)
+    job_id = add_job(rt, f"http://127.0.0.1:{receiver.port}/hook")
+    _set_previous(rt, job_id, old, utcnow() + timedelta(hours=1))
+    assert webhooks.deliver(rt, job_id) == "delivered"
+    headers, body = receiver.requests[-1][1], receiver.requests[-1][2]
+    assert len(headers["webhook-signature"].split(" ")) == 2
+    for secret in (SECRET, old):
+        _standard(secret).verify(body, headers)
+        assert webhooks.verify(secret, body, headers[webhooks.SIGNATURE_HEADER])
+
+    later = add_job(rt, f"http://127.0.0.1:{receiver.port}/hook")
+    _set_previous(rt, later, old, utcnow() - timedelta(seconds=1))  # the overlap is over
+    assert webhooks.deliver(rt, later) == "delivered"
+    headers, body = receiver.requests[-1][1], receiver.requests[-1][2]
+    assert len(headers["webhook-signature"].split(" ")) == 1
+    _standard(SECRET).verify(body, headers)
+    with pytest.raises(WebhookVerificationError):
+        _standard(old).verify(body, headers)
+    assert not webhooks.verify(old, body, headers[webhooks.SIGNATURE_HEADER])
+
+
+def test_the_tome_signature_check_refuses_forged_and_stale_headers() -> None:
+    body = b'{"event":"job.succeeded"}'
+    header = webhooks.sign(SECRET, body, 1_000)
+    assert webhooks.verify(SECRET, body, header, now=1_000)
+    assert not webhooks.verify(SECRET, body, header, now=1_000 + 301)
+    assert not webhooks.verify(SECRET, body, f"t=1000,t=2000,{header.split(',', 1)[1]}", now=1_000)
+    assert not webhooks.verify(SECRET, body, "t=soon,v1=00", now=1_000)
+    assert not webhooks.verify(SECRET, body + b" ", header, now=1_000)

@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 
 from models import unit_of_work, utcnow
+from worker import observe
 from worker.jobs import state
 from worker.runtime import Runtime
 from worker.task_names import DELIVER_WEBHOOK, RENDER_CHUNKS, Enqueue
@@ -41,6 +42,8 @@ def fail(
             state.fail_chunk(session, chunk[0], chunk[1], error)
         failed = state.fail_job(session, job_id, error, utcnow())
     log.warning("failed: %s", error)
+    if failed:
+        observe.job_ended(rt, job_id)
     if failed and enqueue is not None:
         enqueue(DELIVER_WEBHOOK, [str(job_id)])
     return failed

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 import uuid
 from collections.abc import Sequence
 from datetime import timedelta
@@ -18,6 +19,7 @@ from typing import Any
 from sqlalchemy import select
 
 from models import Chunk, Job, JobStatus, unit_of_work, utcnow
+from worker import observe
 from worker.audio import apply_fades, write_wav_atomic
 from worker.audio.dsp import silence_bounds
 from worker.audio.loudness import measure
@@ -28,6 +30,7 @@ from worker.jobs import actions, quality, reuse, state
 from worker.jobs.chapters import maybe_stitch_chapters
 from worker.jobs.scheduler import schedule
 from worker.jobs.stitch import maybe_begin_stitch
+from worker.logs import log_context
 from worker.runtime import Runtime
 from worker.task_names import BUILD_VOICE, Enqueue
 from worker.voices.prompts import VoiceCacheFailed, VoiceNotReady, ensure_ready, load_voice_prompt
@@ -212,7 +215,11 @@ def _synthesize(
 ) -> list[Any] | None:
     """The batch in one engine call; on bad input, chunk by chunk to name the chunk that fails the job."""
     try:
-        return synthesize_in_halves(engine, requests)
+        started = time.perf_counter()
+        waves = synthesize_in_halves(engine, requests)
+        lengths = [len(wave) / engine.sample_rate for wave, _ in waves]
+        observe.chunks_rendered(rt, engine.name, time.perf_counter() - started, lengths)
+        return waves
     except EngineError:
         waves = []
         for chunk, request in zip(claimed, requests, strict=True):
@@ -237,43 +244,59 @@ def _store(
 ) -> list[int]:
     """Write each chunk's audio (one file per attempt) and mark it done under the claim's token; stop,
     giving the rest back, as soon as the job is no longer running. Returns the seqs it completed."""
-    rate = engine.sample_rate
     done: list[int] = []
     for position, (chunk, take) in enumerate(zip(claimed, takes, strict=True)):
-        wave, marks = take.wave, take.marks
         if not actions.still_running(rt, job_id):
             actions.release(rt, [c.id for c in claimed[position:]], token)
             log.info("no longer running; stopped after %d chunks", len(done))
             return done
-        start, stop = silence_bounds(wave, rate)
-        samples = apply_fades(wave[start:stop], rate)
-        words = stored_words(marks, rate, offset=start, length=stop - start) if marks else None
-        path = rt.layout.chunk_audio(job_id, chunk.seq, token)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        size = write_wav_atomic(path, samples, rate)
-        levels = measure(samples, rate).to_json()
-        with unit_of_work(rt.sessions) as session:
-            ok = state.complete_chunk(
-                session,
-                chunk.id,
-                job_id,
-                token,
-                str(path),
-                len(samples) / rate,
-                size,
-                levels,
-                words,
-                content_key=keys.get(chunk.id),
-                qa=take.to_json(),
-                flagged=not take.passed,
-                rerendered=take.renders > 1,
-            )
-        if ok:
-            done.append(chunk.seq)
-        else:
-            path.unlink(missing_ok=True)  # another attempt owns this chunk now
+        with log_context(chunk_seq=chunk.seq, voice_id=chunk.voice_id):
+            if _store_one(rt, job_id, engine.sample_rate, chunk, take, token, keys.get(chunk.id)):
+                done.append(chunk.seq)
     log.info("%d chunks rendered (seqs %s..%s)", len(done), claimed[0].seq, claimed[-1].seq)
     return done
+
+
+def _store_one(
+    rt: Runtime,
+    job_id: uuid.UUID,
+    rate: int,
+    chunk: state.Claimed,
+    take: quality.Take,
+    token: str,
+    content_key: str | None,
+) -> bool:
+    """Write one chunk's audio and mark it done; False if another attempt owns it now."""
+    wave, marks = take.wave, take.marks
+    start, stop = silence_bounds(wave, rate)
+    samples = apply_fades(wave[start:stop], rate)
+    words = stored_words(marks, rate, offset=start, length=stop - start) if marks else None
+    path = rt.layout.chunk_audio(job_id, chunk.seq, token)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    size = write_wav_atomic(path, samples, rate)
+    levels = measure(samples, rate).to_json()
+    with unit_of_work(rt.sessions) as session:
+        ok = state.complete_chunk(
+            session,
+            chunk.id,
+            job_id,
+            token,
+            str(path),
+            len(samples) / rate,
+            size,
+            levels,
+            words,
+            content_key=content_key,
+            qa=take.to_json(),
+            flagged=not take.passed,
+            rerendered=take.renders > 1,
+        )
+    if ok:
+        log.info("chunk %d stored: %.2f s of audio", chunk.seq, len(samples) / rate)
+    else:
+        path.unlink(missing_ok=True)  # another attempt owns this chunk now
+        log.info("chunk %d taken over by another attempt; this copy removed", chunk.seq)
+    return ok
 
 
 def is_out_of_memory(exc: BaseException) -> bool:

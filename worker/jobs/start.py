@@ -15,6 +15,7 @@ from enum import StrEnum
 from sqlalchemy import select
 
 from models import Chunk, Job, JobStatus, unit_of_work, utcnow
+from worker import observe
 from worker.jobs import actions, state
 from worker.jobs.scheduler import schedule
 from worker.runtime import Runtime
@@ -58,7 +59,9 @@ def start_job(rt: Runtime, job_id: uuid.UUID, enqueue: Enqueue) -> StartOutcome:
         log.info("waiting for the prompts of %s", ", ".join(map(str, waiting)))
         return StartOutcome.WAITING
     with unit_of_work(rt.sessions) as session:
-        state.start_job(session, job_id, utcnow())
+        moved = state.start_job(session, job_id, utcnow())
+    if moved:  # not a redelivered start of a running job
+        observe.job_started(rt, job_id)
     sent = schedule(rt, enqueue)
     log.info("started; %d render tasks sent", sent)
     return StartOutcome.STARTED

@@ -19,7 +19,7 @@ from typing import Any
 from sqlalchemy import select
 
 from models import CacheStatus, Voice, unit_of_work, utcnow
-from worker import counters
+from worker import counters, observe
 from worker.audio import AudioError, read_wav
 from worker.engines import Engine, EngineError
 from worker.jobs.quality import recogniser
@@ -96,6 +96,7 @@ def compute_prompt(rt: Runtime, claim: BuildClaim) -> Path:
     seconds = time.perf_counter() - started
     save_prompt(path, tensors, {"cache_key": claim.key, "voice_id": str(claim.voice_id)})
     counters.add(rt.sessions, engine.name, {counters.BUILDS: 1, counters.BUILD_SECONDS: seconds})
+    observe.prompt_built(rt, engine.name, seconds)
     return path
 
 
@@ -232,9 +233,9 @@ def load_voice_prompt(rt: Runtime, voice_id: uuid.UUID) -> tuple[Prompt, str]:
     lru = process_lru(rt.settings.voice_cache_max_bytes)
     prompt = lru.get(key)
     if prompt is not None:
-        counters.add(rt.sessions, engine.name, {counters.HITS: 1})
+        counters.add_batched(rt.sessions, engine.name, {counters.HITS: 1})  # no write per hit
         return prompt, row.language
-    counters.add(rt.sessions, engine.name, {counters.MISSES: 1})
+    counters.add_batched(rt.sessions, engine.name, {counters.MISSES: 1})
     try:
         prompt = load_prompt(Path(row.cache_path), engine.prompt_shapes)
     except PromptFileError as exc:
