@@ -231,9 +231,10 @@ def _in_use(voice: Voice) -> int:
 @bp.post("")
 @operation(
     Operation(
-        "Upload a voice: reference recording plus its transcript; its speaker prompt is built asynchronously. "
-        "Or, for an engine with speaker embeddings (qwen3-tts), send a safetensors 'embedding' file instead "
-        "of 'audio' (ref_text then optional): the voice is ready at once, nothing is built",
+        "Upload a voice: reference recording plus its transcript; its speaker prompt is built "
+        "asynchronously. Or, for an engine with speaker embeddings (qwen3-tts), send a safetensors "
+        "'embedding' file instead of 'audio' (ref_text then optional): the voice is ready at once, "
+        "nothing is built",
         {202: VoiceOut, 409: None, 413: None},
         form=VoiceForm,
         files=("audio",),
@@ -249,7 +250,9 @@ def create_voice() -> tuple[Response, int]:
     upload = request.files.get("audio")
     embedding = request.files.get("embedding")
     if upload is not None and embedding is not None:
-        raise Invalid("send either 'audio' or 'embedding', not both", code="validation_error", field="embedding")
+        raise Invalid(
+            "send either 'audio' or 'embedding', not both", code="validation_error", field="embedding"
+        )
     form: VoiceForm | VoiceEmbeddingForm = _form(VoiceEmbeddingForm if embedding is not None else VoiceForm)
     if upload is None and embedding is None:
         raise Invalid("the file field 'audio' is required", code="validation_error", field="audio")
@@ -421,8 +424,8 @@ def export_embedding(voice_id: str) -> Response:
         current = voice.cache_status == CacheStatus.READY and voice.cache_key == key_for(voice, engine)
         if not current or not voice.cache_path:
             raise Conflict(
-                f"the voice's speaker prompt is not built yet (cache_status {voice.cache_status}); retry when "
-                "it is ready",
+                f"the voice's speaker prompt is not built yet (cache_status {voice.cache_status}); retry "
+                "when it is ready",
                 field="voice_id",
             )
         try:

@@ -8,8 +8,9 @@ import pytest
 
 
 def require_fish_speech() -> None:
-    """Skip the calling test module where ``fish_speech`` does not import, with the reason; under CI (``CI``
-    or ``TOME_TEST_REQUIRE_SERVICES=1``, as ``.ci/run`` sets) that is a failure instead, never a silent skip."""
+    """Skip the calling test module where ``fish_speech`` does not import, with the reason; under CI
+    (``CI`` or ``TOME_TEST_REQUIRE_SERVICES=1``, as ``.ci/run`` sets) that is a failure instead, never a
+    silent skip."""
     try:
         from worker.engines.fish import import_fish_speech
 

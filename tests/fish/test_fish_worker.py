@@ -51,7 +51,11 @@ def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def engine_env(model_dir: Path) -> dict[str, str]:
     """The engine's settings: given to this process's app (the API builds the engine to size chunks) and
     to the workers through their environment."""
-    return {"TOME_FISH_MODEL_DIR": str(model_dir), "TOME_FISH_DEVICE": "cpu", "TOME_FISH_MAX_NEW_TOKENS": "12"}
+    return {
+        "TOME_FISH_MODEL_DIR": str(model_dir),
+        "TOME_FISH_DEVICE": "cpu",
+        "TOME_FISH_MAX_NEW_TOKENS": "12",
+    }
 
 
 def _counts(app: Flask) -> dict[str, float]:
@@ -61,7 +65,13 @@ def _counts(app: Flask) -> dict[str, float]:
 
 def _render(client: FlaskClient, user: dict[str, str], title: str) -> dict[str, Any]:
     job = submit_job(
-        client, user, "narrator", title=title, script=SCRIPT, script_format="markdown", output={"format": "flac"}
+        client,
+        user,
+        "narrator",
+        title=title,
+        script=SCRIPT,
+        script_format="markdown",
+        output={"format": "flac"},
     )
     assert job.status_code == 202, job.json
     assert job.json["engine"] == "fish-speech"
@@ -79,7 +89,9 @@ def test_a_job_renders_through_real_workers_with_one_prompt_build(
     with app_on(settings) as app:
         client = app.test_client()
         user = {"Authorization": f"Bearer {mint_key(app, owner='alice', name='test', admin=False)}"}
-        audio, transcript = reference_wav(tmp_path, "The old lighthouse keeper climbed the stairs every evening.")
+        audio, transcript = reference_wav(
+            tmp_path, "The old lighthouse keeper climbed the stairs every evening."
+        )
         uploaded = upload_voice(client, user, audio, name="narrator", ref_text=transcript)
         assert uploaded.status_code == 202, uploaded.json
 
@@ -94,7 +106,8 @@ def test_a_job_renders_through_real_workers_with_one_prompt_build(
             assert rate == 44100
             assert samples.size > 0
         voice = sessions.get(Voice, uuid.UUID(uploaded.json["id"]))
-        assert voice is not None and voice.cache_status == "ready"
+        assert voice is not None
+        assert voice.cache_status == "ready"
         assert str(voice.cache_key).startswith("fish-speech/fish-speech/prompt-v1/0.1.0/")
         worker.stop()  # counters are flushed by the process: read them once it has stopped
         assert _counts(app)[counters.BUILDS] == 1

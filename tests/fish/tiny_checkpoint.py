@@ -14,8 +14,9 @@ through the engine's real path (``worker/engines/fish.py``)::
 Constraints: the slow model samples its first codebook from the semantic tokens, so there are exactly
 CODEBOOK_SIZE of them; ``max_seq_len`` is at least 2560 because ``generate_long`` refuses prompts longer
 than ``max_seq_len - 2048``; the codec's quantizer has 1 semantic + NUM_CODEBOOKS - 1 residual codebooks
-of CODEBOOK_SIZE codes; the codec's transformers take references up to 512 frames (23 s). Both ``post_module`` and ``pre_module`` are overridden: the packaged config makes
-them one YAML anchor, and an override of one leaves the other at full size (a 460 MB codec file).
+of CODEBOOK_SIZE codes; the codec's transformers take references up to 512 frames (23 s). Both
+``post_module`` and ``pre_module`` are overridden: the packaged config makes them one YAML anchor, and an
+override of one leaves the other at full size (a 460 MB codec file).
 """
 
 from __future__ import annotations

@@ -416,7 +416,9 @@ class FishEngine:
     def warm_up(self) -> None:
         """Load the models and render one tiny request (first-call allocations)."""
         t = np.arange(SAMPLE_RATE, dtype=np.float32) / SAMPLE_RATE
-        prompt = self.encode_speaker((0.1 * np.sin(2 * np.pi * 150.0 * t)).astype(np.float32), SAMPLE_RATE, "Hi.")
+        prompt = self.encode_speaker(
+            (0.1 * np.sin(2 * np.pi * 150.0 * t)).astype(np.float32), SAMPLE_RATE, "Hi."
+        )
         self.synthesize([SynthesisRequest(text="Hello.", prompt=prompt, params={"max_new_tokens": 4})])
 
     # -- speaker prompts -------------------------------------------------------------------------------
@@ -426,11 +428,17 @@ class FishEngine:
     ) -> dict[str, npt.NDArray[np.generic]]:
         import torch
 
-        if isinstance(sample_rate, bool) or not isinstance(sample_rate, int | np.integer) or sample_rate < 8000:
+        if (
+            isinstance(sample_rate, bool)
+            or not isinstance(sample_rate, int | np.integer)
+            or sample_rate < 8000
+        ):
             raise EngineError(f"reference sample rate must be an integer >= 8000 Hz, not {sample_rate!r}")
         text = (ref_text or "").strip()
         if not text:
-            raise EngineError("Fish Speech clones a voice from its recording and transcript: ref_text is empty")
+            raise EngineError(
+                "Fish Speech clones a voice from its recording and transcript: ref_text is empty"
+            )
         wav = _mono_float32(audio)
         if wav.size / sample_rate < MIN_REFERENCE_SECONDS:
             raise EngineError(f"reference audio is shorter than {MIN_REFERENCE_SECONDS} s")
@@ -478,7 +486,9 @@ class FishEngine:
             try:
                 asked = int(params["max_new_tokens"])
             except (TypeError, ValueError) as exc:
-                raise EngineError(f"max_new_tokens must be a whole number, got {params['max_new_tokens']!r}") from exc
+                raise EngineError(
+                    f"max_new_tokens must be a whole number, got {params['max_new_tokens']!r}"
+                ) from exc
             if asked < 1:
                 raise EngineError("max_new_tokens must be positive")
             cap = min(cap, asked) if cap else asked
@@ -516,7 +526,7 @@ class FishEngine:
                 return np.zeros(0, dtype=np.float32)
             generated = torch.cat(parts, dim=1).to(models.device)
             audio = models.vq.decode_vq_tokens(codes=generated)
-        wave = audio.detach().float().to("cpu").numpy().reshape(-1)
+        wave = np.asarray(audio.detach().float().to("cpu").numpy(), dtype=np.float32).reshape(-1)
         return np.clip(np.nan_to_num(wave), -1.0, 1.0).astype(np.float32)
 
 

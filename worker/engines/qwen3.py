@@ -452,7 +452,11 @@ class Qwen3Engine:
         if "ref_spk_embedding" not in prompt:
             raise EngineError("speaker prompt lacks ref_spk_embedding")
         emb = np.asarray(prompt["ref_spk_embedding"])
-        if emb.dtype != np.float32 or emb.shape != (self._layout.embedding_dim,) or not np.isfinite(emb).all():
+        if (
+            emb.dtype != np.float32
+            or emb.shape != (self._layout.embedding_dim,)
+            or not np.isfinite(emb).all()
+        ):
             raise EngineError(f"ref_spk_embedding must be {self._layout.embedding_dim} finite float32 values")
         return np.ascontiguousarray(emb)
 

@@ -59,7 +59,9 @@ def parse_embedding(data: bytes, spec: EmbeddingSpec) -> npt.NDArray[np.float32]
         raise EmbeddingError("not a safetensors file (its header is not a JSON object)")
     tensors = {k: v for k, v in header.items() if k != "__metadata__"}
     if list(tensors) != [spec.name]:
-        raise EmbeddingError(f"the file must hold exactly one tensor named {spec.name!r}, not {sorted(tensors)}")
+        raise EmbeddingError(
+            f"the file must hold exactly one tensor named {spec.name!r}, not {sorted(tensors)}"
+        )
     entry = tensors[spec.name]
     code, width = _DTYPES[spec.dtype]
     if not isinstance(entry, Mapping) or entry.get("dtype") != code:
@@ -67,7 +69,8 @@ def parse_embedding(data: bytes, spec: EmbeddingSpec) -> npt.NDArray[np.float32]
         raise EmbeddingError(f"{spec.name} must be {spec.dtype} ({code}), not {got!r}")
     if entry.get("shape") != list(spec.shape):
         raise EmbeddingError(
-            f"{spec.name} must have shape {list(spec.shape)} for this engine's checkpoint, not {entry.get('shape')!r}"
+            f"{spec.name} must have shape {list(spec.shape)} for this engine's checkpoint, "
+            f"not {entry.get('shape')!r}"
         )
     size = width * int(np.prod(spec.shape))
     body = data[8 + header_len :]

@@ -111,7 +111,9 @@ def prompt_from_embedding_file(engine: Engine, path: Path) -> Prompt:
     the one it was uploaded for). EngineError when the engine has no embeddings or the file does not fit."""
     speaker = embedding_engine(engine)
     if speaker is None:
-        raise EngineError(f"engine {engine.name} has no speaker embeddings; upload a recording for this voice")
+        raise EngineError(
+            f"engine {engine.name} has no speaker embeddings; upload a recording for this voice"
+        )
     try:
         embedding = parse_embedding(path.read_bytes(), speaker.embedding_spec)
     except EmbeddingError as exc:
