@@ -12,6 +12,7 @@ import pickle
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -70,9 +71,7 @@ def _vector(seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(HIDDEN).astype(np.float32)
 
 
-def _post(
-    client: FlaskClient, user: dict[str, str], data: bytes, name: str = "xvec", **fields: str
-) -> object:
+def _post(client: FlaskClient, user: dict[str, str], data: bytes, name: str = "xvec", **fields: str) -> Any:
     form = {"name": name, **fields, "embedding": (io.BytesIO(data), "voice.safetensors")}
     return client.post("/v1/voices", data=form, headers=user, content_type="multipart/form-data")
 
