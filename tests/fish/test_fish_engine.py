@@ -141,7 +141,7 @@ def test_missing_files_and_bad_settings_are_engine_errors(tiny_dir: Path, tmp_pa
     (tmp_path / "tokenizer.tiktoken").write_text("")
     with pytest.raises(EngineError, match=r"lacks model\.pth, codec\.pth"):
         FishEngine(tmp_path)
-    with pytest.raises(EngineError, match=r"cpu, cuda or cuda:N"):
+    with pytest.raises(EngineError, match=r"TOME_FISH_DEVICE='gpu0': use cpu, cuda or cuda:N"):
         FishEngine(tiny_dir, device="gpu0")
     with pytest.raises(ConfigError, match="TOME_FISH_MAX_NEW_TOKENS"):
         load_settings({"TOME_FISH_MAX_NEW_TOKENS": "-1"})

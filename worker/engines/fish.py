@@ -44,6 +44,7 @@ import importlib.metadata
 import importlib.util
 import json
 import pickle  # only for its exception: torch.load(weights_only=True) raises UnpicklingError
+import re
 import sys
 import threading
 import types
@@ -81,6 +82,7 @@ _SAMPLING = {"temperature": (0.0, 2.0, 0.8), "top_p": (0.0, 1.0, 0.8), "repetiti
 
 # Modules that ``audiotools`` (the codec's base classes) imports at import time but the codec never calls
 # here: the torchaudio wheel for this torch does not load. Inert stand-ins exist during the import only.
+_DEVICE = re.compile(r"cpu|cuda(:\d+)?")
 _VQ_MODULE = "tome_fish_vq_manager"  # the name VQManager's module is loaded under (see _vq_manager_class)
 _STAND_IN_MODULES = ("torchaudio", "torchaudio.functional", "torchaudio.transforms")
 
@@ -387,10 +389,8 @@ class FishEngine:
             self.codebook_size = int(config["codebook_size"])
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise EngineError(f"{self.model_dir}/config.json is not a Fish Speech config: {exc}") from exc
-        if device is not None:
-            from worker.engines.qwen3 import check_device
-
-            device = check_device(device)
+        if device is not None and not _DEVICE.fullmatch(device):
+            raise EngineError(f"TOME_FISH_DEVICE={device!r}: use cpu, cuda or cuda:N")
         self._device = device
         if max_new_tokens is not None and max_new_tokens < 1:
             raise EngineError(f"max_new_tokens={max_new_tokens!r} must be a positive whole number")
