@@ -6,6 +6,9 @@
 FROM python:3.11-slim
 ARG EXTRAS=""
 ARG QWEN_TTS_VERSION=0.1.1
+# `EXTRAS=fish` (or `qwen3,fish`): the Fish Speech engine, its three packages without their declared
+# dependencies (they pin numpy<=1.26.4, pydantic==2.9.2, PyAudio...), as the Makefile installs them.
+ARG FISH_SPEECH_PACKAGES="fish-speech==0.1.0 descript-audio-codec==1.0.0 descript-audiotools==0.7.2"
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /app
 COPY pyproject.toml README.md ./
@@ -16,6 +19,7 @@ COPY migrations ./migrations
 COPY scripts ./scripts
 RUN pip install --no-cache-dir ".${EXTRAS:+[$EXTRAS]}" \
     && case ",${EXTRAS}," in *,qwen3,*) pip install --no-cache-dir --no-deps "qwen-tts==${QWEN_TTS_VERSION}";; esac \
+    && case ",${EXTRAS}," in *,fish,*) pip install --no-cache-dir --no-deps ${FISH_SPEECH_PACKAGES};; esac \
     && useradd --create-home --uid 10001 tome && mkdir -p /data && chown tome /data
 USER tome
 ENV TOME_DATA_DIR=/data

@@ -9,8 +9,9 @@ STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,qwen3]'
+	$(PY) -m pip install --quiet -e '.[dev,qwen3,fish]'
 	$(PY) -m pip install --quiet --no-deps 'qwen-tts==0.1.1'
+	$(PY) -m pip install --quiet --no-deps 'fish-speech==0.1.0' 'descript-audio-codec==1.0.0' 'descript-audiotools==0.7.2'
 	rm -f $(VENV)/.installed-*
 	touch $@
 

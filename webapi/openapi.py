@@ -202,6 +202,15 @@ def _streamed_audio(out: dict[str, Any], media_types: tuple[str, ...] | None) ->
 # something the caller must own first (a voice) goes in the description rather than `example`: schemathesis
 # mixes `example` values into the requests it generates, where that one would only ever be a 422.
 IN_DESCRIPTION = {"JobCreate", "SpeechCreate"}
+# What a multipart file field holds, where its name does not say it all.
+FILE_DESCRIPTIONS = {
+    "audio": "The reference recording (WAV, FLAC, OGG, MP3, M4A, WebM; 1-120 s)",
+    "embedding": (
+        "Instead of 'audio' (send one of the two): a safetensors file holding one float32 tensor "
+        "'ref_spk_embedding' of the engine's hidden size (qwen3-tts x-vector-only mode), at most 256 KiB, "
+        "as GET /v1/voices/{voice_id}/embedding exports it. Engines without embeddings answer 422"
+    ),
+}
 # Multipart forms' examples, shown in the description as form fields (a file as @name): a file cannot be
 # given as a JSON example.
 FORM_EXAMPLES: dict[str, list[tuple[str, str]]] = {
@@ -311,6 +320,8 @@ def _operation(
         properties = dict(form.get("properties", {}))
         for name in (*op.files, *op.optional_files):
             properties[name] = {"type": "string", "contentMediaType": "application/octet-stream"}
+            if name in FILE_DESCRIPTIONS:
+                properties[name]["description"] = FILE_DESCRIPTIONS[name]
         form["properties"] = properties
         form["required"] = sorted({*form.get("required", []), *op.files})
         content["multipart/form-data"] = {"schema": form}

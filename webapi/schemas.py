@@ -160,6 +160,13 @@ class VoiceForm(Strict):
     )
 
 
+class VoiceEmbeddingForm(VoiceForm):
+    """The text fields of a voice upload that sends a speaker ``embedding`` instead of ``audio``: the
+    voice speaks from the embedding alone, so a transcript is optional."""
+
+    ref_text: str = Field("", max_length=5000, description="Optional with an embedding")
+
+
 class VoiceUpdate(Strict):
     """Text fields of a voice re-upload; any of them, and/or a new ``audio`` file."""
 

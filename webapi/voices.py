@@ -1,4 +1,5 @@
-"""/v1/voices: upload a reference recording with its transcript, list, show, delete."""
+"""/v1/voices: upload a reference recording with its transcript (or a speaker embedding), list, show,
+delete, export a voice's speaker embedding."""
 
 from __future__ import annotations
 
@@ -18,21 +19,32 @@ from sqlalchemy import func, select
 from sqlalchemy.exc import IntegrityError
 from werkzeug.datastructures import FileStorage
 
-from models import ACTIVE, Voice, utcnow
+from models import ACTIVE, CacheStatus, Voice, utcnow
 from webapi.auth import current_principal, require_key
 from webapi.errors import Conflict, Invalid, NotFound, TooLarge, UnsupportedMediaType
 from webapi.extensions import tome
 from webapi.openapi import Operation, operation
-from webapi.schemas import ListQuery, VoiceForm, VoiceList, VoiceOut, VoiceUpdate
+from webapi.schemas import ListQuery, VoiceEmbeddingForm, VoiceForm, VoiceList, VoiceOut, VoiceUpdate
 from webapi.usage import require_storage_room
 from webapi.validation import parse_id, query, validate
 from worker.audio import AudioError, AudioLimits, decode_reference, write_wav_atomic
+from worker.engines.base import EmbeddingEngine, embedding_engine
 from worker.jobs.lexicons import LexiconNotFound
 from worker.jobs.lexicons import find as find_lexicons
 from worker.jobs.state import jobs_using_voice
 from worker.qa.reference import TRANSCRIPT_CODES, check_reference, without
+from worker.storage.atomic import atomic_file
 from worker.task_names import BUILD_VOICE
+from worker.voices.embedding import (
+    MAX_EMBEDDING_BYTES,
+    EmbeddingError,
+    embedding_bytes,
+    is_embedding_reference,
+    parse_embedding,
+)
+from worker.voices.prompts import key_for
 from worker.voices.state import reset_for_new_reference
+from worker.voices.store import PromptFileError, load_prompt, save_prompt
 
 F = TypeVar("F", bound=BaseModel)
 log = logging.getLogger(__name__)
@@ -67,7 +79,7 @@ def owned_voice(voice_id: str) -> Voice:
     return voice
 
 
-def _save_upload(upload: FileStorage, limit: int, folder: Path) -> Path:
+def _save_upload(upload: FileStorage, limit: int, folder: Path, field: str = "audio") -> Path:
     """Copy the upload to a temp file, counting bytes as they arrive: over the limit is a 413 at once."""
     folder.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(prefix="upload-", dir=folder)
@@ -77,7 +89,7 @@ def _save_upload(upload: FileStorage, limit: int, folder: Path) -> Path:
             while block := upload.stream.read(COPY_BLOCK):
                 size += len(block)
                 if size > limit:
-                    raise TooLarge(f"audio is larger than the limit of {limit} bytes", field="audio")
+                    raise TooLarge(f"{field} is larger than the limit of {limit} bytes", field=field)
                 out.write(block)
     except BaseException:
         Path(name).unlink(missing_ok=True)
@@ -137,6 +149,55 @@ def _store_reference(upload: FileStorage, voice_id: uuid.UUID) -> StoredReferenc
     return StoredReference(reference, sha, duration, decoded.sample_rate, len(data), warnings)
 
 
+def _embedding_engine_or_422() -> EmbeddingEngine:
+    engine = tome().engine()
+    speaker = embedding_engine(engine)
+    if speaker is None:
+        raise Invalid(
+            f"the engine {engine.name} has no speaker embeddings; upload a recording as 'audio'",
+            code="embedding_unsupported",
+            field="embedding",
+        )
+    return speaker
+
+
+def _store_embedding(upload: FileStorage, voice_id: uuid.UUID, speaker: EmbeddingEngine) -> StoredReference:
+    """Receive a speaker-embedding file (size-capped as it arrives), check it strictly against the running
+    engine's checkpoint (worker.voices.embedding: no pickle, one tensor of the right name, dtype and
+    shape, finite values), and keep it, re-written canonically, as the voice's reference."""
+    layout = tome().settings.layout
+    tmp = _save_upload(upload, MAX_EMBEDDING_BYTES, layout.uploads, field="embedding")
+    try:
+        data = tmp.read_bytes()
+    finally:
+        tmp.unlink(missing_ok=True)
+    try:
+        array = parse_embedding(data, speaker.embedding_spec)
+    except EmbeddingError as exc:
+        raise Invalid(str(exc), code="invalid_embedding", field="embedding") from exc
+    canonical = embedding_bytes(array, speaker.embedding_spec)
+    path = layout.new_embedding(voice_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_file(path) as out:
+        Path(out).write_bytes(canonical)
+    sha = hashlib.sha256(canonical).hexdigest()
+    return StoredReference(path, sha, 0.0, 0, len(canonical), [])
+
+
+def _publish_embedding_prompt(voice: Voice, speaker: EmbeddingEngine) -> None:
+    """An embedding voice's prompt is the embedding itself: written now and published ready, no build."""
+    engine = tome().engine()
+    key = key_for(voice, engine)
+    array = parse_embedding(Path(voice.audio_path).read_bytes(), speaker.embedding_spec)
+    path = tome().settings.layout.prompt(voice.id, key)
+    save_prompt(path, speaker.prompt_from_embedding(array), {"cache_key": key, "voice_id": str(voice.id)})
+    voice.cache_status = CacheStatus.READY.value
+    voice.cache_key = key
+    voice.cache_engine = f"{engine.name} {engine.version}"
+    voice.cache_path = str(path)
+    voice.cache_built_at = utcnow()
+
+
 def _form(model: type[F]) -> F:
     """The multipart text fields as ``model``; ``lexicons`` may repeat or be comma-separated (neither a
     name nor an id contains a comma); an empty value clears the list."""
@@ -170,10 +231,14 @@ def _in_use(voice: Voice) -> int:
 @bp.post("")
 @operation(
     Operation(
-        "Upload a voice: reference recording plus its transcript; its speaker prompt is built asynchronously",
+        "Upload a voice: reference recording plus its transcript; its speaker prompt is built "
+        "asynchronously. Or, for an engine with speaker embeddings (qwen3-tts), send a safetensors "
+        "'embedding' file instead of 'audio' (ref_text then optional): the voice is ready at once, "
+        "nothing is built",
         {202: VoiceOut, 409: None, 413: None},
         form=VoiceForm,
         files=("audio",),
+        optional_files=("embedding",),
         tags=("voices",),
     )
 )
@@ -182,10 +247,16 @@ def create_voice() -> tuple[Response, int]:
     _require_multipart()
     # The body first, the database after: a client trickling its upload must not hold a pooled
     # connection while it does (request.form reads the whole multipart body).
-    form = _form(VoiceForm)
     upload = request.files.get("audio")
-    if upload is None:
+    embedding = request.files.get("embedding")
+    if upload is not None and embedding is not None:
+        raise Invalid(
+            "send either 'audio' or 'embedding', not both", code="validation_error", field="embedding"
+        )
+    form: VoiceForm | VoiceEmbeddingForm = _form(VoiceEmbeddingForm if embedding is not None else VoiceForm)
+    if upload is None and embedding is None:
         raise Invalid("the file field 'audio' is required", code="validation_error", field="audio")
+    speaker = _embedding_engine_or_422() if embedding is not None else None
     require_storage_room()
     owner = current_principal().owner
     if state.sessions.scalar(
@@ -196,7 +267,11 @@ def create_voice() -> tuple[Response, int]:
     voice_id = uuid.uuid4()
     folder = voice_dir(voice_id)
     try:
-        ref = _store_reference(upload, voice_id)
+        if embedding is not None and speaker is not None:
+            ref = _store_embedding(embedding, voice_id, speaker)
+        else:
+            assert upload is not None  # checked above
+            ref = _store_reference(upload, voice_id)
         voice = Voice(
             id=voice_id,
             owner=owner,
@@ -211,6 +286,8 @@ def create_voice() -> tuple[Response, int]:
             lexicon_ids=lexicon_ids,
             warnings=ref.warnings,
         )
+        if speaker is not None:
+            _publish_embedding_prompt(voice, speaker)
         state.sessions.add(voice)
         try:
             state.sessions.commit()
@@ -220,8 +297,11 @@ def create_voice() -> tuple[Response, int]:
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
-    state.enqueue(BUILD_VOICE, [str(voice_id)])
-    log.info("voice %s uploaded by %s (%.1f s)", voice_id, owner, ref.duration)
+    if speaker is None:
+        state.enqueue(BUILD_VOICE, [str(voice_id)])
+        log.info("voice %s uploaded by %s (%.1f s)", voice_id, owner, ref.duration)
+    else:
+        log.info("voice %s made from a speaker embedding by %s", voice_id, owner)
     response = jsonify(voice_out(voice).model_dump(mode="json"))
     response.headers["Location"] = f"/v1/voices/{voice_id}"
     return response, 202
@@ -315,3 +395,43 @@ def delete_voice(voice_id: str) -> tuple[str, int]:
     state.sessions.commit()
     shutil.rmtree(voice_dir(voice.id), ignore_errors=True)
     return "", 204
+
+
+@bp.get("/<voice_id>/embedding")
+@operation(
+    Operation(
+        "Download a voice's speaker embedding (a safetensors file) for an engine that has them, to create "
+        "the same voice on another deployment of the same checkpoint",
+        {200: None, 409: None},
+        tags=("voices",),
+        binary="application/octet-stream",
+    )
+)
+def export_embedding(voice_id: str) -> Response:
+    voice = owned_voice(voice_id)
+    engine = tome().engine()
+    speaker = _embedding_engine_or_422()
+    if is_embedding_reference(voice.audio_path):
+        try:
+            array = parse_embedding(Path(voice.audio_path).read_bytes(), speaker.embedding_spec)
+        except (OSError, EmbeddingError) as exc:
+            raise Invalid(
+                f"this voice's embedding does not fit engine {engine.name}: {exc}",
+                code="invalid_embedding",
+                field="voice_id",
+            ) from exc
+    else:
+        current = voice.cache_status == CacheStatus.READY and voice.cache_key == key_for(voice, engine)
+        if not current or not voice.cache_path:
+            raise Conflict(
+                f"the voice's speaker prompt is not built yet (cache_status {voice.cache_status}); retry "
+                "when it is ready",
+                field="voice_id",
+            )
+        try:
+            array = speaker.embedding_of(load_prompt(Path(voice.cache_path), engine.prompt_shapes))
+        except (PromptFileError, ValueError) as exc:
+            raise Conflict(f"the voice's speaker prompt cannot be read: {exc}", field="voice_id") from exc
+    response = Response(embedding_bytes(array, speaker.embedding_spec), mimetype="application/octet-stream")
+    response.headers["Content-Disposition"] = f'attachment; filename="voice-{voice.id}-embedding.safetensors"'
+    return response

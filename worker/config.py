@@ -97,6 +97,10 @@ class Settings:
     qwen3_device: str = ""  # cpu, cuda or cuda:N; empty: cuda:0 when CUDA is available, else cpu
     qwen3_max_batch: int = 0  # rows per generate call; 0: from free GPU memory (8 on a CPU)
     qwen3_max_new_tokens: int = 0  # cap on codec frames per chunk (12.5 a second); 0: the model's own
+    # The fish-speech engine (worker/engines/fish.py); the registry hands these to it.
+    fish_model_dir: str = ""  # the OpenAudio S1 checkpoint directory; required by that engine
+    fish_device: str = ""  # cpu, cuda or cuda:N; empty: cuda:0 when CUDA is available, else cpu
+    fish_max_new_tokens: int = 0  # cap on codec frames per chunk (about 21.5 a second); 0: the model's own
     # The espeak-paced engine (worker/engines/paced.py, for the chaos battery).
     paced_seconds_per_chunk: float = 0.25
     paced_warm_up_seconds: float = 0.0
@@ -144,6 +148,7 @@ class Settings:
         for name in (
             "qwen3_max_batch",
             "qwen3_max_new_tokens",
+            "fish_max_new_tokens",
             "paced_seconds_per_chunk",
             "paced_warm_up_seconds",
         ):

@@ -85,6 +85,36 @@ class TimedEngine(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class EmbeddingSpec:
+    """A speaker embedding as an engine takes it: the tensor's name, numpy dtype and shape."""
+
+    name: str  # the tensor's name in the file (and in the engine's prompt)
+    dtype: str  # numpy dtype name
+    shape: tuple[int, ...]
+
+
+@runtime_checkable
+class EmbeddingEngine(Protocol):
+    """An engine that can speak from a speaker embedding alone (optional; Qwen3-TTS in x-vector-only
+    mode). ``embedding_spec`` is for the engine's own checkpoint, known without loading the model."""
+
+    embedding_spec: EmbeddingSpec
+
+    def prompt_from_embedding(self, embedding: npt.NDArray[np.float32]) -> dict[str, npt.NDArray[np.generic]]:
+        """The engine's speaker prompt for a voice given by this embedding alone."""
+        ...
+
+    def embedding_of(self, prompt: SpeakerPrompt) -> npt.NDArray[np.float32]:
+        """The speaker embedding inside one of the engine's prompts."""
+        ...
+
+
+def embedding_engine(engine: Engine) -> EmbeddingEngine | None:
+    """``engine`` if it has speaker embeddings, else None."""
+    return engine if isinstance(engine, EmbeddingEngine) else None
+
+
 # The speaking-rate parameter every engine takes: a multiplier of the voice's own rate (a job's speed
 # times SSML prosody rate). The worker leaves it out at 1.
 RATE_SCALE = "rate_scale"

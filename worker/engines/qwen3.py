@@ -42,7 +42,15 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from worker.engines.base import RATE_SCALE, EngineError, SpeakerPrompt, SynthesisRequest, Waveform, rate_scale
+from worker.engines.base import (
+    RATE_SCALE,
+    EmbeddingSpec,
+    EngineError,
+    SpeakerPrompt,
+    SynthesisRequest,
+    Waveform,
+    rate_scale,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from qwen_tts import Qwen3TTSModel, VoiceClonePromptItem
@@ -358,6 +366,8 @@ class Qwen3Engine:
             "x_vector_only": (1,),
             "ref_text_utf8": (-1,),
         }
+        # Voices from a speaker embedding alone (x-vector-only mode): worker.voices.embedding.
+        self.embedding_spec = EmbeddingSpec("ref_spk_embedding", "float32", (self._layout.embedding_dim,))
         self._generate_lock = threading.Lock()
         for name, value in (("max_batch", max_batch), ("max_new_tokens", max_new_tokens)):
             if value is not None and value < 1:
@@ -423,6 +433,32 @@ class Qwen3Engine:
             "x_vector_only": np.asarray([1 if x_vector_only else 0], dtype=np.uint8),
             "ref_text_utf8": np.frombuffer(text.encode("utf-8"), dtype=np.uint8).copy(),
         }
+
+    def prompt_from_embedding(self, embedding: npt.NDArray[np.float32]) -> dict[str, npt.NDArray[np.generic]]:
+        """An x-vector-only prompt: the speaker embedding, no reference codes, no transcript."""
+        emb = np.ascontiguousarray(embedding, dtype=np.float32).reshape(-1)
+        if emb.shape != (self._layout.embedding_dim,) or not np.isfinite(emb).all():
+            raise EngineError(f"ref_spk_embedding must be {self._layout.embedding_dim} finite float32 values")
+        return {
+            "ref_code": np.zeros((0, self._layout.num_quantizers), dtype=np.int64),
+            "ref_spk_embedding": emb,
+            "x_vector_only": np.asarray([1], dtype=np.uint8),
+            "ref_text_utf8": np.zeros(0, dtype=np.uint8),
+        }
+
+    def embedding_of(self, prompt: SpeakerPrompt) -> npt.NDArray[np.float32]:
+        """The speaker embedding of any of this engine's prompts (every one holds it); numpy only, so that
+        the API can export it without torch."""
+        if "ref_spk_embedding" not in prompt:
+            raise EngineError("speaker prompt lacks ref_spk_embedding")
+        emb = np.asarray(prompt["ref_spk_embedding"])
+        if (
+            emb.dtype != np.float32
+            or emb.shape != (self._layout.embedding_dim,)
+            or not np.isfinite(emb).all()
+        ):
+            raise EngineError(f"ref_spk_embedding must be {self._layout.embedding_dim} finite float32 values")
+        return np.ascontiguousarray(emb)
 
     def prompt_item(self, prompt: SpeakerPrompt) -> VoiceClonePromptItem:
         return prompt_from_arrays(

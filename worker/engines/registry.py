@@ -104,3 +104,16 @@ def _qwen3_factory(settings: Settings) -> Engine:
 
 
 register("qwen3-tts", _qwen3_factory)
+
+
+def _fish_factory(settings: Settings) -> Engine:
+    from worker.engines.fish import FishEngine
+
+    return FishEngine(
+        settings.fish_model_dir or None,
+        device=settings.fish_device or None,
+        max_new_tokens=settings.fish_max_new_tokens or None,
+    )
+
+
+register("fish-speech", _fish_factory)

@@ -101,6 +101,10 @@ class Layout:
         """A fresh name for a voice's reference: a re-upload never overwrites a file a build may read."""
         return self.voice_dir(voice_id) / f"reference-{uuid.uuid4().hex[:12]}.wav"
 
+    def new_embedding(self, voice_id: uuid.UUID | str) -> Path:
+        """A fresh name for the speaker-embedding file of a voice made from one (instead of a recording)."""
+        return self.voice_dir(voice_id) / f"embedding-{uuid.uuid4().hex[:12]}.safetensors"
+
     def prompt(self, voice_id: uuid.UUID | str, key: str, build: str = "") -> Path:
         """``voices/<uuid>/prompt-<sha of key>[-<build>].safetensors``.
 

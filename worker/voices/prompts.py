@@ -22,10 +22,12 @@ from models import CacheStatus, Voice, unit_of_work, utcnow
 from worker import counters, observe
 from worker.audio import AudioError, read_wav
 from worker.engines import Engine, EngineError
+from worker.engines.base import embedding_engine
 from worker.jobs.quality import recogniser
 from worker.qa.reference import check_reference_transcript, transcript_checked
 from worker.runtime import Runtime
 from worker.voices import state
+from worker.voices.embedding import EmbeddingError, is_embedding_reference, parse_embedding
 from worker.voices.lru import PromptLru
 from worker.voices.state import BuildClaim, BuildOutcome
 from worker.voices.store import Prompt, PromptFileError, cache_key, load_prompt, save_prompt
@@ -43,6 +45,7 @@ __all__ = [
     "key_for",
     "load_voice_prompt",
     "process_lru",
+    "prompt_from_embedding_file",
     "publish_build",
     "request_build",
 ]
@@ -90,14 +93,33 @@ def compute_prompt(rt: Runtime, claim: BuildClaim) -> Path:
     """Encode the reference and write the prompt file (atomically); raises on bad input."""
     engine = rt.engine()
     path = rt.layout.prompt(claim.voice_id, claim.key, claim.token)
+    metadata = {"cache_key": claim.key, "voice_id": str(claim.voice_id)}
+    if is_embedding_reference(claim.audio_path):  # nothing to encode: the embedding is the prompt
+        save_prompt(path, prompt_from_embedding_file(engine, Path(claim.audio_path)), metadata)
+        return path
     started = time.perf_counter()
     samples, sample_rate = read_wav(claim.audio_path)
     tensors = engine.encode_speaker(samples, sample_rate, claim.ref_text)
     seconds = time.perf_counter() - started
-    save_prompt(path, tensors, {"cache_key": claim.key, "voice_id": str(claim.voice_id)})
+    save_prompt(path, tensors, metadata)
     counters.add(rt.sessions, engine.name, {counters.BUILDS: 1, counters.BUILD_SECONDS: seconds})
     observe.prompt_built(rt, engine.name, seconds)
     return path
+
+
+def prompt_from_embedding_file(engine: Engine, path: Path) -> Prompt:
+    """The prompt of an embedding voice (its file checked again: the engine's checkpoint may differ from
+    the one it was uploaded for). EngineError when the engine has no embeddings or the file does not fit."""
+    speaker = embedding_engine(engine)
+    if speaker is None:
+        raise EngineError(
+            f"engine {engine.name} has no speaker embeddings; upload a recording for this voice"
+        )
+    try:
+        embedding = parse_embedding(path.read_bytes(), speaker.embedding_spec)
+    except EmbeddingError as exc:
+        raise EngineError(f"the voice's embedding does not fit engine {engine.name}: {exc}") from exc
+    return speaker.prompt_from_embedding(embedding)
 
 
 def fail_build(rt: Runtime, claim: BuildClaim, reason: str) -> None:
@@ -111,7 +133,7 @@ def check_transcript_of(rt: Runtime, claim: BuildClaim) -> list[dict[str, Any]] 
     check could not run. It only ever warns: it never fails a build."""
     with rt.sessions() as session:
         language = session.scalar(select(Voice.language).where(Voice.id == claim.voice_id))
-    if language is None or not transcript_checked(language):
+    if language is None or not transcript_checked(language) or is_embedding_reference(claim.audio_path):
         return []
     started = time.perf_counter()
     try:
