@@ -8,6 +8,7 @@ from sqlalchemy import text
 from webapi.extensions import tome
 from webapi.openapi import Operation, build_spec, operation
 from webapi.schemas import Health
+from worker.storage.backend import StorageError
 
 bp = Blueprint("health", __name__)
 
@@ -15,19 +16,26 @@ bp = Blueprint("health", __name__)
 @bp.get("/healthz")
 @operation(
     Operation(
-        "Liveness: the API answers and its database is reachable",
+        "Liveness: the API answers, its database and its storage (data directory or bucket) are reachable",
         {200: Health, 503: Health},
         auth=False,
         tags=("health",),
     )
 )
 def healthz() -> tuple[Response, int]:
+    database = storage = "ok"
     try:
         tome().sessions.execute(text("SELECT 1"))
-        return jsonify(Health(status="ok", database="ok").model_dump()), 200
     except Exception as exc:
         tome().sessions.remove()
-        return jsonify(Health(status="degraded", database=type(exc).__name__).model_dump()), 503
+        database = type(exc).__name__
+    try:
+        tome().storage.ping()
+    except StorageError as exc:
+        storage = f"{type(exc).__name__}: {exc}"
+    healthy = database == "ok" and storage == "ok"
+    answer = Health(status="ok" if healthy else "degraded", database=database, storage=storage)
+    return jsonify(answer.model_dump()), 200 if healthy else 503
 
 
 @bp.get("/openapi.json")

@@ -428,3 +428,4 @@ class ErrorOut(BaseModel):
 class Health(BaseModel):
     status: Literal["ok", "degraded"]
     database: str
+    storage: str = Field("ok", description="the storage backend (local data directory or S3 bucket)")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import shutil
 import tempfile
 import uuid
 from dataclasses import dataclass
@@ -132,6 +131,7 @@ def _store_reference(upload: FileStorage, voice_id: uuid.UUID) -> StoredReferenc
         tmp.unlink(missing_ok=True)
     data = reference.read_bytes()
     sha = hashlib.sha256(data).hexdigest()
+    tome().storage.publish(reference)  # in the store before the voice row names it
     warnings = [finding.to_json() for finding in report.warnings]
     duration = round(decoded.duration, 3)
     return StoredReference(reference, sha, duration, decoded.sample_rate, len(data), warnings)
@@ -218,7 +218,7 @@ def create_voice() -> tuple[Response, int]:
             state.sessions.rollback()
             raise Conflict(f"you already have a voice named {form.name!r}", field="name") from exc
     except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)
+        state.storage.remove_folder(folder)
         raise
     state.enqueue(BUILD_VOICE, [str(voice_id)])
     log.info("voice %s uploaded by %s (%.1f s)", voice_id, owner, ref.duration)
@@ -276,7 +276,7 @@ def replace_voice(voice_id: str) -> tuple[Response, int]:
     reset_for_new_reference(voice)
     state.sessions.commit()
     if ref is not None:
-        Path(old_audio).unlink(missing_ok=True)
+        state.storage.remove(old_audio)
     state.enqueue(BUILD_VOICE, [str(voice.id)])
     log.info("voice %s replaced by its owner", voice.id)
     return jsonify(voice_out(voice).model_dump(mode="json")), 202
@@ -313,5 +313,5 @@ def delete_voice(voice_id: str) -> tuple[str, int]:
         raise Conflict(f"voice is used by {in_use} unfinished job(s); cancel them or wait", field="voice_id")
     voice.deleted_at = utcnow()
     state.sessions.commit()
-    shutil.rmtree(voice_dir(voice.id), ignore_errors=True)
+    state.storage.remove_folder(voice_dir(voice.id))
     return "", 204

@@ -251,6 +251,7 @@ def _store(
         path = rt.layout.chunk_audio(job_id, chunk.seq, token)
         path.parent.mkdir(parents=True, exist_ok=True)
         size = write_wav_atomic(path, samples, rate)
+        rt.storage.publish(path)  # in the store before the row says done: a stitcher anywhere finds it
         levels = measure(samples, rate).to_json()
         with unit_of_work(rt.sessions) as session:
             ok = state.complete_chunk(
@@ -271,7 +272,7 @@ def _store(
         if ok:
             done.append(chunk.seq)
         else:
-            path.unlink(missing_ok=True)  # another attempt owns this chunk now
+            rt.storage.remove(path)  # another attempt owns this chunk now
     log.info("%d chunks rendered (seqs %s..%s)", len(done), claimed[0].seq, claimed[-1].seq)
     return done
 
