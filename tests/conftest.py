@@ -68,11 +68,13 @@ def rt(app: Flask) -> Runtime:
 
 
 @pytest.fixture
-def make_app(tmp_path: Path) -> Callable[..., Flask]:
-    """An app with its own data dir and database, and the given Settings overrides."""
+def make_app(tmp_path: Path, storage_overrides: dict[str, Any]) -> Callable[..., Flask]:
+    """An app with its own data dir and database, and the given Settings overrides (on the storage
+    backend ``storage_overrides`` chooses)."""
 
     def make(**overrides: Any) -> Flask:
-        custom = load_settings({}, **{"data_dir": tmp_path / f"app-{os.urandom(3).hex()}", **overrides})
+        where = {"data_dir": tmp_path / f"app-{os.urandom(3).hex()}", **storage_overrides}
+        custom = load_settings({}, **{**where, **overrides})
         custom.data_dir.mkdir(parents=True)
         upgrade_head(custom.sqlalchemy_url)
         return create_app({"settings": custom})

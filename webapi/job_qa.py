@@ -8,7 +8,6 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request, url_for
@@ -132,7 +131,7 @@ def rerender_chunk(job_id: str, seq: int) -> tuple[Response, int]:
         row.chapter
         for row in chapter_rows(job)
         if row.chapter != chunk.chapter
-        and not all(Path(str(f.get("path"))).is_file() for f in (row.build or {}).get("files", []))
+        and not all(tome().storage.exists(str(f.get("path"))) for f in (row.build or {}).get("files", []))
     ]
     seed = asked.seed if asked.seed is not None else secrets.randbelow(2**31)
     with unit_of_work(tome().runtime.sessions) as session:

@@ -7,7 +7,6 @@ import logging
 import math
 import re
 import uuid
-from pathlib import Path
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request, url_for
@@ -76,7 +75,7 @@ def early_files(job: Job, rows: list[JobChapter]) -> list[dict[str, object]]:
         for row in rows
         if row.status == ChapterStatus.READY and row.build
         for f in row.build.get("files", [])
-        if Path(str(f.get("path"))).is_file()  # a finished book's chapters may be gone (no split)
+        if tome().storage.exists(str(f.get("path")))  # a finished book's chapters may be gone (no split)
     ]
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from models import utcnow
-from tests.support.s3 import BACKENDS, S3Server, overrides_for
+from tests.support.s3 import BACKENDS, S3Server, free_port, overrides_for
 from worker.config import ConfigError, Settings, load_settings
 from worker.storage.backend import Storage, StorageError, StoredFileMissing, key_of, local_copy
 from worker.storage.check import StorageUnavailable, check_storage
@@ -86,7 +86,9 @@ def test_copy_remove_and_folders(storage: Storage) -> None:
     assert keys == sorted(key_of(p) for p in (chunk, out, sub, target))
     # expiry keeps a job's chunks (for reuse) and removes the rest
     assert storage.remove_folder(storage.layout.job_dir(job), keep="chunks") == 2
-    assert storage.exists(str(chunk)) and not storage.exists(str(out)) and not storage.exists(str(sub))
+    assert storage.exists(str(chunk))
+    assert not storage.exists(str(out))
+    assert not storage.exists(str(sub))
     storage.remove(str(target))
     assert not storage.exists(str(target))
     storage.remove(str(target))  # removing twice is fine
@@ -174,10 +176,8 @@ def test_a_missing_bucket_or_a_dead_endpoint_is_a_clear_error_at_start(
 ) -> None:
     missing = load_settings({}, data_dir=tmp_path / "a", storage="s3", s3_bucket="no-such-bucket-here",
                             s3_endpoint_url=s3_server.endpoint_url)  # fmt: skip
-    with pytest.raises(StorageUnavailable, match="'no-such-bucket-here'.*does not exist"):
+    with pytest.raises(StorageUnavailable, match=r"'no-such-bucket-here'.*does not exist"):
         check_storage(missing.open_storage())
-    from tests.support.s3 import free_port
-
     dead = load_settings({}, data_dir=tmp_path / "b", storage="s3", s3_bucket="b",
                          s3_endpoint_url=f"http://127.0.0.1:{free_port()}")  # fmt: skip
     with pytest.raises(StorageUnavailable, match="cannot be reached"):

@@ -105,4 +105,18 @@ def overrides_for(kind: str, request: Any) -> dict[str, Any]:
     if kind == "local":
         return {}
     server: S3Server = request.getfixturevalue("s3_server")
+    tmp_path: Path = request.getfixturevalue("tmp_path")
+    request.addfinalizer(lambda: assert_no_local_files(tmp_path))
     return s3_overrides(server, server.new_bucket())
+
+
+def assert_no_local_files(root: Path) -> None:
+    """With S3, nothing of a voice or a job stays on a local disk once the work is done (the data
+    directory is scratch): what is there would be read behind the storage layer's back."""
+    left = [
+        str(p.relative_to(root))
+        for folder in ("jobs", "voices")
+        for p in root.rglob(f"{folder}/**/*")
+        if p.is_file()
+    ]
+    assert not left, f"files left on the local disk with TOME_STORAGE=s3: {left[:10]}"
