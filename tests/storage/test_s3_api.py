@@ -179,7 +179,7 @@ def test_a_missing_bucket_stops_the_api_at_start_and_degrades_healthz_later(
 ) -> None:
     settings = load_settings({}, data_dir=tmp_path / "gone", **s3_overrides(s3_server, "never-created"))
     settings.data_dir.mkdir(parents=True)
-    with pytest.raises(StorageUnavailable, match="'never-created'.*does not exist"):
+    with pytest.raises(StorageUnavailable, match=r"'never-created'.*does not exist"):
         create_app({"settings": settings})
     app, bucket = _app(s3_server, tmp_path)
     client = app.test_client()
