@@ -10,11 +10,15 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from models import utcnow
 from tests.support.s3 import BACKENDS, S3Server, free_port, overrides_for
+from worker.audio import StitchError, StitchPiece, read_wav, stitch, write_wav_atomic
+from worker.audio.wavfile import wav_header
 from worker.config import ConfigError, Settings, load_settings
+from worker.jobs.files import stored_files
 from worker.storage.backend import Storage, StorageError, StoredFileMissing, key_of, local_copy
 from worker.storage.check import StorageUnavailable, check_storage
 from worker.storage.layout import UnsafePath
@@ -194,3 +198,38 @@ def test_storage_settings_are_checked() -> None:
     with pytest.raises(ConfigError, match="TOME_S3_PRESIGN_SECONDS"):
         load_settings({"TOME_S3_PRESIGN_SECONDS": "-1"})
     assert load_settings({}).storage == "local"
+
+
+def test_wav_header_from_the_first_bytes(tmp_path: Path) -> None:
+    path = tmp_path / "c.wav"
+    write_wav_atomic(path, np.linspace(-0.5, 0.5, 12_345, dtype=np.float32), 24_000)
+    data = path.read_bytes()
+    assert wav_header(data[:4096]) == (12_345, 24_000)
+    assert wav_header(data[:20]) is None  # the data chunk's header is not reached
+    assert wav_header(b"ID3" + data[3:100]) is None
+
+
+def test_a_stitch_reads_stored_chunks_one_at_a_time_and_its_book_is_stored(storage: Storage) -> None:
+    job = uuid.uuid4()
+    rate = 24_000
+    lengths = [rate // 2, rate, rate // 3]
+    pieces = []
+    for seq, n in enumerate(lengths):
+        path = storage.layout.chunk_audio(job, seq, "t")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_wav_atomic(path, np.full(n, 0.25, dtype=np.float32), rate)
+        storage.publish(path)
+        pieces.append(StitchPiece(str(path), 0.5, 0))
+    out = storage.layout.output(job, "s", "wav")
+    result = stitch(pieces, out, "wav", rate, files=stored_files(storage))
+    storage.publish(out)
+    assert result.duration == pytest.approx((sum(lengths) + 3 * rate // 2) / rate)
+    with local_copy(storage, str(out)) as book:
+        samples, got_rate = read_wav(book)
+    assert got_rate == rate
+    assert len(samples) == sum(lengths) + 3 * rate // 2
+    if storage.kind == "s3":
+        assert not any(storage.layout.root.rglob("*.wav")), "chunks and book were scratch"
+    storage.remove(pieces[1].path)
+    with pytest.raises(StitchError, match="missing"):
+        stitch(pieces, out, "wav", rate, files=stored_files(storage))
