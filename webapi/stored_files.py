@@ -13,9 +13,9 @@ from typing import cast
 
 from flask import Response, redirect, request, send_file
 
-from webapi.errors import Gone
+from webapi.errors import Gone, Unavailable
 from webapi.extensions import tome
-from worker.storage.backend import StoredFileMissing
+from worker.storage.backend import StorageError, StoredFileMissing
 
 
 def serve_multi_range_whole() -> None:
@@ -40,6 +40,8 @@ def send_stored(stored: str, mimetype: str, download_name: str, gone: str) -> Re
         total = storage.size(stored)
     except StoredFileMissing as exc:
         raise Gone(gone, code="expired") from exc
+    except StorageError as exc:  # the bucket does not answer: say so (and /healthz says it too)
+        raise Unavailable(f"the file store cannot be reached: {exc}", code="storage_unavailable") from exc
     seconds = tome().settings.s3_presign_seconds
     if seconds > 0:
         url = storage.presigned_url(stored, seconds, download_name, mimetype)
@@ -65,6 +67,8 @@ def _proxied(stored: str, total: int, mimetype: str, download_name: str) -> Resp
         download = storage.open_range(stored, start, end)
     except StoredFileMissing as exc:
         raise Gone("the file was removed", code="expired") from exc
+    except StorageError as exc:
+        raise Unavailable(f"the file store cannot be reached: {exc}", code="storage_unavailable") from exc
     answer = Response(download.body, status=206 if span else 200, mimetype=mimetype, direct_passthrough=True)
     answer.headers["Content-Length"] = str(download.length)
     answer.headers["Accept-Ranges"] = "bytes"

@@ -20,11 +20,12 @@ from tests.api.helpers import submit_job, upload_voice
 from tests.conftest import bearer
 from tests.support.apps import tome_of
 from tests.support.inline import Inline
-from tests.support.s3 import S3Server, s3_overrides
+from tests.support.s3 import S3Server, free_port, s3_overrides
 from webapi import create_app
 from webapi.cli import mint_key
 from worker.config import load_settings
 from worker.storage.check import StorageUnavailable
+from worker.storage.s3 import S3Storage
 from worker.sweeper import expire_outputs, remove_stored_orphans, sweep
 from worker.task_names import BUILD_VOICE, START_JOB
 
@@ -199,3 +200,22 @@ def test_a_missing_bucket_stops_the_api_at_start_and_degrades_healthz_later(
     assert gone.json["error"]["code"] == "expired"
     with tome_of(app).sessions() as session:
         assert session.get(Job, uuid.UUID(job["id"])) is not None
+
+
+def test_an_endpoint_that_stops_answering_is_a_503_naming_the_store_not_a_500(
+    s3_app: tuple[Flask, str], reference_audio: tuple[bytes, str]
+) -> None:
+    app, bucket = s3_app
+    client = app.test_client()
+    user = bearer(mint_key(app, owner="alice", name="t", admin=False))
+    job = _finished(app, client, user, reference_audio[0])
+    state = tome_of(app)
+    # the same bucket behind an endpoint where nothing listens any more
+    state.storage = S3Storage(state.settings.layout, bucket, endpoint_url=f"http://127.0.0.1:{free_port()}")
+    answer = client.get(job["output"]["url"], headers=user)
+    assert answer.status_code == 503
+    assert answer.json["error"]["code"] == "storage_unavailable"
+    assert "cannot be reached" in answer.json["error"]["message"]
+    health = client.get("/healthz")
+    assert health.status_code == 503
+    assert "cannot be reached" in health.json["storage"]

@@ -150,6 +150,8 @@ class S3Storage:
             if _missing(exc):
                 raise StoredFileMissing(f"stored file {key_of(stored)} is missing") from exc
             raise StorageError(f"{key_of(stored)}: {exc}") from exc
+        except BotoCoreError as exc:
+            raise StorageError(f"the store cannot be reached: {exc}") from exc
         return int(head["ContentLength"])
 
     def read_head(self, stored: str, length: int) -> bytes:
@@ -173,7 +175,10 @@ class S3Storage:
 
     def remove(self, stored: str | Path) -> None:
         self.release(stored)
-        self.client.delete_object(Bucket=self.bucket, Key=self._key(stored))
+        try:  # deleting a key that is not there succeeds in S3
+            self.client.delete_object(Bucket=self.bucket, Key=self._key(stored))
+        except (BotoCoreError, ClientError) as exc:
+            raise StorageError(f"deleting {key_of(stored)} failed: {exc}") from exc
 
     def remove_folder(self, folder: Path, keep: str | None = None) -> int:
         prefix = self.prefix + folder_key(folder)
@@ -183,11 +188,14 @@ class S3Storage:
             for o in self._objects(prefix)
             if not (spared and (o["Key"].startswith(spared) or o["Key"] == spared[:-1]))
         ]
-        for start in range(0, len(keys), 1000):
+        for start in range(0, len(keys), 1000):  # DeleteObjects takes at most 1,000 keys
             batch = keys[start : start + 1000]
-            self.client.delete_objects(
-                Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True}
-            )
+            try:
+                self.client.delete_objects(
+                    Bucket=self.bucket, Delete={"Objects": [{"Key": k} for k in batch], "Quiet": True}
+                )
+            except (BotoCoreError, ClientError) as exc:
+                raise StorageError(f"deleting under {folder_key(folder)} failed: {exc}") from exc
         if keep is None:
             self.release_folder(folder)
         return len(keys)
