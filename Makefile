@@ -35,7 +35,7 @@ test: lint
 
 # The inner loop: lint, then the unit, API and cache tests (no worker processes, no chaos): minutes, not the whole suite.
 test-fast: lint
-	$(PY) -m pytest tests/unit tests/api tests/cache tests/test_migrations.py $(PYTEST_ARGS)
+	$(PY) -m pytest tests/unit tests/api tests/cache tests/storage tests/test_migrations.py $(PYTEST_ARGS)
 
 bench: $(STAMP)
 	$(PY) -m bench

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session, scoped_session
 from models.migrate import upgrade_head
 from tests.support.apps import tome_of
 from tests.support.audio import reference_wav
+from tests.support.s3 import S3Server, moto_server
 from tests.support.services import Services, postgres_database, require_services
 from webapi import create_app
 from webapi.cli import mint_key
@@ -28,9 +29,23 @@ from worker.processes import WorkerProcess
 from worker.runtime import Runtime
 
 
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """moto's S3 server, a child process on 127.0.0.1 for the whole session (tests/support/s3.py)."""
+    with moto_server(tmp_path_factory.mktemp("moto")) as server:
+        yield server
+
+
 @pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    return load_settings({}, data_dir=tmp_path / "var")
+def storage_overrides() -> dict[str, Any]:
+    """Settings overrides that choose the storage backend: none (the local data directory) here;
+    modules that run with both backends override this fixture (tests/support/s3.py, ``both_backends``)."""
+    return {}
+
+
+@pytest.fixture
+def settings(tmp_path: Path, storage_overrides: dict[str, Any]) -> Settings:
+    return load_settings({}, data_dir=tmp_path / "var", **storage_overrides)
 
 
 @pytest.fixture
@@ -53,11 +68,13 @@ def rt(app: Flask) -> Runtime:
 
 
 @pytest.fixture
-def make_app(tmp_path: Path) -> Callable[..., Flask]:
-    """An app with its own data dir and database, and the given Settings overrides."""
+def make_app(tmp_path: Path, storage_overrides: dict[str, Any]) -> Callable[..., Flask]:
+    """An app with its own data dir and database, and the given Settings overrides (on the storage
+    backend ``storage_overrides`` chooses)."""
 
     def make(**overrides: Any) -> Flask:
-        custom = load_settings({}, **{"data_dir": tmp_path / f"app-{os.urandom(3).hex()}", **overrides})
+        where = {"data_dir": tmp_path / f"app-{os.urandom(3).hex()}", **storage_overrides}
+        custom = load_settings({}, **{**where, **overrides})
         custom.data_dir.mkdir(parents=True)
         upgrade_head(custom.sqlalchemy_url)
         return create_app({"settings": custom})

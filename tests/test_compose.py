@@ -36,7 +36,14 @@ GPU_ENV = {  # the command at the top of docker-compose.yml, with `--profile gpu
     "TOME_CHUNKS_PER_TASK": "32",
     "TOME_QWEN3_HOST_DIR": "/srv/models/Qwen3-TTS-12Hz-1.7B-Base",
 }
-SETUPS = {"cpu": (CPU_ENV, set()), "gpu": (GPU_ENV, {"gpu"})}
+S3_ENV = {  # the object-storage command at the top of docker-compose.yml, with `--profile s3`
+    "TOME_STORAGE": "s3",
+    "TOME_S3_BUCKET": "tome",
+    "TOME_S3_ENDPOINT_URL": "http://minio:9000",
+    "AWS_ACCESS_KEY_ID": "tome",
+    "AWS_SECRET_ACCESS_KEY": "change-me-minio",
+}
+SETUPS = {"cpu": (CPU_ENV, set()), "gpu": (GPU_ENV, {"gpu"}), "s3": (S3_ENV, {"s3"})}
 
 _VARIABLE = re.compile(r"\$(?:(\$)|\{(\w+)(?:(:?[-?])([^}]*))?\}|(\w+))")
 
@@ -114,9 +121,12 @@ def test_plain_up_is_the_cpu_deployment() -> None:
     assert {name: s["profiles"] for name, s in SERVICES.items() if s.get("profiles")} == {
         "worker-gpu": ["gpu"],
         "flower": ["flower"],
+        "minio": ["s3"],
+        "minio-init": ["s3"],
     }
     for name, settings in broker_clients(services).items():
         assert (settings.engine, settings.gpu_queue) == ("espeak", ""), name
+        assert settings.storage == "local", name  # files on the tome-data volume, as before
 
 
 @pytest.mark.parametrize("setup", SETUPS)
@@ -344,3 +354,53 @@ def test_flower_is_optional_and_reads_the_workers_broker() -> None:
     assert "flower" in flower["command"]
     assert flower["ports"] == ["127.0.0.1:5555:5555"], "no login: on the host's loopback only"
     assert "build" not in flower, "Flower's own image: Tome's image stays without it"
+
+
+def test_the_s3_profile_adds_minio_and_its_bucket_and_every_service_uses_it() -> None:
+    services = active("s3")
+    assert set(services) == {
+        "postgres",
+        "redis",
+        "migrate",
+        "api",
+        "worker",
+        "sweeper",
+        "minio",
+        "minio-init",
+    }
+    assert SERVICES["minio"]["profiles"] == SERVICES["minio-init"]["profiles"] == ["s3"]
+    minio, init = services["minio"], services["minio-init"]
+    assert minio["command"] == ["server", "/data"]  # the S3 API on MinIO's port 9000
+    assert "ports" not in minio, "the bucket is on the internal network only"
+    assert minio["networks"] == ["internal"]
+    assert minio["healthcheck"]["test"][:2] == ["CMD", "mc"]
+    # the bucket step waits for a healthy MinIO and creates the bucket Tome is told to use
+    assert init["depends_on"]["minio"]["condition"] == "service_healthy"
+    script = init["entrypoint"][-1]
+    assert 'mc mb --ignore-existing "tome/$TOME_S3_BUCKET"' in script
+    assert init["environment"]["TOME_S3_BUCKET"] == "tome"
+    assert init["environment"]["TOME_S3_ENDPOINT_URL"] == "http://minio:9000"
+    # MinIO's root user is the key pair the Tome services sign with
+    assert minio["environment"]["MINIO_ROOT_USER"] == init["environment"]["AWS_ACCESS_KEY_ID"] == "tome"
+    assert len(minio["environment"]["MINIO_ROOT_PASSWORD"]) >= 8, "MinIO refuses shorter passwords"
+    clients = broker_clients(services)
+    assert {"api", "worker", "sweeper"} <= set(clients)
+    for name, settings in clients.items():
+        assert (settings.storage, settings.s3_bucket, settings.s3_endpoint_url) == (
+            "s3",
+            "tome",
+            "http://minio:9000",
+        ), name
+        environment = services[name]["environment"]
+        assert environment["AWS_ACCESS_KEY_ID"] == minio["environment"]["MINIO_ROOT_USER"], name
+        assert environment["AWS_SECRET_ACCESS_KEY"] == minio["environment"]["MINIO_ROOT_PASSWORD"], name
+        # started only once the bucket exists (a missing bucket stops a service at start), and only
+        # when the profile is on: without it the dependency is not required
+        wait = services[name]["depends_on"]["minio-init"]
+        assert wait == {"condition": "service_completed_successfully", "required": False}, name
+
+
+def test_compose_comment_gives_the_s3_command() -> None:
+    text = (ROOT / "docker-compose.yml").read_text()
+    assert " ".join(f"{key}={value}" for key, value in S3_ENV.items()) in text
+    assert "docker compose --profile s3 up -d --build" in text

@@ -66,6 +66,10 @@ class Gone(ApiError):
     status, code = 410, "gone"
 
 
+class Unavailable(ApiError):
+    status, code = 503, "unavailable"
+
+
 def from_validation_error(exc: ValidationError, prefix: str = "") -> Invalid:
     details = []
     for err in exc.errors(include_url=False, include_context=False, include_input=False):

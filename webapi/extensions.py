@@ -17,6 +17,8 @@ from worker.config import Settings
 from worker.engines import Engine, get_engine
 from worker.runtime import Runtime
 from worker.storage.atomic import keep_files_private
+from worker.storage.backend import Storage
+from worker.storage.check import check_storage
 
 log = logging.getLogger(__name__)
 
@@ -27,11 +29,12 @@ class Tome:
     db: DbEngine
     sessions: scoped_session[Session]
     celery: Celery
+    storage: Storage
 
     @property
     def runtime(self) -> Runtime:
         """The worker-side services (voice builds) on this app's database pool."""
-        return Runtime.sharing(self.settings, self.db)
+        return Runtime.sharing(self.settings, self.db, self.storage)
 
     def engine(self) -> Engine:
         return get_engine(self.settings.engine, self.settings)
@@ -49,8 +52,10 @@ def init_tome(app: Flask, settings: Settings) -> Tome:
     keep_files_private()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     ensure_broker_folders(settings)
+    storage = settings.open_storage()
+    check_storage(storage)
     db = make_engine(settings.sqlalchemy_url)
-    state = Tome(settings, db, scoped_session(make_session_factory(db)), make_celery(settings))
+    state = Tome(settings, db, scoped_session(make_session_factory(db)), make_celery(settings), storage)
     app.extensions["tome"] = state
 
     @app.teardown_appcontext

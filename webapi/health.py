@@ -2,9 +2,10 @@
 
 - ``/livez``: the process answers; it touches nothing else, so a slow database never gets a healthy API
   process restarted.
-- ``/readyz``: the database answers, the broker answers, and the data directory is there and writable;
+- ``/readyz``: the database answers, the broker answers, the storage answers (bucket or data directory)
+  and the data directory is there and writable;
   503 naming what is down, so a load balancer sends no traffic to an API that cannot serve it.
-- ``/healthz``: kept as it was (the process and its database), for existing probes.
+- ``/healthz``: the process, its database and its storage, for existing probes.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from webapi.extensions import tome
 from webapi.openapi import Operation, build_spec, operation
 from webapi.schemas import Health, Liveness, Readiness
 from worker import broker_probe
+from worker.storage.backend import StorageError
 
 bp = Blueprint("health", __name__)
 
@@ -26,19 +28,26 @@ bp = Blueprint("health", __name__)
 @bp.get("/healthz")
 @operation(
     Operation(
-        "Liveness: the API answers and its database is reachable",
+        "Liveness: the API answers, its database and its storage (data directory or bucket) are reachable",
         {200: Health, 503: Health},
         auth=False,
         tags=("health",),
     )
 )
 def healthz() -> tuple[Response, int]:
+    database = storage = "ok"
     try:
         tome().sessions.execute(text("SELECT 1"))
-        return jsonify(Health(status="ok", database="ok").model_dump()), 200
     except Exception as exc:
         tome().sessions.remove()
-        return jsonify(Health(status="degraded", database=type(exc).__name__).model_dump()), 503
+        database = type(exc).__name__
+    try:
+        tome().storage.ping()
+    except StorageError as exc:
+        storage = f"{type(exc).__name__}: {exc}"
+    healthy = database == "ok" and storage == "ok"
+    answer = Health(status="ok" if healthy else "degraded", database=database, storage=storage)
+    return jsonify(answer.model_dump()), 200 if healthy else 503
 
 
 @bp.get("/livez")
@@ -51,7 +60,8 @@ def livez() -> tuple[Response, int]:
 @bp.get("/readyz")
 @operation(
     Operation(
-        "Readiness: database, broker and data directory reachable; 503 names what is down",
+        "Readiness: database, broker and storage (data directory or bucket) reachable; 503 names what is"
+        " down",
         {200: Readiness, 503: Readiness},
         auth=False,
         tags=("health",),
@@ -82,7 +92,12 @@ def _broker() -> str:
 
 
 def _storage() -> str:
-    """The data directory exists and a file can be made and removed in it."""
+    """The storage answers (the data directory or the bucket: ``Storage.ping``), and the data directory,
+    which is scratch space with a bucket, exists and a file can be made and removed in it."""
+    try:
+        tome().storage.ping()
+    except StorageError as exc:
+        return f"down: {type(exc).__name__}: {exc}"
     folder = tome().settings.data_dir
     probe = folder / f".readyz-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:

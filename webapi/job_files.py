@@ -4,14 +4,13 @@ requests work). They expire with the job's audio."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from flask import Blueprint, Response, jsonify, send_file, url_for
+from flask import Blueprint, Response, jsonify, url_for
 
 from models import Job
 from webapi.auth import require_key
-from webapi.errors import Gone, NotFound
+from webapi.errors import NotFound
 from webapi.jobs import (
     chapter_rows,
     early_files,
@@ -19,10 +18,10 @@ from webapi.jobs import (
     job_audio_name,
     owned_job,
     require_finished,
-    serve_multi_range_whole,
 )
 from webapi.openapi import Operation, operation
 from webapi.schemas import FileList, FileOut
+from webapi.stored_files import send_stored
 from worker.audio import FORMATS
 
 bp = Blueprint("job_files", __name__, url_prefix="/v1/jobs")
@@ -89,11 +88,7 @@ def get_file(job_id: str, name: str) -> Response:
     entry = next((f for f in entries if f.get("name") == name), None)
     if entry is None:
         raise NotFound(f"this job has no file named {name[:100]!r}; GET its /files for the list")
-    path = Path(str(entry["path"]))
-    if not path.is_file():
-        raise Gone("this file of the job was removed", code="expired")
-    serve_multi_range_whole()
     fmt = str(entry["format"])
     kind = FORMATS.get(fmt)  # type: ignore[call-overload]
     mime = kind.mime_type if kind else _MIME.get(fmt, "application/octet-stream")
-    return send_file(path, mimetype=mime, as_attachment=True, download_name=name, conditional=True)
+    return send_stored(str(entry["path"]), mime, str(entry["name"]), "this file of the job was removed")

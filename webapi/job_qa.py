@@ -8,19 +8,19 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
-from flask import Blueprint, Response, jsonify, request, send_file, url_for
+from flask import Blueprint, Response, jsonify, request, url_for
 from sqlalchemy import select
 
 from models import Chunk, ChunkStatus, Job, JobStatus, Voice, unit_of_work, utcnow
 from webapi.auth import require_key
 from webapi.errors import Conflict, Gone, Invalid, NotFound
 from webapi.extensions import tome
-from webapi.jobs import chapter_rows, job_out, owned_job, serve_multi_range_whole
+from webapi.jobs import chapter_rows, job_out, owned_job
 from webapi.openapi import Operation, operation
 from webapi.schemas import ChunkQaOut, JobOut, JobQaOut, JobQaQuery, QaCheckOut, RerenderIn
+from webapi.stored_files import send_stored
 from webapi.validation import json_body, query
 from worker.jobs import state
 from worker.jobs.intake import plan_request
@@ -98,12 +98,8 @@ def chunk_audio(job_id: str, seq: int) -> Response:
         raise NotFound(f"job {job_id} has no chunk {seq}")
     if not chunk.audio_path:
         raise NotFound(f"chunk {seq} has no audio (not rendered yet, or removed)", code="no_audio")
-    path = Path(chunk.audio_path)
-    if not path.is_file():
-        raise Gone("the audio of this chunk was removed", code="expired")
-    serve_multi_range_whole()
-    return send_file(
-        path, mimetype="audio/wav", as_attachment=True, download_name=f"chunk-{seq:06d}.wav", conditional=True
+    return send_stored(
+        chunk.audio_path, "audio/wav", f"chunk-{seq:06d}.wav", "the audio of this chunk was removed"
     )
 
 
@@ -135,7 +131,7 @@ def rerender_chunk(job_id: str, seq: int) -> tuple[Response, int]:
         row.chapter
         for row in chapter_rows(job)
         if row.chapter != chunk.chapter
-        and not all(Path(str(f.get("path"))).is_file() for f in (row.build or {}).get("files", []))
+        and not all(tome().storage.exists(str(f.get("path"))) for f in (row.build or {}).get("files", []))
     ]
     seed = asked.seed if asked.seed is not None else secrets.randbelow(2**31)
     with unit_of_work(tome().runtime.sessions) as session:

@@ -6,12 +6,10 @@ import hashlib
 import logging
 import math
 import re
-import shutil
 import uuid
-from pathlib import Path
 from typing import Any
 
-from flask import Blueprint, Response, jsonify, request, send_file, url_for
+from flask import Blueprint, Response, jsonify, request, url_for
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
@@ -35,6 +33,7 @@ from webapi.schemas import (
     QaSummary,
     WebhookOut,
 )
+from webapi.stored_files import send_stored
 from webapi.usage import require_room_for_job
 from webapi.validation import parse_id, query
 from worker.audio import FORMATS, BookTags, Cover
@@ -76,7 +75,7 @@ def early_files(job: Job, rows: list[JobChapter]) -> list[dict[str, object]]:
         for row in rows
         if row.status == ChapterStatus.READY and row.build
         for f in row.build.get("files", [])
-        if Path(str(f.get("path"))).is_file()  # a finished book's chapters may be gone (no split)
+        if tome().storage.exists(str(f.get("path")))  # a finished book's chapters may be gone (no split)
     ]
 
 
@@ -386,13 +385,14 @@ def _store_cover(job_id: uuid.UUID, cover: Cover) -> str:
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_file(path) as tmp, open(tmp, "wb") as f:
         f.write(cover.data)
+    tome().storage.publish(path)
     return str(path)
 
 
 def _discard_cover(job: Job) -> None:
     """A job that was not inserted (an idempotent replay won) leaves no cover behind."""
     if job.options.get("cover"):
-        shutil.rmtree(tome().settings.layout.job_dir(job.id), ignore_errors=True)
+        tome().storage.remove_folder(tome().settings.layout.job_dir(job.id))
 
 
 def _new_job(
@@ -491,17 +491,12 @@ def get_job(job_id: str) -> Response:
 )
 def job_audio(job_id: str) -> Response:
     job = finished_job(job_id, "audio")
-    path = Path(str(job.output_path))
-    if not path.is_file():
-        raise Gone("the audio of this job was removed", code="expired")
-    serve_multi_range_whole()
     kind = FORMATS.get(job.output_format)  # type: ignore[call-overload]
-    return send_file(
-        path,
-        mimetype=kind.mime_type if kind else "application/octet-stream",
-        as_attachment=True,
-        download_name=job_audio_name(job),
-        conditional=True,
+    return send_stored(
+        str(job.output_path),
+        kind.mime_type if kind else "application/octet-stream",
+        job_audio_name(job),
+        "the audio of this job was removed",
     )
 
 
@@ -525,14 +520,6 @@ def job_audio_name(job: Job) -> str:
     slug = re.sub(r"[^A-Za-z0-9._-]+", "-", job.title).strip("-") or "tome"
     kind = FORMATS.get(job.output_format)  # type: ignore[call-overload]
     return f"{slug}{kind.extension}" if kind else f"{slug}.{job.output_format}"
-
-
-def serve_multi_range_whole() -> None:
-    """A request for several ranges gets the whole file (200), as RFC 9110 allows and most servers do;
-    Werkzeug would answer 416, which players and download managers treat as an error."""
-    if "," in request.headers.get("Range", ""):
-        request.environ.pop("HTTP_RANGE", None)
-        request.__dict__.pop("range", None)  # Werkzeug caches the parsed header
 
 
 @bp.post("/<job_id>/cancel")

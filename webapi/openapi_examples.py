@@ -236,7 +236,7 @@ _BUILDERS: dict[type[BaseModel], Any] = {
         "unfinished_jobs": {"used": 0, "quota": 20},
         "audio_seconds_24h": {"used": 46.5, "quota": 172800.0},
     },
-    Health: lambda: {"status": "ok", "database": "ok"},
+    Health: lambda: {"status": "ok", "database": "ok", "storage": "ok"},
     Liveness: lambda: {"status": "ok"},
     WebhookSecretOut: lambda: {
         "key_id": "5d0f6c1e-2a8b-4f3e-9c7d-1b2a3c4d5e6f",

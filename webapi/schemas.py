@@ -435,6 +435,7 @@ class ErrorOut(BaseModel):
 class Health(BaseModel):
     status: Literal["ok", "degraded"]
     database: str
+    storage: str = Field("ok", description="the storage backend (local data directory or S3 bucket)")
 
 
 class Liveness(BaseModel):

@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import shutil
 import tempfile
 import uuid
 from dataclasses import dataclass
@@ -34,6 +33,7 @@ from worker.jobs.lexicons import find as find_lexicons
 from worker.jobs.state import jobs_using_voice
 from worker.qa.reference import TRANSCRIPT_CODES, check_reference, without
 from worker.storage.atomic import atomic_file
+from worker.storage.backend import StorageError, local_copy
 from worker.task_names import BUILD_VOICE
 from worker.voices.embedding import (
     MAX_EMBEDDING_BYTES,
@@ -144,6 +144,7 @@ def _store_reference(upload: FileStorage, voice_id: uuid.UUID) -> StoredReferenc
         tmp.unlink(missing_ok=True)
     data = reference.read_bytes()
     sha = hashlib.sha256(data).hexdigest()
+    tome().storage.publish(reference)  # in the store before the voice row names it
     warnings = [finding.to_json() for finding in report.warnings]
     duration = round(decoded.duration, 3)
     return StoredReference(reference, sha, duration, decoded.sample_rate, len(data), warnings)
@@ -180,6 +181,7 @@ def _store_embedding(upload: FileStorage, voice_id: uuid.UUID, speaker: Embeddin
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_file(path) as out:
         Path(out).write_bytes(canonical)
+    tome().storage.publish(path)  # in the store before the voice row names it
     sha = hashlib.sha256(canonical).hexdigest()
     return StoredReference(path, sha, 0.0, 0, len(canonical), [])
 
@@ -188,9 +190,11 @@ def _publish_embedding_prompt(voice: Voice, speaker: EmbeddingEngine) -> None:
     """An embedding voice's prompt is the embedding itself: written now and published ready, no build."""
     engine = tome().engine()
     key = key_for(voice, engine)
-    array = parse_embedding(Path(voice.audio_path).read_bytes(), speaker.embedding_spec)
+    with local_copy(tome().storage, voice.audio_path) as stored:
+        array = parse_embedding(stored.read_bytes(), speaker.embedding_spec)
     path = tome().settings.layout.prompt(voice.id, key)
     save_prompt(path, speaker.prompt_from_embedding(array), {"cache_key": key, "voice_id": str(voice.id)})
+    tome().storage.publish(path)  # in the store before the voice row names it
     voice.cache_status = CacheStatus.READY.value
     voice.cache_key = key
     voice.cache_engine = f"{engine.name} {engine.version}"
@@ -295,7 +299,7 @@ def create_voice() -> tuple[Response, int]:
             state.sessions.rollback()
             raise Conflict(f"you already have a voice named {form.name!r}", field="name") from exc
     except BaseException:
-        shutil.rmtree(folder, ignore_errors=True)
+        state.storage.remove_folder(folder)
         raise
     if speaker is None:
         state.enqueue(BUILD_VOICE, [str(voice_id)])
@@ -356,7 +360,7 @@ def replace_voice(voice_id: str) -> tuple[Response, int]:
     reset_for_new_reference(voice)
     state.sessions.commit()
     if ref is not None:
-        Path(old_audio).unlink(missing_ok=True)
+        state.storage.remove(old_audio)
     state.enqueue(BUILD_VOICE, [str(voice.id)])
     log.info("voice %s replaced by its owner", voice.id)
     return jsonify(voice_out(voice).model_dump(mode="json")), 202
@@ -393,7 +397,7 @@ def delete_voice(voice_id: str) -> tuple[str, int]:
         raise Conflict(f"voice is used by {in_use} unfinished job(s); cancel them or wait", field="voice_id")
     voice.deleted_at = utcnow()
     state.sessions.commit()
-    shutil.rmtree(voice_dir(voice.id), ignore_errors=True)
+    state.storage.remove_folder(voice_dir(voice.id))
     return "", 204
 
 
@@ -413,8 +417,9 @@ def export_embedding(voice_id: str) -> Response:
     speaker = _embedding_engine_or_422()
     if is_embedding_reference(voice.audio_path):
         try:
-            array = parse_embedding(Path(voice.audio_path).read_bytes(), speaker.embedding_spec)
-        except (OSError, EmbeddingError) as exc:
+            with local_copy(tome().storage, voice.audio_path) as stored:
+                array = parse_embedding(stored.read_bytes(), speaker.embedding_spec)
+        except (OSError, StorageError, EmbeddingError) as exc:
             raise Invalid(
                 f"this voice's embedding does not fit engine {engine.name}: {exc}",
                 code="invalid_embedding",
@@ -429,8 +434,9 @@ def export_embedding(voice_id: str) -> Response:
                 field="voice_id",
             )
         try:
-            array = speaker.embedding_of(load_prompt(Path(voice.cache_path), engine.prompt_shapes))
-        except (PromptFileError, ValueError) as exc:
+            with local_copy(tome().storage, voice.cache_path) as stored:
+                array = speaker.embedding_of(load_prompt(stored, engine.prompt_shapes))
+        except (PromptFileError, StorageError, ValueError) as exc:
             raise Conflict(f"the voice's speaker prompt cannot be read: {exc}", field="voice_id") from exc
     response = Response(embedding_bytes(array, speaker.embedding_spec), mimetype="application/octet-stream")
     response.headers["Content-Disposition"] = f'attachment; filename="voice-{voice.id}-embedding.safetensors"'

@@ -12,7 +12,9 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
+from worker.storage.backend import Storage
 from worker.storage.layout import Layout
+from worker.storage.select import open_storage
 
 
 class ConfigError(ValueError):
@@ -22,6 +24,17 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class Settings:
     data_dir: Path = Path("var")
+    # Where files live (worker.storage): "local" keeps them in data_dir (embedded, one host); "s3" in an
+    # S3-compatible bucket, data_dir being scratch (credentials: the usual AWS_* variables or profile).
+    storage: str = "local"
+    s3_bucket: str = ""
+    s3_prefix: str = ""  # keys go under this prefix in the bucket (several Tomes may share one bucket)
+    s3_endpoint_url: str = ""  # empty: AWS; MinIO, Ceph, R2: their URL
+    s3_region: str = ""
+    s3_part_mib: int = 8  # multipart upload part size
+    # Downloads from S3: 0 proxies the bytes through the API (Range kept); N > 0 answers a 302 to a URL
+    # presigned for N seconds (the client then asks the bucket itself, Range included).
+    s3_presign_seconds: int = 0
     database_url: str = ""  # empty: sqlite:///<data_dir>/tome.db
     broker_url: str = "filesystem://"
     queue: str = "tome"
@@ -110,6 +123,18 @@ class Settings:
         """Where every file lives under ``data_dir``."""
         return Layout.under(self.data_dir)
 
+    def open_storage(self) -> Storage:
+        """The storage backend ``storage`` names (no request is made: see ``Storage.ping``)."""
+        return open_storage(
+            self.storage,
+            self.layout,
+            bucket=self.s3_bucket,
+            prefix=self.s3_prefix,
+            endpoint_url=self.s3_endpoint_url,
+            region=self.s3_region,
+            part_bytes=self.s3_part_mib * 1024 * 1024,
+        )
+
     @property
     def webhook_port_set(self) -> frozenset[int] | None:
         """``webhook_ports`` parsed (None: the default rule); validate() has checked it."""
@@ -169,7 +194,18 @@ class Settings:
         if not 0 < self.api_port < 65536:
             raise ConfigError("TOME_API_PORT must be a TCP port (1-65535)")
         self._validate_queues()
+        self._validate_storage()
         return self
+
+    def _validate_storage(self) -> None:
+        if self.storage not in ("local", "s3"):
+            raise ConfigError(f"TOME_STORAGE={self.storage!r}: local or s3")
+        if self.storage == "s3" and not self.s3_bucket:
+            raise ConfigError("TOME_STORAGE=s3 needs TOME_S3_BUCKET (the bucket's name)")
+        if not 5 <= self.s3_part_mib <= 5120:
+            raise ConfigError("TOME_S3_PART_MIB must be 5-5120 (S3's part size limits)")
+        if not 0 <= self.s3_presign_seconds <= 7 * 24 * 3600:
+            raise ConfigError("TOME_S3_PRESIGN_SECONDS must be 0 (proxy) to 604800 (S3's limit)")
 
     def _validate_queues(self) -> None:
         # Queue names end up in ``celery worker --queues a,b``, which splits on commas.

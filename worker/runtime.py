@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from models import make_engine, make_session_factory
 from worker.config import Settings, load_settings
 from worker.engines import Engine, get_engine
+from worker.storage.backend import Storage
 from worker.storage.layout import Layout
 
 
@@ -20,10 +21,12 @@ class Runtime:
     settings: Settings
 
     @classmethod
-    def sharing(cls, settings: Settings, db: DbEngine) -> Runtime:
-        """A runtime on an existing database engine (the API process shares its pool)."""
+    def sharing(cls, settings: Settings, db: DbEngine, storage: Storage | None = None) -> Runtime:
+        """A runtime on an existing database engine (the API process shares its pool and its storage)."""
         rt = cls(settings)
         rt.__dict__["db"] = db
+        if storage is not None:
+            rt.__dict__["storage"] = storage
         return rt
 
     @cached_property
@@ -40,6 +43,11 @@ class Runtime:
     @cached_property
     def layout(self) -> Layout:
         return self.settings.layout
+
+    @cached_property
+    def storage(self) -> Storage:
+        """Where files live (worker.storage): the data directory or a bucket."""
+        return self.settings.open_storage()
 
 
 _runtime: tuple[int, Runtime] | None = None

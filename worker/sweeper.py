@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import shutil
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -14,7 +13,7 @@ from pathlib import Path
 
 from sqlalchemy import delete, exists, func, select, update
 
-from models import ACTIVE, TERMINAL, Chunk, Job, JobChapter, RateWindow, unit_of_work, utcnow
+from models import ACTIVE, TERMINAL, Chunk, Job, JobChapter, RateWindow, Voice, unit_of_work, utcnow
 from worker.filesystem_broker import PARTIAL_PREFIX, TAKEN_PREFIX
 from worker.jobs import actions
 from worker.jobs import state as jobs
@@ -38,6 +37,8 @@ log = logging.getLogger(__name__)
 
 
 TEMP_FILE_AGE = timedelta(hours=1)
+# How old an object in the bucket must be before it can be an orphan: longer than any upload-then-commit.
+ORPHAN_GRACE = timedelta(hours=1)
 
 
 @dataclass
@@ -45,6 +46,7 @@ class SweepReport:
     voices_resent: int = 0
     voices_marked_stale: int = 0
     temp_files_removed: int = 0
+    stored_orphans_removed: int = 0
     outputs_expired: int = 0
     chunk_folders_removed: int = 0
     webhooks_sent: int = 0
@@ -68,6 +70,7 @@ def sweep(rt: Runtime, enqueue: Enqueue, now: datetime | None = None) -> SweepRe
     report.chunk_folders_removed = expire_chunks(rt, now)
     report.webhooks_sent = _resend_webhooks(rt, enqueue, now)
     report.temp_files_removed = remove_stale_temp_files(rt.layout.root, now - TEMP_FILE_AGE)
+    report.stored_orphans_removed = remove_stored_orphans(rt, now)
     report.jobs_restarted = _restart_queued_jobs(rt, enqueue, now)
     _resend_overdue_chunks(rt, enqueue, now, report)
     report.render_tasks_scheduled = schedule(rt, enqueue)
@@ -194,23 +197,10 @@ def expire_outputs(rt: Runtime, now: datetime) -> int:
                 .where(Job.id == job_id, Job.expired_at.is_(None))
                 .values(expired_at=now, output_path=None, files=[], files_bytes=None)
             )
-        _remove_all_but_chunks(rt.layout.job_dir(job_id))
+        rt.storage.remove_folder(rt.layout.job_dir(job_id), keep="chunks")
     with unit_of_work(rt.sessions) as session:  # rate-limit windows older than an hour
         session.execute(delete(RateWindow).where(RateWindow.window_start < int(now.timestamp()) - 3600))
     return len(due)
-
-
-def _remove_all_but_chunks(folder: Path) -> None:
-    """A job's folder without its book, files, chapters and cover: only its chunk audio stays."""
-    if not folder.is_dir():
-        return
-    for entry in folder.iterdir():
-        if entry.name == "chunks":
-            continue
-        if entry.is_dir():
-            shutil.rmtree(entry, ignore_errors=True)
-        else:
-            entry.unlink(missing_ok=True)
 
 
 def expire_chunks(rt: Runtime, now: datetime) -> int:
@@ -251,7 +241,7 @@ def expire_chunks(rt: Runtime, now: datetime) -> int:
                 .values(expired_at=now, expires_at=now, output_path=None, files=[], files_bytes=None)
             )
             session.execute(update(Chunk).where(Chunk.job_id == job_id).values(audio_path=None))
-        shutil.rmtree(rt.layout.job_dir(job_id), ignore_errors=True)
+        rt.storage.remove_folder(rt.layout.job_dir(job_id))
     return len(due[:500])
 
 
@@ -289,3 +279,42 @@ def remove_stale_temp_files(data_dir: Path, older_than: datetime) -> int:
                         path.unlink()
                         removed += 1
     return removed
+
+
+def remove_stored_orphans(rt: Runtime, now: datetime, grace: timedelta = ORPHAN_GRACE) -> int:
+    """In a bucket (the local data directory has :func:`remove_stale_temp_files`): objects older than
+    ``grace`` under ``jobs/<id>`` or ``voices/<id>`` whose job no longer exists or whose voice was
+    deleted (debris of a process killed between its upload and its commit, or of a delete that could
+    not reach the bucket), and multipart uploads begun before then and never completed."""
+    storage = rt.storage
+    if storage.kind == "local":
+        return 0
+    cutoff = now - grace
+    removed = storage.abort_stale_uploads(cutoff)
+    for root, live in (("jobs", _live_jobs), ("voices", _live_voices)):
+        old: dict[str, list[str]] = defaultdict(list)
+        for stored in storage.list_objects(root):
+            if stored.modified < cutoff:
+                old[stored.key.split("/")[1]].append(stored.key)
+        alive = live(rt, list(old))
+        for owner_id, keys in old.items():
+            if owner_id in alive:
+                continue
+            for key in keys:
+                storage.remove(rt.layout.root / key)
+                removed += 1
+    return removed
+
+
+def _live_jobs(rt: Runtime, ids: list[str]) -> set[str]:
+    with rt.sessions() as session:
+        found = session.scalars(select(Job.id).where(Job.id.in_([uuid.UUID(i) for i in ids])))
+        return {str(i) for i in found}
+
+
+def _live_voices(rt: Runtime, ids: list[str]) -> set[str]:
+    with rt.sessions() as session:
+        found = session.scalars(
+            select(Voice.id).where(Voice.id.in_([uuid.UUID(i) for i in ids]), Voice.deleted_at.is_(None))
+        )
+        return {str(i) for i in found}

@@ -21,7 +21,7 @@ def test_requests_without_a_valid_key_are_401(client: FlaskClient) -> None:
 
 
 def test_health_and_spec_need_no_key(client: FlaskClient) -> None:
-    assert client.get("/healthz").json == {"status": "ok", "database": "ok"}
+    assert client.get("/healthz").json == {"status": "ok", "database": "ok", "storage": "ok"}
     assert client.get("/openapi.json").status_code == 200
 
 

@@ -24,11 +24,19 @@ from tests.api.test_reliability import Receiver
 from tests.conftest import bearer
 from tests.support.apps import tome_of
 from tests.support.inline import Inline
+from tests.support.s3 import BACKENDS, overrides_for
 from webapi.cli import mint_key
 from worker import webhooks
 from worker.audio.ffmpeg import decode_to_pcm
 from worker.sweeper import sweep
 from worker.task_names import BUILD_VOICE, DELIVER_CHAPTER_WEBHOOK, RENDER_CHUNKS, START_JOB, STITCH_CHAPTER
+
+
+@pytest.fixture(params=BACKENDS)
+def storage_overrides(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """Every test here runs on the local data directory and on an S3 bucket (tests/support/s3.py)."""
+    return overrides_for(request.param, request)
+
 
 SENTENCES = [f"Sentence {n} of the chapter, spoken slowly and clearly." for n in range(1, 7)]
 TITLES = ["Dawn", "Noon; [CHAPTER] =#", "Dusk"]

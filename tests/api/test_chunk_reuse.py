@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
+import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy import select
@@ -17,9 +17,18 @@ from tests.api.helpers import submit_job, upload_voice
 from tests.conftest import bearer
 from tests.support.apps import tome_of
 from tests.support.inline import Inline
+from tests.support.s3 import BACKENDS, overrides_for
 from webapi.cli import mint_key
 from worker.jobs import render
+from worker.storage.backend import read_stored
 from worker.task_names import BUILD_VOICE, START_JOB
+
+
+@pytest.fixture(params=BACKENDS)
+def storage_overrides(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """Every test here runs on the local data directory and on an S3 bucket (tests/support/s3.py)."""
+    return overrides_for(request.param, request)
+
 
 CHAPTERS = [
     ("Harbour", "The fog came in before dawn. Dr. Hale counted the boats on the quay."),
@@ -100,13 +109,14 @@ def test_an_edited_paragraph_is_the_only_thing_rendered_again(
     ), second_engine.texts
     assert second["progress"]["chunks_reused"] == total - 1
     before = {c.text: c for c in _chunks(app, first["id"])}
+    store = tome_of(app).storage
     for chunk in _chunks(app, second["id"]):
         if "screamed" in chunk.text:
             assert chunk.text not in before
             continue
         old = before[chunk.text]
         # the same audio, byte for byte: the earlier render's file, linked
-        assert Path(str(chunk.audio_path)).read_bytes() == Path(str(old.audio_path)).read_bytes()
+        assert read_stored(store, str(chunk.audio_path)) == read_stored(store, str(old.audio_path))
         assert chunk.content_key == old.content_key
         assert chunk.levels == old.levels
         assert chunk.words == old.words
@@ -138,7 +148,7 @@ def test_a_donor_whose_audio_is_gone_is_rendered_again(
     app, client, user = _setup(make_app, reference_audio[0], "forgetful")
     first = _run(app, client, user, _book(CHAPTERS))
     for chunk in _chunks(app, first["id"]):
-        Path(str(chunk.audio_path)).unlink()
+        tome_of(app).storage.remove(str(chunk.audio_path))
     with _Counted() as engine:
         again = _run(app, client, user, _book(CHAPTERS))
     assert again["progress"]["chunks_reused"] == 0

@@ -20,8 +20,16 @@ from flask.testing import FlaskClient
 from tests.api.helpers import submit_job, upload_voice
 from tests.support.apps import tome_of
 from tests.support.inline import Inline
+from tests.support.s3 import BACKENDS, overrides_for
 from worker.audio.ffmpeg import decode_to_pcm
 from worker.task_names import BUILD_VOICE, START_JOB
+
+
+@pytest.fixture(params=BACKENDS)
+def storage_overrides(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """Every test here runs on the local data directory and on an S3 bucket (tests/support/s3.py)."""
+    return overrides_for(request.param, request)
+
 
 BOOK = (
     "# The Harbour\n\nThe fog came in before dawn. Dr. Hale counted the boats.\n\n"

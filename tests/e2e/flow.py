@@ -16,6 +16,7 @@ from models import Chunk
 from tests.api.helpers import submit_job, upload_voice
 from tests.support.apps import tome_of
 from worker.audio import Pauses, decode_to_pcm, read_wav
+from worker.storage.backend import Storage, local_copy
 
 BOOK = """# The Harbour
 
@@ -64,6 +65,12 @@ def submit_book(
     return job
 
 
+def _read_chunk(storage: Storage, stored: str) -> tuple[np.ndarray, int]:
+    """A chunk's audio through the storage layer (the data directory, or a bucket)."""
+    with local_copy(storage, stored) as path:
+        return read_wav(path)
+
+
 def check_output(app: Flask, client: FlaskClient, headers: dict[str, str], job: dict[str, Any]) -> np.ndarray:
     """The audio decodes; its length is the chunks plus their pauses; every chunk is where it belongs."""
     assert job["status"] == "succeeded", job
@@ -81,7 +88,7 @@ def check_output(app: Flask, client: FlaskClient, headers: dict[str, str], job: 
     assert [c.seq for c in chunks] == list(range(job["progress"]["chunks_total"]))
     assert all(c.status == "done" and c.audio_path for c in chunks)
     pauses = Pauses()
-    pieces = [read_wav(Path(str(c.audio_path))) for c in chunks]
+    pieces = [_read_chunk(state.storage, str(c.audio_path)) for c in chunks]
     rate = pieces[0][1]
     expected = sum(len(p[0]) for p in pieces) / rate + sum(pauses.seconds(c.pause_after) for c in chunks)
 

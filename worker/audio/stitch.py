@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -35,6 +38,32 @@ __all__ = ["PAUSE_KINDS", "ChapterMark", "Pauses", "StitchPiece", "StitchResult"
 _READ_FRAMES = 1 << 16
 
 
+class ChunkFiles(Protocol):
+    """How the stitch reaches the chunk files it is given: on this disk (:data:`ON_DISK`), or through a
+    storage backend that measures a chunk with a ranged read and downloads it only while it is sent."""
+
+    def header(self, path: str) -> tuple[int, int]:
+        """(frames, sample rate) of the chunk file at ``path``."""
+
+    def local(self, path: str) -> AbstractContextManager[str]:
+        """A local path holding the chunk while the block runs."""
+
+
+class _OnDisk:
+    def header(self, path: str) -> tuple[int, int]:
+        return _header(path)
+
+    @contextlib.contextmanager
+    def _local(self, path: str) -> Iterator[str]:
+        yield path
+
+    def local(self, path: str) -> AbstractContextManager[str]:
+        return self._local(path)
+
+
+ON_DISK: ChunkFiles = _OnDisk()
+
+
 @dataclass(frozen=True)
 class StitchPiece:
     """One chunk of the output: its WAV (from ``write_wav_atomic``), the pause after it, its chapter,
@@ -62,7 +91,9 @@ class StitchResult:
     sample_rate: int
 
 
-def read_lengths(pieces: Iterable[StitchPiece], sample_rate: int) -> list[StitchPiece]:
+def read_lengths(
+    pieces: Iterable[StitchPiece], sample_rate: int, files: ChunkFiles = ON_DISK
+) -> list[StitchPiece]:
     """``pieces`` with every unknown length read from its WAV header (no audio is read).
 
     Raises :class:`StitchError` if a chunk is missing or unreadable and ``ValueError`` if one is not at
@@ -73,7 +104,7 @@ def read_lengths(pieces: Iterable[StitchPiece], sample_rate: int) -> list[Stitch
         if piece.samples is not None:
             out.append(piece)
             continue
-        frames, rate = _header(piece.path)
+        frames, rate = files.header(piece.path)
         if rate != sample_rate:
             raise ValueError(f"chunk {piece.path} is at {rate} Hz, the output at {sample_rate} Hz")
         out.append(StitchPiece(piece.path, piece.pause_after, piece.chapter, frames, piece.gain_db))
@@ -96,6 +127,7 @@ def stitch(
     head_seconds: float = 0.0,
     tail_seconds: float = 0.0,
     output_rate: int | None = None,
+    files: ChunkFiles = ON_DISK,
 ) -> StitchResult:
     """Encode ``pieces`` in order, each followed by its pause, into ``out_path``, with chapters and tags.
 
@@ -118,13 +150,14 @@ def stitch(
     that low-level noise instead of digital silence, and it runs on under the chunks. ``head_seconds``
     of pause open the file (inside the first chapter), and the pause after the last chunk is at least
     ``tail_seconds``. ``output_rate`` resamples in ffmpeg (chapter marks are in seconds: unaffected).
+    ``files`` reaches the chunk files (one at a time, while each is sent): this disk by default.
     """
     fmt = check_format(fmt)
     if sample_rate <= 0:
         raise ValueError(f"sample_rate must be positive, got {sample_rate}")
     if not 8 <= bitrate_kbps <= 320:
         raise ValueError(f"bitrate_kbps must be between 8 and 320, got {bitrate_kbps}")
-    timeline = _with_tail(read_lengths(pieces, sample_rate), pauses, tail_seconds)
+    timeline = _with_tail(read_lengths(pieces, sample_rate, files), pauses, tail_seconds)
     head = round(max(0.0, head_seconds) * sample_rate)
     plan = _shifted(
         plan_chapters(
@@ -154,7 +187,8 @@ def stitch(
         _write_pause(encoder, head, room_tone)
         for piece in timeline:
             starts.append(total)
-            sent = _send_chunk(encoder, piece, sample_rate, mastering, room_tone)
+            with files.local(piece.path) as local:
+                sent = _send_chunk(encoder, replace(piece, path=local), sample_rate, mastering, room_tone)
             if sent != piece.samples:
                 raise StitchError(f"chunk {piece.path} has {sent} samples; {piece.samples} were planned")
             pause = pauses.samples(piece.pause_after, sample_rate)

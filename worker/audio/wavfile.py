@@ -48,6 +48,23 @@ def write_wav_atomic(
     return size
 
 
+def wav_header(head: bytes) -> tuple[int, int] | None:
+    """(frames, sample rate) of a PCM WAV from its first bytes, or None if ``head`` does not reach the
+    ``data`` chunk's header (or is no PCM WAV): lets a chunk in a bucket be measured with a ranged read."""
+    if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
+        return None
+    pos, rate, align = 12, 0, 0
+    while pos + 8 <= len(head):
+        cid, size = head[pos : pos + 4], int.from_bytes(head[pos + 4 : pos + 8], "little")
+        if cid == b"fmt " and pos + 24 <= len(head):
+            rate = int.from_bytes(head[pos + 12 : pos + 16], "little")
+            align = int.from_bytes(head[pos + 20 : pos + 22], "little")
+        elif cid == b"data":
+            return (size // align, rate) if rate and align else None
+        pos += 8 + size + (size & 1)
+    return None
+
+
 def read_wav(path: str | os.PathLike[str]) -> tuple[Waveform, int]:
     """Read an audio file (normally a WAV written here) as float32 mono (channels averaged) and its rate.
 

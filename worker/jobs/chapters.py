@@ -8,10 +8,10 @@ chapters' files instead of encoding the whole book after the last chunk.
 from __future__ import annotations
 
 import logging
-import shutil
 import uuid
 from collections.abc import Iterable
 from datetime import timedelta
+from pathlib import Path
 
 from sqlalchemy import func, select
 
@@ -84,10 +84,12 @@ def stitch_chapter(rt: Runtime, job_id: uuid.UUID, chapter: int, token: str, enq
             chapters_total=int(total),
             sample_rate=rt.engine(source.engine).sample_rate,
             pauses=source.pauses,
-            info=source.info(job_id),
+            info=source.info(job_id, rt.storage),
         )
+        for file in built.files:  # in the store before the row names them
+            rt.storage.publish(Path(file.path))
     except BaseException:  # nothing of a failed attempt stays: the sweeper re-issues the chapter
-        shutil.rmtree(folder, ignore_errors=True)
+        rt.storage.remove_folder(folder)
         raise
     with unit_of_work(rt.sessions) as session:
         ok = state.finish_chapter(
@@ -101,7 +103,7 @@ def stitch_chapter(rt: Runtime, job_id: uuid.UUID, chapter: int, token: str, enq
             now=utcnow(),
         )
     if not ok:
-        shutil.rmtree(folder, ignore_errors=True)
+        rt.storage.remove_folder(folder)
         return False
     log.info("chapter %d of %d ready: %.1f s, %d bytes", position, total, built.duration, built.bytes)
     if source.webhook:

@@ -12,6 +12,7 @@ the database: the stitch task hands it rows and paths).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -31,7 +32,7 @@ from worker.audio.loudness import Levels
 from worker.audio.master import chunk_gain_db, predicted_rms_db
 from worker.audio.presets import MAX_RMS_FIT_DB, Delivery
 from worker.audio.roomtone import RoomTone, room_tone_level
-from worker.audio.stitch import read_lengths
+from worker.audio.stitch import ON_DISK, ChunkFiles, read_lengths
 from worker.audio.timings import (
     ChapterTiming,
     ChunkTiming,
@@ -105,6 +106,7 @@ class BookInfo:
     cover: Cover | None
     language: str
     seed: int
+    files: ChunkFiles = ON_DISK  # where the chunk and chapter files are read from (worker.jobs.files)
 
 
 def build(
@@ -119,7 +121,7 @@ def build(
 ) -> Deliverables:
     """Write the book to ``book_path`` in one pass over the chunks, and every other file under
     ``file_path(name)`` (for jobs whose chapters were not built one by one, and Ogg books)."""
-    pieces = _pieces(rows, delivery, sample_rate)
+    pieces = _pieces(rows, delivery, sample_rate, info.files)
     tone = _tone_level(rows, delivery)
     book = _stitch(pieces, book_path, delivery, sample_rate, pauses, info, info.tags, tone)
     chapters = [ChapterTiming(m.index, m.title, m.start, m.end) for m in book.chapters]
@@ -139,7 +141,7 @@ def build(
             )
             for n, group in enumerate(groups, start=1)
         ]
-        files += _chapter_files(builds, file_path, delivery)
+        files += _chapter_files(builds, file_path, delivery, info.files)
     return Deliverables(book, files)
 
 
@@ -161,7 +163,7 @@ def build_from_chapters(
     if not joinable(delivery.format):
         book_only = replace(delivery, split="none")
         done = build(rows, book_only, book_path, file_path, sample_rate=sample_rate, pauses=pauses, info=info)
-        extra = _chapter_files(builds, file_path, delivery) if delivery.split == "chapter" else []
+        extra = _chapter_files(builds, file_path, delivery, info.files) if delivery.split == "chapter" else []
         return Deliverables(done.book, done.files + extra)
     rate = delivery.sample_rate or sample_rate
     paths: list[str] = []
@@ -176,17 +178,19 @@ def build_from_chapters(
         paths += [f.path for f in b.files]
         contents += b.contents
         lengths = None if lengths is None or b.lengths is None else lengths + b.lengths
-    joined = join(
-        paths,
-        contents,
-        book_path,
-        delivery.format,
-        rate,
-        tags=info.tags,
-        chapters=chapters,
-        cover=info.cover,
-        lengths=lengths,
-    )
+    with contextlib.ExitStack() as held:  # ffmpeg's concat reads every chapter file: local copies
+        local = [held.enter_context(info.files.local(p)) for p in paths]
+        joined = join(
+            local,
+            contents,
+            book_path,
+            delivery.format,
+            rate,
+            tags=info.tags,
+            chapters=chapters,
+            cover=info.cover,
+            lengths=lengths,
+        )
     lead = lead_seconds(delivery.format, rate)
     spans = []
     for row in rows:
@@ -203,7 +207,7 @@ def build_from_chapters(
     timed = [ChapterTiming(m.index, m.title, m.start, m.end) for m in joined.chapters]
     files = _timings(rows, spans, timed, file_path, info)
     if delivery.split == "chapter":
-        files += _chapter_files(builds, file_path, delivery)
+        files += _chapter_files(builds, file_path, delivery, info.files)
     return Deliverables(book, files)
 
 
@@ -273,7 +277,7 @@ def build_chapter(
     track. Split deliveries get the preset's head and tail in every file and parts under
     ``max_part_seconds``; otherwise the file is the chapter's stretch of the book (the head in the
     first chapter, the tail in the last), ready to be joined."""
-    pieces = _pieces(rows, delivery, sample_rate)
+    pieces = _pieces(rows, delivery, sample_rate, info.files)
     tone = _tone_level(rows, delivery)
     title = chapter_title(info.titles.get(rows[0].chapter), position)
     split = delivery.split == "chapter"
@@ -341,11 +345,14 @@ def _by_chapter(rows: Sequence[ChunkRow]) -> list[list[ChunkRow]]:
 
 
 def _chapter_files(
-    builds: Sequence[ChapterBuild], file_path: Callable[[str], Path], delivery: Delivery
+    builds: Sequence[ChapterBuild],
+    file_path: Callable[[str], Path],
+    delivery: Delivery,
+    stored: ChunkFiles = ON_DISK,
 ) -> list[Artefact]:
     """The chapter files of a split delivery, their ZIP and (ACX) the report on them."""
     files = [f for b in builds for f in b.files]
-    out = [*files, _bundle(files, file_path("chapters.zip"))]
+    out = [*files, _bundle(files, file_path("chapters.zip"), stored)]
     if delivery.report:
         entries = [r for b in builds for r in b.reports]
         report = {"passed": all(bool(r.get("passed")) for r in entries), "files": entries}
@@ -354,10 +361,12 @@ def _chapter_files(
     return out
 
 
-def _pieces(rows: Sequence[ChunkRow], delivery: Delivery, sample_rate: int) -> list[StitchPiece]:
+def _pieces(
+    rows: Sequence[ChunkRow], delivery: Delivery, sample_rate: int, files: ChunkFiles = ON_DISK
+) -> list[StitchPiece]:
     """The rows as stitch pieces with their mastering gains and lengths (read from the WAV headers)."""
     return read_lengths(
-        [StitchPiece(r.path, r.pause, r.chapter, None, _gain(r, delivery)) for r in rows], sample_rate
+        [StitchPiece(r.path, r.pause, r.chapter, None, _gain(r, delivery)) for r in rows], sample_rate, files
     )
 
 
@@ -404,6 +413,7 @@ def _stitch(
         head_seconds=delivery.head_seconds if head is None else head,
         tail_seconds=delivery.tail_seconds if tail is None else tail,
         output_rate=delivery.sample_rate,
+        files=info.files,
     )
 
 
@@ -512,7 +522,7 @@ def chapter_parts(
     return out
 
 
-def _bundle(files: Sequence[Artefact], path: Path) -> Artefact:
+def _bundle(files: Sequence[Artefact], path: Path, stored: ChunkFiles = ON_DISK) -> Artefact:
     """A ZIP of the chapter files, stored (audio does not compress), copied a block at a time."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with (
@@ -520,5 +530,6 @@ def _bundle(files: Sequence[Artefact], path: Path) -> Artefact:
         zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive,
     ):
         for f in files:
-            archive.write(f.path, arcname=f.name)
+            with stored.local(f.path) as local:  # a chapter file another worker may have stored
+                archive.write(local, arcname=f.name)
     return Artefact(path.name, "bundle", "zip", str(path), os.path.getsize(path))

@@ -274,6 +274,7 @@ def _store_one(
     path = rt.layout.chunk_audio(job_id, chunk.seq, token)
     path.parent.mkdir(parents=True, exist_ok=True)
     size = write_wav_atomic(path, samples, rate)
+    rt.storage.publish(path)  # in the store before the row says done: a stitcher anywhere finds it
     levels = measure(samples, rate).to_json()
     with unit_of_work(rt.sessions) as session:
         ok = state.complete_chunk(
@@ -294,7 +295,7 @@ def _store_one(
     if ok:
         log.info("chunk %d stored: %.2f s of audio", chunk.seq, len(samples) / rate)
     else:
-        path.unlink(missing_ok=True)  # another attempt owns this chunk now
+        rt.storage.remove(path)  # another attempt owns this chunk now
         log.info("chunk %d taken over by another attempt; this copy removed", chunk.seq)
     return ok
 

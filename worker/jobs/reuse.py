@@ -25,6 +25,7 @@ from sqlalchemy import select
 from models import Chunk, ChunkStatus, Job, Voice, unit_of_work
 from worker.jobs import state
 from worker.runtime import Runtime
+from worker.storage.backend import StoredFileMissing
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,7 @@ def take_rendered(
     for r in found:
         if checked and not r.qa:
             continue
-        if r.content_key not in donors and r.duration is not None and Path(str(r.audio_path)).is_file():
+        if r.content_key not in donors and r.duration is not None and _kept(rt, str(r.audio_path)):
             donors[r.content_key] = _Donor(
                 str(r.audio_path), r.duration, r.audio_bytes, r.levels, r.words, r.qa
             )
@@ -113,7 +114,7 @@ def take_rendered(
             continue
         path = rt.layout.chunk_audio(job_id, chunk.seq, token)
         path.parent.mkdir(parents=True, exist_ok=True)
-        if not _link(Path(donor.path), path):
+        if not _reuse(rt, donor.path, path):
             continue
         with unit_of_work(rt.sessions) as session:
             ok = state.complete_chunk(
@@ -133,10 +134,28 @@ def take_rendered(
         if ok:
             done.append(chunk.seq)
         else:
-            path.unlink(missing_ok=True)
+            rt.storage.remove(path)
     if done:
         log.info("%d chunks reused from earlier renders (seqs %s)", len(done), done)
     return done
+
+
+def _kept(rt: Runtime, stored: str) -> bool:
+    """Whether a donor's audio is still stored (swept chunks have no path, but a bucket may lose one)."""
+    if rt.storage.kind == "local":
+        return Path(stored).is_file()
+    return rt.storage.exists(stored)
+
+
+def _reuse(rt: Runtime, stored: str, target: Path) -> bool:
+    """``target`` holds the donor's audio: a hard link on one disk, a server-side copy in a bucket."""
+    if rt.storage.kind == "local":
+        return _link(Path(stored), target)
+    try:
+        rt.storage.copy(stored, target)
+    except StoredFileMissing:
+        return False
+    return True
 
 
 def _link(source: Path, target: Path) -> bool:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import shutil
 import time
 import uuid
 from collections.abc import Sequence
@@ -297,6 +296,7 @@ def _store(
     path = rt.layout.chunk_audio(job_id, chunk.seq, token)
     path.parent.mkdir(parents=True, exist_ok=True)
     size = write_wav_atomic(path, samples, rate)
+    rt.storage.publish(path)  # the API process streaming it may be on another host
     session = rt.sessions()
     try:
         done = state.complete_chunk(session, chunk.id, job_id, token, str(path), len(samples) / rate, size)
@@ -306,7 +306,7 @@ def _store(
         session.rollback()
     finally:
         session.close()
-    path.unlink(missing_ok=True)
+    rt.storage.remove(path)
     _remove_empty(path.parent)
     return False
 
@@ -396,7 +396,7 @@ def end_speech(rt: Runtime, job_id: uuid.UUID, streamed_all: bool) -> None:
         finish_speech(rt, job_id)
     with unit_of_work(rt.sessions) as session:
         session.execute(update(Chunk).where(Chunk.job_id == job_id).values(audio_path=None, audio_bytes=None))
-    shutil.rmtree(rt.layout.job_dir(job_id), ignore_errors=True)
+    rt.storage.remove_folder(rt.layout.job_dir(job_id))
 
 
 @dataclass(frozen=True)

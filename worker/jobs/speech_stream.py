@@ -24,12 +24,12 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 from worker.audio import StitchError, read_wav
 from worker.audio.stream import PcmStream
 from worker.jobs.speech import ReadyChunk, SpeechError, end_speech, ready_chunk
 from worker.runtime import Runtime
+from worker.storage.backend import local_copy
 
 log = logging.getLogger(__name__)
 
@@ -99,8 +99,9 @@ class SpeechStream:
         try:
             for seq in range(self.chunks):
                 chunk = self._wait(seq)
-                samples, rate = read_wav(chunk.path)
-                Path(chunk.path).unlink(missing_ok=True)  # its audio lives in the stream from now on
+                with local_copy(self.rt.storage, chunk.path) as local:
+                    samples, rate = read_wav(local)
+                self.rt.storage.remove(chunk.path)  # its audio lives in the stream from now on
                 if rate != self.encoder.sample_rate:
                     expected = self.encoder.sample_rate
                     raise SpeechError("speech_failed", f"chunk {seq} is at {rate} Hz, not {expected}")

@@ -4,7 +4,6 @@ book and its files (worker.jobs.deliver: mastered, streamed through ffmpeg), pub
 from __future__ import annotations
 
 import logging
-import shutil
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
@@ -20,7 +19,9 @@ from worker.audio.formats import check_format
 from worker.audio.loudness import Levels
 from worker.audio.presets import Delivery
 from worker.jobs import actions, deliver, state
+from worker.jobs.files import stored_files
 from worker.runtime import Runtime
+from worker.storage.backend import Storage, StoredFileMissing, folder_key, key_of
 from worker.task_names import DELIVER_WEBHOOK, STITCH_JOB, Enqueue
 
 log = logging.getLogger(__name__)
@@ -54,7 +55,7 @@ def stitch_job(rt: Runtime, job_id: uuid.UUID, token: str, enqueue: Enqueue) -> 
     delivery = source.delivery
     out = rt.layout.output(job_id, token, FORMATS[delivery.format].extension.lstrip("."))
     out.parent.mkdir(parents=True, exist_ok=True)
-    rate, pauses, info = rt.engine(source.engine).sample_rate, source.pauses, source.info(job_id)
+    rate, pauses, info = rt.engine(source.engine).sample_rate, source.pauses, source.info(job_id, rt.storage)
 
     def files(name: str) -> Path:
         return rt.layout.job_file(job_id, token, name)
@@ -66,9 +67,10 @@ def stitch_job(rt: Runtime, job_id: uuid.UUID, token: str, enqueue: Enqueue) -> 
             )
         else:
             built = deliver.build(rows, delivery, out, files, sample_rate=rate, pauses=pauses, info=info)
+        _publish(rt, out, built, rt.layout.job_files(job_id, token))
     except BaseException:  # nothing of a failed attempt stays: the sweeper re-issues the stitch
-        out.unlink(missing_ok=True)
-        shutil.rmtree(rt.layout.job_files(job_id, token), ignore_errors=True)
+        rt.storage.remove(out)
+        rt.storage.remove_folder(rt.layout.job_files(job_id, token))
         raise
     result = built.book
     chapters: list[dict[str, object]] = [
@@ -88,16 +90,17 @@ def stitch_job(rt: Runtime, job_id: uuid.UUID, token: str, enqueue: Enqueue) -> 
             now=now,
             expires_at=now + timedelta(seconds=rt.settings.output_ttl_seconds),
             files=[f.to_json() for f in built.files],
-            extra_bytes=_cover_bytes(source.options),
+            extra_bytes=_cover_bytes(rt.storage, source.options),
         )
     if not ok:
-        out.unlink(missing_ok=True)
-        shutil.rmtree(rt.layout.job_files(job_id, token), ignore_errors=True)
+        rt.storage.remove(out)
+        rt.storage.remove_folder(rt.layout.job_files(job_id, token))
         return False
     keep = {out, *(Path(f.path) for f in built.files), *(Path(r.path) for r in rows)}
     if cover_path := source.options.get("cover"):
         keep.add(Path(str(cover_path)))
-    _remove_orphans(rt.layout.job_dir(job_id), keep)
+    _remove_orphans(rt.storage, rt.layout.job_dir(job_id), keep)
+    rt.storage.release_folder(rt.layout.job_dir(job_id))  # S3: nothing of the job stays in scratch
     log.info(
         "succeeded, %.1f s of %s, %d bytes, %d more files",
         result.duration,
@@ -136,13 +139,14 @@ class DeliverySource:
     def pauses(self) -> Pauses:
         return Pauses(**self.options.get("pauses", {}))
 
-    def info(self, job_id: uuid.UUID) -> deliver.BookInfo:
+    def info(self, job_id: uuid.UUID, storage: Storage) -> deliver.BookInfo:
         return deliver.BookInfo(
             tags=BookTags(title=self.title, **self.options.get("metadata", {})),
             titles=self.titles,
-            cover=_cover(self.options),
+            cover=_cover(storage, self.options),
             language=str(self.options.get("language") or "en"),
             seed=int(job_id.int % (1 << 31)),
+            files=stored_files(storage),
         )
 
 
@@ -208,23 +212,44 @@ def job_delivery(options: dict[str, Any], fmt: str) -> Delivery:
     )
 
 
-def _cover_bytes(options: dict[str, Any]) -> int:
+def _publish(rt: Runtime, out: Path, built: deliver.Deliverables, folder: Path) -> None:
+    """Put the book and this stitch's own files in the store (chapter files of earlier chapter
+    stitches are there already) before the job row names them."""
+    rt.storage.publish(out)
+    for file in built.files:
+        if Path(file.path).parent == folder:
+            rt.storage.publish(Path(file.path))
+
+
+def _cover_bytes(storage: Storage, options: dict[str, Any]) -> int:
     path = options.get("cover")
-    return Path(str(path)).stat().st_size if path and Path(str(path)).is_file() else 0
+    if not path:
+        return 0
+    try:
+        return storage.size(str(path))
+    except StoredFileMissing:
+        return 0
 
 
-def _cover(options: dict[str, Any]) -> Cover | None:
+def _cover(storage: Storage, options: dict[str, Any]) -> Cover | None:
     """The cover the job was sent with (checked when it was accepted, stored in the job's folder)."""
     path = options.get("cover")
     if not path:
         return None
-    return load_cover(Path(str(path)).read_bytes())
+    return load_cover(b"".join(storage.open_range(str(path), None, None).body))
 
 
-def _remove_orphans(folder: Path, keep: set[Path]) -> None:
+def _remove_orphans(storage: Storage, folder: Path, keep: set[Path]) -> None:
     """Once a job has succeeded, anything in its folder but its output and chunks is debris of attempts
     that lost their claim or were killed mid-write (chunk copies, temp files of an earlier stitch)."""
-    kept = {p.resolve() for p in keep}
-    for path in folder.rglob("*"):
-        if path.is_file() and path.resolve() not in kept:
-            path.unlink(missing_ok=True)
+    if storage.kind == "local":
+        kept = {p.resolve() for p in keep}
+        for path in folder.rglob("*"):
+            if path.is_file() and path.resolve() not in kept:
+                path.unlink(missing_ok=True)
+        return
+    kept_keys = {key_of(p) for p in keep}
+    prefix = folder_key(folder)
+    for stored in storage.list_objects(prefix):
+        if stored.key not in kept_keys:
+            storage.remove(storage.layout.root / stored.key)

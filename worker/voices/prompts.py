@@ -26,6 +26,7 @@ from worker.engines.base import embedding_engine
 from worker.jobs.quality import recogniser
 from worker.qa.reference import check_reference_transcript, transcript_checked
 from worker.runtime import Runtime
+from worker.storage.backend import StoredFileMissing, folder_key, local_copy
 from worker.voices import state
 from worker.voices.embedding import EmbeddingError, is_embedding_reference, parse_embedding
 from worker.voices.lru import PromptLru
@@ -95,13 +96,17 @@ def compute_prompt(rt: Runtime, claim: BuildClaim) -> Path:
     path = rt.layout.prompt(claim.voice_id, claim.key, claim.token)
     metadata = {"cache_key": claim.key, "voice_id": str(claim.voice_id)}
     if is_embedding_reference(claim.audio_path):  # nothing to encode: the embedding is the prompt
-        save_prompt(path, prompt_from_embedding_file(engine, Path(claim.audio_path)), metadata)
+        with local_copy(rt.storage, claim.audio_path) as reference:
+            save_prompt(path, prompt_from_embedding_file(engine, reference), metadata)
+        rt.storage.publish(path)
         return path
     started = time.perf_counter()
-    samples, sample_rate = read_wav(claim.audio_path)
+    with local_copy(rt.storage, claim.audio_path) as reference:
+        samples, sample_rate = read_wav(reference)
     tensors = engine.encode_speaker(samples, sample_rate, claim.ref_text)
     seconds = time.perf_counter() - started
     save_prompt(path, tensors, metadata)
+    rt.storage.publish(path)  # in the store before the voice row names it
     counters.add(rt.sessions, engine.name, {counters.BUILDS: 1, counters.BUILD_SECONDS: seconds})
     observe.prompt_built(rt, engine.name, seconds)
     return path
@@ -137,7 +142,8 @@ def check_transcript_of(rt: Runtime, claim: BuildClaim) -> list[dict[str, Any]] 
         return []
     started = time.perf_counter()
     try:
-        samples, sample_rate = read_wav(claim.audio_path)
+        with local_copy(rt.storage, claim.audio_path) as reference:
+            samples, sample_rate = read_wav(reference)
         findings = check_reference_transcript(recogniser(), samples, sample_rate, claim.ref_text)
     except Exception:  # advisory: a recogniser failure must not cost the voice its prompt
         log.exception("voice %s: the transcript check of its reference failed", claim.voice_id)
@@ -164,9 +170,11 @@ def publish_build(
         discard_file(rt, claim.voice_id, path)
         log.info("voice %s changed or was deleted during its build; result discarded", claim.voice_id)
         return BuildOutcome.DISCARDED
-    for older in path.parent.glob("prompt-*.safetensors"):
-        if older != path:
-            older.unlink(missing_ok=True)  # the prompt of a replaced recording or an older engine
+    for stored in rt.storage.list_objects(folder_key(path.parent)):
+        name = stored.key.rsplit("/", 1)[-1]
+        if name.startswith("prompt-") and name.endswith(".safetensors") and name != path.name:
+            # the prompt of a replaced recording or an older engine
+            rt.storage.remove(rt.layout.root / stored.key)
     log.info("voice %s: prompt built (%s)", claim.voice_id, claim.key)
     return BuildOutcome.BUILT
 
@@ -177,7 +185,9 @@ def discard_file(rt: Runtime, voice_id: uuid.UUID, path: Path) -> None:
         current = session.scalar(select(Voice.cache_path).where(Voice.id == voice_id))
         deleted = session.scalar(select(Voice.deleted_at).where(Voice.id == voice_id)) is not None
     if deleted or current != str(path):
-        path.unlink(missing_ok=True)
+        rt.storage.remove(path)
+    if deleted and rt.storage.kind != "local":
+        rt.storage.remove_folder(path.parent)
     if deleted:
         folder = path.parent
         if folder.is_dir() and not any(p for p in folder.iterdir() if not p.name.startswith(".prompt-")):
@@ -194,7 +204,7 @@ def build_voice(rt: Runtime, voice_id: uuid.UUID, force: bool = False) -> BuildO
         return claim
     try:
         path = compute_prompt(rt, claim)
-    except (EngineError, AudioError, PromptFileError, FileNotFoundError) as exc:
+    except (EngineError, AudioError, PromptFileError, FileNotFoundError, StoredFileMissing) as exc:
         reason = f"{type(exc).__name__}: {exc}"
         log.warning("voice %s: prompt build failed: %s", voice_id, reason)
         fail_build(rt, claim, reason)
@@ -259,8 +269,9 @@ def load_voice_prompt(rt: Runtime, voice_id: uuid.UUID) -> tuple[Prompt, str]:
         return prompt, row.language
     counters.add_batched(rt.sessions, engine.name, {counters.MISSES: 1})
     try:
-        prompt = load_prompt(Path(row.cache_path), engine.prompt_shapes)
-    except PromptFileError as exc:
+        with local_copy(rt.storage, row.cache_path) as stored:
+            prompt = load_prompt(stored, engine.prompt_shapes)
+    except (PromptFileError, StoredFileMissing) as exc:
         # A missing or damaged file: mark the voice for a rebuild rather than render with a bad prompt.
         with unit_of_work(rt.sessions) as session:
             state.mark_stale(session, voice_id, key, str(exc))

@@ -1,0 +1,221 @@
+"""The API and the sweeper with TOME_STORAGE=s3 (moto's server on 127.0.0.1): downloads keep Range
+(proxied, or a presigned redirect), keys hold server-made ids only, expiry and orphan clean-up reach the
+bucket, and a missing bucket is named at start and in /healthz, never a 500 at download."""
+
+from __future__ import annotations
+
+import urllib.request
+import uuid
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+
+from models import Job, utcnow
+from models.migrate import upgrade_head
+from tests.api.helpers import submit_job, upload_voice
+from tests.conftest import bearer
+from tests.support.apps import tome_of
+from tests.support.inline import Inline
+from tests.support.s3 import S3Server, free_port, s3_overrides
+from webapi import create_app
+from webapi.cli import mint_key
+from worker.config import load_settings
+from worker.storage.check import StorageUnavailable
+from worker.storage.s3 import S3Storage
+from worker.sweeper import expire_outputs, remove_stored_orphans, sweep
+from worker.task_names import BUILD_VOICE, START_JOB
+
+HOSTILE_TITLE = "../../voices/x/../../../etc/passwd %2e%2e/\\..\x00"
+SCRIPT = "# One\n\nThe fog came in before dawn.\n\n# Two\n\nBy noon the wind had turned."
+
+
+def _app(s3_server: S3Server, tmp_path: Path, **more: Any) -> tuple[Flask, str]:
+    bucket = s3_server.new_bucket()
+    settings = load_settings({}, data_dir=tmp_path / "var", **s3_overrides(s3_server, bucket, **more))
+    settings.data_dir.mkdir(parents=True)
+    upgrade_head(settings.sqlalchemy_url)
+    return create_app({"settings": settings}), bucket
+
+
+def _finished(app: Flask, client: FlaskClient, user: dict[str, str], audio: bytes, **body: Any) -> Any:
+    voice = upload_voice(client, user, audio)
+    assert voice.status_code == 202, voice.json
+    job = submit_job(client, user, "narrator", script=SCRIPT, script_format="markdown", **body)
+    assert job.status_code == 202, job.json
+    inline = Inline(tome_of(app).runtime)
+    inline.enqueue(BUILD_VOICE, [voice.json["id"]])
+    inline.enqueue(START_JOB, [job.json["id"]])
+    inline.run()
+    done = client.get(f"/v1/jobs/{job.json['id']}", headers=user).json
+    assert done["status"] == "succeeded", done
+    return done
+
+
+@pytest.fixture
+def s3_app(s3_server: S3Server, tmp_path: Path) -> tuple[Flask, str]:
+    return _app(s3_server, tmp_path)
+
+
+def test_downloads_are_proxied_from_the_bucket_with_range(
+    s3_app: tuple[Flask, str], s3_server: S3Server, reference_audio: tuple[bytes, str]
+) -> None:
+    app, bucket = s3_app
+    client = app.test_client()
+    user = bearer(mint_key(app, owner="alice", name="t", admin=False))
+    job = _finished(app, client, user, reference_audio[0], title=HOSTILE_TITLE, output={"format": "mp3"})
+    whole = client.get(job["output"]["url"], headers=user)
+    assert whole.status_code == 200
+    data = whole.data
+    assert len(data) == job["output"]["bytes"] > 1000
+    assert whole.headers["Accept-Ranges"] == "bytes"
+    assert data[:3] == b"ID3"  # an MP3 with its tags
+    for header, expected in (
+        ("bytes=0-99", data[:100]),
+        ("bytes=100-", data[100:]),
+        ("bytes=-37", data[-37:]),
+        (f"bytes={len(data) - 5}-{len(data) + 500}", data[-5:]),
+    ):
+        part = client.get(job["output"]["url"], headers={**user, "Range": header})
+        assert part.status_code == 206, header
+        assert part.data == expected, header
+        assert part.headers["Content-Length"] == str(len(expected))
+    assert (
+        client.get(job["output"]["url"], headers={**user, "Range": f"bytes={len(data)}-"}).status_code == 416
+    )
+    several = client.get(job["output"]["url"], headers={**user, "Range": "bytes=0-1,5-9"})
+    assert several.status_code == 200
+    assert several.data == data
+    # the files beside the book come from the bucket too
+    srt = client.get(f"{job['output']['files_url']}/book.srt", headers={**user, "Range": "bytes=0-1"})
+    assert srt.status_code == 206
+    assert srt.data == b"1\n"
+    # every key is made of the job's and voice's ids and generated names: the title is nowhere
+    keys = s3_server.keys(bucket)
+    assert keys
+    assert all(k.startswith((f"jobs/{job['id']}/", f"voices/{job['voice_id']}/")) for k in keys), keys
+    assert not any("etc" in k or ".." in k or "passwd" in k for k in keys)
+    # another tenant cannot reach it
+    other = bearer(mint_key(app, owner="bob", name="t", admin=False))
+    assert client.get(job["output"]["url"], headers=other).status_code == 404
+
+
+def test_a_presigned_redirect_serves_the_same_bytes_with_range(
+    s3_server: S3Server, tmp_path: Path, reference_audio: tuple[bytes, str]
+) -> None:
+    app, _ = _app(s3_server, tmp_path, s3_presign_seconds=60)
+    client = app.test_client()
+    user = bearer(mint_key(app, owner="alice", name="t", admin=False))
+    job = _finished(app, client, user, reference_audio[0], output={"format": "ogg"})
+    answer = client.get(job["output"]["url"], headers=user)
+    assert answer.status_code == 302
+    url = answer.headers["Location"]
+    assert url.startswith(s3_server.endpoint_url + "/")  # 127.0.0.1: the bucket answers the client itself
+    assert "X-Amz-Expires=60" in url
+    with urllib.request.urlopen(url, timeout=30) as whole:
+        data = whole.read()
+        assert "attachment" in whole.headers["Content-Disposition"]
+    assert len(data) == job["output"]["bytes"]
+    assert data[:4] == b"OggS"
+    ranged = urllib.request.Request(url, headers={"Range": "bytes=10-59"})
+    with urllib.request.urlopen(ranged, timeout=30) as part:
+        assert part.status == 206
+        assert part.read() == data[10:60]
+
+
+def test_expiry_and_orphan_clean_up_reach_the_bucket(
+    s3_app: tuple[Flask, str], s3_server: S3Server, reference_audio: tuple[bytes, str]
+) -> None:
+    app, bucket = s3_app
+    client = app.test_client()
+    user = bearer(mint_key(app, owner="alice", name="t", admin=False))
+    job = _finished(app, client, user, reference_audio[0], output={"format": "mp3"})
+    rt = tome_of(app).runtime
+    prefix = f"jobs/{job['id']}/"
+    before = s3_server.keys(bucket, prefix)
+    assert any("/output-" in k for k in before)
+    assert any("/chunks/" in k for k in before)
+    # the book expires: everything of the job but its chunks (kept for reuse) leaves the bucket
+    later = utcnow() + timedelta(seconds=rt.settings.output_ttl_seconds + 60)
+    assert expire_outputs(rt, later) == 1
+    after = s3_server.keys(bucket, prefix)
+    assert after
+    assert all("/chunks/" in k for k in after), after
+    assert client.get(job["output"]["url"] or f"/v1/jobs/{job['id']}/audio", headers=user).status_code == 410
+    # later still, the chunks go too (the whole job folder)
+    report = sweep(rt, lambda *_: None, utcnow() + timedelta(seconds=rt.settings.chunk_ttl_seconds + 3600))
+    assert report.chunk_folders_removed == 1
+    assert s3_server.keys(bucket, prefix) == []
+    # orphans: objects of a job the database never committed, and of a deleted voice
+    orphan = f"jobs/{uuid.uuid4()}/chunks/000000-dead.wav"
+    client_s3 = s3_server.client()
+    client_s3.put_object(Bucket=bucket, Key=orphan, Body=b"RIFF")
+    assert client.delete(f"/v1/voices/{job['voice_id']}", headers=user).status_code == 204
+    assert not any(k.startswith(f"voices/{job['voice_id']}/") for k in s3_server.keys(bucket))
+    stray = f"voices/{job['voice_id']}/prompt-{'0' * 24}.safetensors"  # written after the delete
+    client_s3.put_object(Bucket=bucket, Key=stray, Body=b"{}")
+    assert remove_stored_orphans(rt, utcnow()) == 0  # within the grace period: maybe about to commit
+    assert remove_stored_orphans(rt, utcnow() + timedelta(hours=2)) == 2
+    assert orphan not in s3_server.keys(bucket)
+    assert stray not in s3_server.keys(bucket)
+
+
+def test_live_objects_are_no_orphans(
+    s3_app: tuple[Flask, str], s3_server: S3Server, reference_audio: tuple[bytes, str]
+) -> None:
+    app, bucket = s3_app
+    client = app.test_client()
+    user = bearer(mint_key(app, owner="alice", name="t", admin=False))
+    _finished(app, client, user, reference_audio[0])
+    before = s3_server.keys(bucket)
+    assert remove_stored_orphans(tome_of(app).runtime, utcnow() + timedelta(days=3)) == 0
+    assert s3_server.keys(bucket) == before
+
+
+def test_a_missing_bucket_stops_the_api_at_start_and_degrades_healthz_later(
+    s3_server: S3Server, tmp_path: Path, reference_audio: tuple[bytes, str]
+) -> None:
+    settings = load_settings({}, data_dir=tmp_path / "gone", **s3_overrides(s3_server, "never-created"))
+    settings.data_dir.mkdir(parents=True)
+    with pytest.raises(StorageUnavailable, match=r"'never-created'.*does not exist"):
+        create_app({"settings": settings})
+    app, bucket = _app(s3_server, tmp_path)
+    client = app.test_client()
+    assert client.get("/healthz").json == {"status": "ok", "database": "ok", "storage": "ok"}
+    user = bearer(mint_key(app, owner="alice", name="t", admin=False))
+    job = _finished(app, client, user, reference_audio[0])
+    s3 = s3_server.client()
+    for key in s3_server.keys(bucket):
+        s3.delete_object(Bucket=bucket, Key=key)
+    s3.delete_bucket(Bucket=bucket)
+    health = client.get("/healthz")
+    assert health.status_code == 503
+    assert health.json["status"] == "degraded"
+    assert "does not exist" in health.json["storage"]
+    gone = client.get(job["output"]["url"], headers=user)
+    assert gone.status_code == 410  # the file is not there: named, not a 500
+    assert gone.json["error"]["code"] == "expired"
+    with tome_of(app).sessions() as session:
+        assert session.get(Job, uuid.UUID(job["id"])) is not None
+
+
+def test_an_endpoint_that_stops_answering_is_a_503_naming_the_store_not_a_500(
+    s3_app: tuple[Flask, str], reference_audio: tuple[bytes, str]
+) -> None:
+    app, bucket = s3_app
+    client = app.test_client()
+    user = bearer(mint_key(app, owner="alice", name="t", admin=False))
+    job = _finished(app, client, user, reference_audio[0])
+    state = tome_of(app)
+    # the same bucket behind an endpoint where nothing listens any more
+    state.storage = S3Storage(state.settings.layout, bucket, endpoint_url=f"http://127.0.0.1:{free_port()}")
+    answer = client.get(job["output"]["url"], headers=user)
+    assert answer.status_code == 503
+    assert answer.json["error"]["code"] == "storage_unavailable"
+    assert "cannot be reached" in answer.json["error"]["message"]
+    health = client.get("/healthz")
+    assert health.status_code == 503
+    assert "cannot be reached" in health.json["storage"]
