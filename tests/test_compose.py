@@ -320,7 +320,11 @@ def test_the_api_healthcheck_asks_readyz_and_fails_on_a_503(status: int, healthy
 @pytest.mark.parametrize("setup", SETUPS)
 def test_every_long_running_service_has_a_healthcheck_but_the_sweeper(setup: str) -> None:
     for name, service in active(setup).items():
-        if name in ("migrate", "minio-init", "sweeper"):  # one-shot jobs; beat has nothing to ask (see the file)
+        if name in (
+            "migrate",
+            "minio-init",
+            "sweeper",
+        ):  # one-shot jobs; beat has nothing to ask (see the file)
             assert "healthcheck" not in service, name
             continue
         assert "healthcheck" in service, name
