@@ -192,18 +192,23 @@ class LocalStorage:
         Path(stored).unlink(missing_ok=True)
 
     def remove_folder(self, folder: Path, keep: str | None = None) -> int:
-        if not folder.is_dir():
+        # As forgiving as ``rmtree(ignore_errors=True)``: a late writer may add or remove files meanwhile.
+        try:
+            entries = list(folder.iterdir())
+        except OSError:
             return 0
         removed = 0
-        for entry in folder.iterdir():
+        for entry in entries:
             if entry.name == keep:
                 continue
             if entry.is_dir():
-                removed += sum(1 for p in entry.rglob("*") if p.is_file())
+                with contextlib.suppress(OSError):
+                    removed += sum(1 for p in entry.rglob("*") if p.is_file())
                 shutil.rmtree(entry, ignore_errors=True)
             else:
-                entry.unlink(missing_ok=True)
-                removed += 1
+                with contextlib.suppress(FileNotFoundError):
+                    entry.unlink()
+                    removed += 1
         if keep is None:
             with contextlib.suppress(OSError):
                 folder.rmdir()
