@@ -72,6 +72,9 @@ class _Store:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        # Held for a whole flush (take the deltas, write them): a flush that returns has written whatever
+        # another flush had taken, so a reader after flush() sees every figure (read your writes).
+        self.flush_lock = threading.Lock()
         self.batches: dict[object, _Batch] = {}  # by database URL
         self.interval = 10.0
         self.thread: threading.Thread | None = None
@@ -185,22 +188,30 @@ def _flush_loop(store: _Store) -> None:
 def flush(sessions: sessionmaker[Session] | None = None) -> None:
     """Write this process's batch (for ``sessions``' database, or all of them) now. A failed write puts
     the deltas back, so nothing is lost or counted twice."""
-    with _store.lock:
-        chosen = [b for k, b in _store.batches.items() if sessions is None or k == _url(sessions)]
+    store = _store
+    with store.flush_lock:
+        _flush(store, sessions)
+
+
+def _flush(store: _Store, sessions: sessionmaker[Session] | None) -> None:
+    with store.lock:
+        chosen = [b for k, b in store.batches.items() if sessions is None or k == _url(sessions)]
         taken = [(b, b.counters, b.samples) for b in chosen if not b.empty()]
         for b in chosen:
             b.counters, b.samples = {}, {}
-    for index, (batch, counter_deltas, sample_deltas) in enumerate(taken):
+    failure: Exception | None = None
+    for batch, counter_deltas, sample_deltas in taken:  # each database on its own: one down stops no other
         try:
             with unit_of_work(batch.sessions) as session:
                 _upsert_counters(session, counter_deltas)
                 _upsert_samples(session, sample_deltas)
-        except Exception:
-            with _store.lock:
-                for b, c, s in taken[index:]:
-                    _merge(b.counters, c)
-                    _merge(b.samples, s)
-            raise
+        except Exception as exc:
+            with store.lock:
+                _merge(batch.counters, counter_deltas)
+                _merge(batch.samples, sample_deltas)
+            failure = failure or exc
+    if failure is not None:
+        raise failure
 
 
 def flush_quietly() -> None:
