@@ -146,7 +146,8 @@ def in_room(wave: Wave, rate: int, rt60: float, seed: int = 1) -> Wave:
     impulse = np.random.default_rng(seed).standard_normal(t.size) * 10.0 ** (-3.0 * t / rt60)
     impulse[0] = 1.0
     wet = np.convolve(wave.astype(np.float64), impulse / np.sqrt(np.sum(impulse**2)))
-    return (0.5 * wet / np.max(np.abs(wet))).astype(np.float32)
+    out: Wave = (0.5 * wet / np.max(np.abs(wet))).astype(np.float32)
+    return out
 
 
 def test_an_echoing_room_warns_and_its_decay_time_is_estimated(espeak: tuple[Wave, int]) -> None:

@@ -170,7 +170,9 @@ def check_reference(samples: npt.ArrayLike, sample_rate: int) -> ReferenceReport
     n_frames = x.size // hop
     if n_frames == 0:
         too_short = Finding("reference_unusable", "the recording is too short to measure", 0.0)
-        return ReferenceReport(duration, FLOOR_DBFS, FLOOR_DBFS, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, too_short)
+        return ReferenceReport(
+            duration, FLOOR_DBFS, FLOOR_DBFS, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, refusal=too_short
+        )
     dc = float(np.mean(x, dtype=np.float64))
     frames = x[: n_frames * hop].reshape(n_frames, hop)
     # Each frame's power about its own mean (its variance: mean(x^2) - mean(x)^2, without copying the
