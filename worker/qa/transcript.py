@@ -223,6 +223,9 @@ def check_transcript(
     heard = list(result.words)
     edits = align_words(expected, heard)
     forgiven = _unscored_windows(edits, result.times)
+    # words heard where an unscored word stands (a name, digits) are that word's sound: never a repeat
+    absorbed = {e.hyp_index for e in edits if e.op == "~" and e.hyp_index is not None}
+    own = [f"\x00{k}" if k in absorbed else word for k, word in enumerate(heard)]
     edits = [e for e in edits if e.op != "~"]
     scored = sum(1 for w in expected if w != WILDCARD)
 
@@ -235,7 +238,7 @@ def check_transcript(
     wer = errors / scored if scored else float(len(extra) > 0)
     longest = _longest_run(edits, "D")
     tail = len(edits) - next((k + 1 for k in range(len(edits) - 1, -1, -1) if edits[k].op != "D"), 0)
-    repeated = _repeated_phrase(edits, heard) or _heard_twice(heard, expected_all)
+    repeated = _repeated_phrase(edits, heard) or _heard_twice(own, expected_all)
 
     spans = [_outside(span, forgiven) for span in result.unexplained]
     unexplained_s = max(spans, default=0.0)
