@@ -52,6 +52,10 @@ from worker.script.normalise import normalise
 
 CATCH_TARGET = 0.95
 FALSE_FLAG_TARGET = 0.02
+# The seeds whose books and faults the thresholds were calibrated on (worker.qa.checks.QaPolicy). A report
+# is only honest on other seeds (held out): the default, 31, was never looked at while calibrating.
+CALIBRATION_SEEDS = (7, 21)
+HELD_OUT_SEED = 31
 
 # -- the script -------------------------------------------------------------------------------------------
 
@@ -236,6 +240,25 @@ class QaBench:
     def false_flag_share(self) -> float:
         return len(self.clean_flagged) / self.clean if self.clean else 0.0
 
+    def table(self) -> list[str]:
+        """The Markdown table of docs/qa.md: per fault kind, injected and caught; clean flagged; repairs."""
+        out = ["| fault | injected | caught | share |", "|---|---|---|---|"]
+        for kind in FaultKind:
+            injected, caught = self.injected[kind.value], self.caught[kind.value]
+            share = f"{caught / injected:.1%}" if injected else "-"
+            out.append(f"| {kind.value} | {injected} | {caught} | {share} |")
+        total, caught = sum(self.injected.values()), sum(self.caught.values())
+        out.append(f"| **all** | {total} | {caught} | **{self.caught_share:.1%}** |")
+        out.append(
+            f"| clean chunks flagged | {self.clean} | {len(self.clean_flagged)} | "
+            f"**{self.false_flag_share:.1%}** |"
+        )
+        repaired = f"{self.repaired / self.rerendered:.1%}" if self.rerendered else "-"
+        out.append(
+            f"| caught chunks repaired by a re-render | {self.rerendered} | {self.repaired} | {repaired} |"
+        )
+        return out
+
     def lines(self) -> list[str]:
         n = max(self.chunks, 1)
         out = [
@@ -341,10 +364,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--share", type=float, default=0.3, help="share of chunks given a fault (default 0.3)"
     )
-    parser.add_argument("--seed", type=int, default=13, help="seed of the script and the faults (default 13)")
+    parser.add_argument(
+        "--seed",
+        type=int,
+        default=HELD_OUT_SEED,
+        help=f"seed of the script and the faults (default {HELD_OUT_SEED}, held out; the thresholds were "
+        f"calibrated on {', '.join(map(str, CALIBRATION_SEEDS))})",
+    )
     args = parser.parse_args(argv)
     bench = run_qa_bench(args.chunks, args.share, args.seed)
+    held = "held out" if args.seed not in CALIBRATION_SEEDS else "a CALIBRATION seed: not a fair report"
+    print(f"seed {args.seed} ({held})")
     print("\n".join(bench.lines()))
+    print()
+    print("\n".join(bench.table()))
     ok = bench.caught_share >= CATCH_TARGET and bench.false_flag_share <= FALSE_FLAG_TARGET
     return 0 if ok else 1
 

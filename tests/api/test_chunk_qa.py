@@ -6,6 +6,7 @@ synthesize function wrapped), as a broken checkpoint or a bad GPU take would pro
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -14,11 +15,13 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
+from models import Job
 from tests.api.helpers import submit_job, upload_voice
 from tests.conftest import bearer
 from tests.support.apps import tome_of
 from tests.support.inline import Inline
 from webapi.cli import mint_key
+from worker import webhooks
 from worker.jobs import render
 from worker.task_names import BUILD_VOICE, START_JOB
 
@@ -142,6 +145,13 @@ def test_a_take_that_never_passes_is_flagged_or_fails_the_job_as_asked(
     assert flagged["status"] == "succeeded", flagged["error"]
     assert flagged["qa"]["chunks_flagged"] == 1
     assert flagged["qa"]["chunks_rerendered"] == 1
+    # the webhook event of a job that ends with flags says so
+    with tome_of(app).runtime.sessions() as session:
+        row = session.get(Job, uuid.UUID(flagged["id"]))
+        assert row is not None
+        event = webhooks.payload(row)
+    assert event["event"] == "job.succeeded"
+    assert event["job"]["qa"] == {"chunks_flagged": 1, "chunks_rerendered": 1}
     report = client.get(f"{flagged['qa']['url']}?flagged=true", headers=user).json
     (chunk,) = report["chunks"]
     assert TARGET in chunk["text"]

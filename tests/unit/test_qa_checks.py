@@ -71,7 +71,8 @@ def test_a_clean_chunk_passes_every_check(clean: npt.NDArray[np.float32], rate: 
     )
     assert result.passed, result.reasons
     assert {c.name for c in result.checks} == {
-        "audio", "silence", "clipping", "duration", "pauses", "edges", "noise", "pitch", "level"
+        "audio", "silence", "clipping", "duration", "pauses", "edges", "noise", "hiss", "rumble", "pitch",
+        "level",
     }  # fmt: skip
     duration = result.check("duration")
     assert duration is not None
@@ -143,6 +144,8 @@ def test_noise_inside_and_at_the_edges(clean: npt.NDArray[np.float32]) -> None:
     middle = clean.size // 2
     inside = check_audio(np.concatenate((clean[:middle], noise, clean[middle:])), SR, TEXT)
     assert "noise" in failed(inside)
+    assert "hiss" in failed(inside)  # white noise: a flat spectrum
+    assert "rumble" not in failed(inside)
     leading = check_audio(np.concatenate((noise, clean)), SR, TEXT)
     assert "edges" in failed(leading)
     assert "start" in " ".join(leading.reasons)
@@ -192,3 +195,25 @@ def test_policies() -> None:
     with pytest.raises(ValueError, match="unknown QA thresholds: nope"):
         policy_for("espeak", {"nope": 1})
     json.dumps(QaPolicy().to_json())
+
+
+def test_a_short_burst_of_low_noise_is_rumble_and_of_white_noise_hiss(
+    clean: npt.NDArray[np.float32],
+) -> None:
+    """Bursts too short for the ``noise`` check (0.35 s) still show their spectrum: pink noise (most of
+    its power below 1 kHz, unlike any unvoiced speech sound) is rumble, white noise is hiss."""
+    rng = np.random.default_rng(3)
+    n = int(0.35 * SR)
+    white = rng.standard_normal(n)
+    spectrum = np.fft.rfft(rng.standard_normal(n))
+    spectrum[1:] /= np.sqrt(np.arange(1, spectrum.size))
+    spectrum[0] = 0.0
+    pink = np.fft.irfft(spectrum, n)
+    middle = clean.size // 2
+    level = float(np.sqrt(np.mean(clean.astype(np.float64) ** 2)))
+    for raw, gain, check in ((white, 0.5, "hiss"), (pink, 1.0, "rumble")):
+        burst = (raw / np.sqrt(np.mean(raw**2)) * level * gain).astype(np.float32)
+        result = check_audio(np.concatenate((clean[:middle], burst, clean[middle:])), SR, TEXT)
+        assert "noise" not in failed(result)
+        assert check in failed(result), (check, result.reasons)
+    assert not {"hiss", "rumble"} & failed(check_audio(clean, SR, TEXT))

@@ -139,6 +139,34 @@ def test_long_silences_and_dc_offset_warn(espeak: tuple[Wave, int]) -> None:
     assert offset.dc_offset == pytest.approx(0.03, abs=0.002)
 
 
+def in_room(wave: Wave, rate: int, rt60: float, seed: int = 1) -> Wave:
+    """``wave`` played in a room whose decay time is ``rt60``: convolved with exponentially decaying noise
+    (a diffuse reverberation tail) after the direct sound."""
+    t = np.arange(int(rt60 * 1.2 * rate)) / rate
+    impulse = np.random.default_rng(seed).standard_normal(t.size) * 10.0 ** (-3.0 * t / rt60)
+    impulse[0] = 1.0
+    wet = np.convolve(wave.astype(np.float64), impulse / np.sqrt(np.sum(impulse**2)))
+    out: Wave = (0.5 * wet / np.max(np.abs(wet))).astype(np.float32)
+    return out
+
+
+def test_an_echoing_room_warns_and_its_decay_time_is_estimated(espeak: tuple[Wave, int]) -> None:
+    wave, rate = espeak
+    dry = check_reference(wave, rate)
+    assert dry.rt60_s is not None
+    assert dry.rt60_s < 0.4
+    assert "reverberant" not in codes(dry)
+    estimates = {}
+    for rt60 in (0.3, 1.0, 1.5):
+        report = check_reference(in_room(wave, rate, rt60), rate)
+        assert report.refusal is None
+        assert report.rt60_s is not None
+        estimates[rt60] = report.rt60_s
+        assert ("reverberant" in codes(report)) == (rt60 > 0.6), report
+    assert estimates[0.3] < estimates[1.0] < estimates[1.5]
+    assert 0.6 < estimates[1.0] < 1.5
+
+
 def test_tones_and_sawtooths_are_never_refused() -> None:
     """The hostile and fuzz tests upload tones (and an 8-bit sawtooth): no speech, but a signal."""
     for wave, rate in [

@@ -17,6 +17,8 @@ from worker.qa.transcript import (
     PocketsphinxRecogniser,
     Recognised,
     Recogniser,
+    _frame_rate,
+    _heard_twice,
     align_words,
     check_transcript,
     pronounce,
@@ -222,3 +224,26 @@ def test_very_short_and_empty(recogniser: PocketsphinxRecogniser, engine: Espeak
     empty = check_transcript(recogniser, NO_AUDIO, SR, "Yes, the harbour.")
     assert not empty.passed
     assert empty.missing == ("yes", "the", "harbour")
+
+
+def test_a_phrase_heard_twice_is_found_unless_the_text_repeats_it() -> None:
+    text = words_of("Why had the stranger hidden a silver key in the edge of the forest?")
+    heard = words_of("why had the stranger hidden a silver key in a silver key in the forest")
+    assert _heard_twice(heard, text) == ("a", "silver", "key", "in")
+    # the text's own repeat across a sentence end, shifted by one misheard word: not a repeat
+    text = words_of("said the doctor. The doctor hurried across the bank")
+    assert _heard_twice(words_of("said the doctor the doctor the across the bank"), text) == ()
+    assert _heard_twice(words_of("said the doctor the doctor hurried across the bank"), text) == ()
+    assert _heard_twice(words_of("said the said the doctor the doctor hurried"), text) == ("said", "the")
+
+
+def test_fast_speech_is_decoded_at_a_higher_frame_rate() -> None:
+    ten_seconds = np.ones(1000, dtype=np.bool_)  # 10 ms frames of sound
+    assert _frame_rate(100, ten_seconds) == 100  # 10 letters a second: slow, the model's own rate
+    assert _frame_rate(150, ten_seconds) == 100  # the nominal pace
+    assert _frame_rate(200, ten_seconds) == 130  # 20 letters a second
+    assert _frame_rate(1000, ten_seconds) == 200  # clamped
+    assert _frame_rate(200, np.zeros(1000, dtype=np.bool_)) == 100  # no sound: nothing to scale
+    # long pauses count 0.3 s, as the duration check measures speech
+    paused = np.concatenate((np.ones(500, np.bool_), np.zeros(300, np.bool_), np.ones(500, np.bool_)))
+    assert _frame_rate(206, paused) == _frame_rate(206, np.ones(1030, np.bool_))

@@ -14,6 +14,10 @@ against a :class:`QaPolicy`:
              hum that the render step's silence trim keeps) at most ``max_edge_s`` at either end
 ``noise``    longest stretch of sound without voicing at most ``max_noise_s`` (speech alternates voiced
              and unvoiced sounds every few tenths of a second; noise bursts do not)
+``hiss``     longest stretch of unvoiced sound with a flat (white-noise-like) spectrum at most
+             ``max_hiss_s``: fricatives are unvoiced too, but their spectrum is not flat
+``rumble``   longest stretch of unvoiced sound with most of its power below 1 kHz at most
+             ``max_rumble_s``: pink and brown noise; no unvoiced speech sound is low-pitched
 ``pitch``    median F0 within ``max_pitch_shift_st`` semitones of the voice's (when it is known)
 ``level``    speech level within ``max_level_dev_db`` of the job's (when it is known)
 ============ ======================================================================================
@@ -89,6 +93,16 @@ class QaPolicy:
     max_edge_s: float = 0.5
     # noise: clean espeak's longest unvoiced stretch measured 0.32 s ("sts", "fts" with their closures).
     max_noise_s: float = 0.4
+    # hiss: unvoiced frames whose spectrum is flat (flatness above ``hiss_flatness``; white noise measures
+    # ~0.56, fricatives stay under it, their power sits in a high band). Clean espeak's longest run of
+    # them measured 0.05 s (set 21; 0.03 s set 7); white noise bursts 0.3 s and more.
+    hiss_flatness: float = 0.4
+    max_hiss_s: float = 0.15
+    # rumble: unvoiced frames with more than ``rumble_low_share`` of their power below 1 kHz: no unvoiced
+    # speech sound has that (fricatives and bursts are high-frequency), pink and brown noise do. Clean
+    # espeak measured at most 0.21 s (voicing onsets the pitch tracker calls unvoiced).
+    rumble_low_share: float = 0.4
+    max_rumble_s: float = 0.25
     # pitch: clean espeak chunks measured -1.6 to +0.2 semitones from their prompt's F0 (the worst a
     # chunk of a few words); 3 semitones is a different voice (a male and a female voice are ~12 apart).
     max_pitch_shift_st: float = 3.0
@@ -133,6 +147,8 @@ DEFAULT_POLICIES: Mapping[str, QaPolicy] = {
         max_pause_s=2.0,
         max_edge_s=0.8,
         max_noise_s=0.6,
+        max_hiss_s=0.5,  # a breath is unvoiced, flat-ish sound: neural voices breathe between sentences
+        max_rumble_s=0.4,
         max_pitch_shift_st=4.0,
         max_wer=0.30,
         min_errors=4,
@@ -284,12 +300,43 @@ def median_f0(values: Iterable[float | None]) -> float | None:
 
 @dataclass(frozen=True)
 class _Frames:
-    """Per-frame (10 ms) analysis of a chunk at the analysis rate."""
+    """Per-frame (10 ms) analysis of a chunk at the analysis rate: level, activity, voicing, F0, and the
+    spectrum's flatness and share of power below ``_LOW_BAND_HZ``."""
 
     levels_db: npt.NDArray[np.float64]
     active: npt.NDArray[np.bool_]
     voiced: npt.NDArray[np.bool_]
     f0_hz: npt.NDArray[np.float64]
+    flatness: npt.NDArray[np.float64]
+    low_share: npt.NDArray[np.float64]
+
+
+_SPECTRUM_WINDOW = 512  # 32 ms at 16 kHz: a fricative's or a noise burst's spectrum, 31 Hz resolution
+_LOW_BAND_HZ = 1000.0
+_SPECTRUM_BLOCK = 512  # frames per FFT batch: bounded memory for long chunks
+
+
+def _spectral_shape(
+    y: npt.NDArray[np.float64], rate: int, n_frames: int
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """Per frame (centred every ``pitch.HOP_S``): spectral flatness (geometric over arithmetic mean of
+    the power spectrum, DC left out: ~0.56 for white noise, well under 0.3 for speech sounds) and the
+    share of the power below ``_LOW_BAND_HZ``."""
+    hop = max(1, round(rate * pitch.HOP_S))
+    win = _SPECTRUM_WINDOW
+    padded = np.concatenate((np.zeros(win // 2), y, np.zeros(win)))
+    window = np.hanning(win)
+    low_bins = np.fft.rfftfreq(win, 1.0 / rate) < _LOW_BAND_HZ
+    flatness = np.zeros(n_frames)
+    low = np.zeros(n_frames)
+    for start in range(0, n_frames, _SPECTRUM_BLOCK):
+        index = np.arange(start, min(n_frames, start + _SPECTRUM_BLOCK))
+        frames = padded[index[:, None] * hop + np.arange(win)[None, :]] * window
+        power = np.abs(np.fft.rfft(frames, axis=1)) ** 2 + 1e-20
+        total = power.sum(axis=1)
+        low[index] = power[:, low_bins].sum(axis=1) / total
+        flatness[index] = np.exp(np.mean(np.log(power[:, 1:]), axis=1)) / np.mean(power[:, 1:], axis=1)
+    return flatness, low
 
 
 def _analyse(x: npt.NDArray[np.float64], sample_rate: int) -> _Frames:
@@ -299,7 +346,8 @@ def _analyse(x: npt.NDArray[np.float64], sample_rate: int) -> _Frames:
     levels = pitch.frame_levels_db(y, rate)
     active = pitch.speech_activity(y, rate)
     n = min(levels.size, active.size, track.voiced.size)
-    return _Frames(levels[:n], active[:n], track.voiced[:n], track.f0_hz[:n])
+    flatness, low = _spectral_shape(y, rate, n)
+    return _Frames(levels[:n], active[:n], track.voiced[:n], track.f0_hz[:n], flatness, low)
 
 
 def _fmt_s(seconds: float) -> str:
@@ -488,6 +536,30 @@ def _timing_checks(
             ""
             if noise <= policy.max_noise_s
             else f"{_fmt_s(noise)} of sound without voice (noise or a hiss) inside the chunk",
+        )
+    )
+    hiss = longest_run(unvoiced & (frames.flatness > policy.hiss_flatness)) * hop
+    checks.append(
+        Check(
+            "hiss",
+            round(hiss, 3),
+            f"<= {policy.max_hiss_s:g} s of flat-spectrum sound",
+            hiss <= policy.max_hiss_s,
+            ""
+            if hiss <= policy.max_hiss_s
+            else f"{_fmt_s(hiss)} of hiss (sound with a flat, noise-like spectrum) inside the chunk",
+        )
+    )
+    rumble = longest_run(unvoiced & (frames.low_share > policy.rumble_low_share)) * hop
+    checks.append(
+        Check(
+            "rumble",
+            round(rumble, 3),
+            f"<= {policy.max_rumble_s:g} s of unvoiced sound below {_LOW_BAND_HZ:g} Hz",
+            rumble <= policy.max_rumble_s,
+            ""
+            if rumble <= policy.max_rumble_s
+            else f"{_fmt_s(rumble)} of rumble (unvoiced, low-pitched noise) inside the chunk",
         )
     )
     return checks

@@ -24,6 +24,12 @@ The measurements work on 20 ms frames (shorter than a syllable, longer than a pi
 * *sound*: frames within :data:`SOUND_RANGE_DB` of the speech level and above :data:`SILENCE_DBFS`; the
   *silence ratio* is the share of the other frames;
 * *clipping*: the share of samples at full scale (|x| >= :data:`CLIP_LEVEL`) among the sound frames;
+* *reverberation*: the decay time (RT60, seconds for 60 dB) of the room, estimated from the speech's
+  own offsets: wherever the level falls from near the speech level by :data:`DECAY_DB`, the fall is
+  timed; in a dry recording speech often stops within a frame or two, in a room nothing falls faster
+  than the room's decay. The fastest falls (a low percentile) give RT60 = 60 dB at their rate (blind
+  RT60 estimation from free decays, after Ratnam et al. 2003, reduced to its cheapest form: the
+  envelope only, no model fit);
 * *flatness*: the median spectral flatness (geometric over arithmetic mean of the power spectrum) of up
   to :data:`FLATNESS_FRAMES` frames: ~0.56 for white noise, near 0 for a tone, well under 0.2 for voiced
   speech. It tells a recording that is noise only from a steady tone or hum, which is a signal (a tone
@@ -97,6 +103,18 @@ QUIET_DBFS = -40.0
 # A DC offset of 1 % of full scale (-40 dBFS) points at a faulty interface or preamp (a sound one stays
 # well under 0.1 %); it is harmless once removed, so it only warns.
 MAX_DC_OFFSET = 0.01
+# A decay time (RT60) above 0.6 s: a living room measures 0.3-0.5 s, a treated booth under 0.3 s; beyond
+# 0.6 s the room's echo is audible in the reference and a cloned voice reproduces it (espeak's dry speech
+# measures ~0.1 s; the same speech in a 1 s room ~0.8 s).
+MAX_RT60_S = 0.6
+# A fall is timed from a frame within 12 dB of the speech level (and louder than the frames after it) to
+# the first frame 12 dB lower (less when the background is nearer), with no louder frame in between; at
+# least 5 falls are needed (fewer: not enough evidence, no estimate). Speech stops abruptly now and
+# then, the room's decay never: the fastest falls (their 10th percentile) time the room.
+DECAY_START_DB = 12.0
+DECAY_DB = 12.0
+DECAY_PERCENTILE = 10.0
+MIN_DECAYS = 5
 # Frames whose spectral flatness is measured (evenly spread over the recording): enough for a stable
 # median, few enough to stay a millisecond of FFTs.
 FLATNESS_FRAMES = 256
@@ -137,6 +155,7 @@ class ReferenceReport:
     clipped_share: float
     dc_offset: float
     flatness: float
+    rt60_s: float | None = None
     refusal: Finding | None = None
     warnings: tuple[Finding, ...] = field(default_factory=tuple)
 
@@ -151,7 +170,9 @@ def check_reference(samples: npt.ArrayLike, sample_rate: int) -> ReferenceReport
     n_frames = x.size // hop
     if n_frames == 0:
         too_short = Finding("reference_unusable", "the recording is too short to measure", 0.0)
-        return ReferenceReport(duration, FLOOR_DBFS, FLOOR_DBFS, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, too_short)
+        return ReferenceReport(
+            duration, FLOOR_DBFS, FLOOR_DBFS, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, refusal=too_short
+        )
     dc = float(np.mean(x, dtype=np.float64))
     frames = x[: n_frames * hop].reshape(n_frames, hop)
     # Each frame's power about its own mean (its variance: mean(x^2) - mean(x)^2, without copying the
@@ -171,9 +192,10 @@ def check_reference(samples: npt.ArrayLike, sample_rate: int) -> ReferenceReport
     clipped_per_frame = np.count_nonzero(np.abs(frames) >= CLIP_LEVEL, axis=1)
     clipped = float(clipped_per_frame[sound].sum()) / (n_sound * hop) if n_sound else 0.0
     flatness = _flatness(frames[np.flatnonzero(sound)] if n_sound else frames)
+    rt60 = _rt60(levels, speech, noise)
 
     refusal = _refusal(sound_s, clipped, snr, flatness)
-    warnings = _warnings(speech, snr, silence_ratio, clipped, dc) if refusal is None else ()
+    warnings = _warnings(speech, snr, silence_ratio, clipped, dc, rt60) if refusal is None else ()
     return ReferenceReport(
         duration_s=round(duration, 3),
         speech_dbfs=round(speech, 1),
@@ -184,6 +206,7 @@ def check_reference(samples: npt.ArrayLike, sample_rate: int) -> ReferenceReport
         clipped_share=round(clipped, 5),
         dc_offset=round(dc, 5),
         flatness=round(flatness, 3),
+        rt60_s=None if rt60 is None else round(rt60, 2),
         refusal=refusal,
         warnings=warnings,
     )
@@ -199,6 +222,31 @@ def _flatness(frames: npt.NDArray[np.float32]) -> float:
     spectrum = spectrum[:, 1:] + 1e-20  # the DC bin is empty after removing the mean
     flat = np.exp(np.mean(np.log(spectrum), axis=1)) / np.mean(spectrum, axis=1)
     return float(np.median(flat))
+
+
+def _rt60(levels: npt.NDArray[np.float64], speech: float, noise: float) -> float | None:
+    """RT60 (s) from the falls of the frame levels (see the module docstring); None without enough."""
+    drop = min(DECAY_DB, speech - noise - 5.0)  # a fall must end above the background
+    if drop < 10.0:
+        return None
+    times = []
+    k = 0
+    n = levels.size
+    while k < n - 1:
+        peak = levels[k]
+        if peak < speech - DECAY_START_DB or levels[k + 1] >= peak:
+            k += 1
+            continue
+        end = k + 1
+        while end < n and peak - drop < levels[end] <= peak:
+            end += 1
+        if end < n and levels[end] <= peak - drop:
+            times.append((end - k) * FRAME_S)
+        k = end
+    if len(times) < MIN_DECAYS:
+        return None
+    fastest = float(np.percentile(times, DECAY_PERCENTILE))
+    return 60.0 * fastest / drop
 
 
 def _refusal(sound_s: float, clipped: float, snr: float, flatness: float) -> Finding | None:
@@ -226,8 +274,19 @@ def _refusal(sound_s: float, clipped: float, snr: float, flatness: float) -> Fin
     return None
 
 
-def _warnings(speech: float, snr: float, silence: float, clipped: float, dc: float) -> tuple[Finding, ...]:
+def _warnings(
+    speech: float, snr: float, silence: float, clipped: float, dc: float, rt60: float | None
+) -> tuple[Finding, ...]:
     out = []
+    if rt60 is not None and rt60 > MAX_RT60_S:
+        out.append(
+            Finding(
+                "reverberant",
+                f"the room echoes: its decay time is about {rt60:.1f} s (under {MAX_RT60_S:g} s is "
+                "recommended): the cloned voice may reproduce the echo; record in a smaller, softer room",
+                round(rt60, 2),
+            )
+        )
     if snr < MIN_SNR_DB:
         out.append(
             Finding(

@@ -58,7 +58,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import numpy.typing as npt
 
-from worker.qa.checks import Check, QaPolicy
+from worker.qa.checks import Check, QaPolicy, spoken_units
 from worker.qa.signal import resample, runs
 
 __all__ = [
@@ -223,6 +223,9 @@ def check_transcript(
     heard = list(result.words)
     edits = align_words(expected, heard)
     forgiven = _unscored_windows(edits, result.times)
+    # words heard where an unscored word stands (a name, digits) are that word's sound: never a repeat
+    absorbed = {e.hyp_index for e in edits if e.op == "~" and e.hyp_index is not None}
+    own = [f"\x00{k}" if k in absorbed else word for k, word in enumerate(heard)]
     edits = [e for e in edits if e.op != "~"]
     scored = sum(1 for w in expected if w != WILDCARD)
 
@@ -235,7 +238,7 @@ def check_transcript(
     wer = errors / scored if scored else float(len(extra) > 0)
     longest = _longest_run(edits, "D")
     tail = len(edits) - next((k + 1 for k in range(len(edits) - 1, -1, -1) if edits[k].op != "D"), 0)
-    repeated = _repeated_phrase(edits, heard)
+    repeated = _repeated_phrase(edits, heard) or _heard_twice(own, expected_all)
 
     spans = [_outside(span, forgiven) for span in result.unexplained]
     unexplained_s = max(spans, default=0.0)
@@ -321,6 +324,24 @@ def _repeated_phrase(edits: Sequence[WordEdit], heard: Sequence[str]) -> tuple[s
     return best
 
 
+def _heard_twice(heard: Sequence[str], expected: Sequence[str], longest: int = 8) -> tuple[str, ...]:
+    """The longest phrase of two or more words heard twice in a row ("a silver key in a silver key in
+    the forest") that the text does not say twice in a row in any rotation; empty if none. Looked for
+    in the heard words themselves, not in the alignment: a repeat is often aligned as substitutions of
+    the words it displaced rather than as extra words."""
+    said = " " + " ".join(expected) + " "
+    for size in range(min(longest, len(heard) // 2), 1, -1):
+        for start in range(len(heard) - 2 * size + 1):
+            phrase = heard[start : start + size]
+            if phrase == heard[start + size : start + 2 * size]:
+                # "doctor the doctor the" where the text says "the doctor. The doctor hurried": the
+                # text's own repeat, shifted by a misheard word; so every rotation of the phrase counts
+                rotations = (" ".join([*phrase[k:], *phrase[:k]] * 2) for k in range(size))
+                if not any(f" {twice} " in said for twice in rotations):
+                    return tuple(phrase)
+    return ()
+
+
 def _merge(spans: Sequence[tuple[float, float]], gap: float = 0.05) -> list[tuple[float, float]]:
     """Sorted spans, those less than ``gap`` apart joined."""
     out: list[tuple[float, float]] = []
@@ -384,7 +405,16 @@ _PHONES = (
 )  # fmt: skip
 _GARBAGE_PREFIX = "zzgarbage"  # pseudo-words of one phone each; no English word starts so
 _SAMPLE_RATE = 16000
-_FRAME_S = 0.01  # pocketsphinx's default frame rate: 100 frames/s
+_FRAME_S = 0.01  # the sound mask's frame (and pocketsphinx's default frame: 100 frames/s)
+# Fast speech is decoded at a higher feature frame rate: the acoustic model's phones last at least three
+# frames (30 ms at 100 frames/s), and a fast voice's short phones are then swallowed or heard as garbage.
+# At ``frate`` frames a second, speech at ``frate / 100`` times ``_NOMINAL_PACE`` letters a second gives
+# the model the frames per phone it was trained on (sampling fast speech more often is the same, for
+# the features, as slowing it down). Clamped to [100, ``_MAX_FRATE``] and rounded to ``_FRATE_STEP``
+# (one decoder per step is kept).
+_NOMINAL_PACE = 15.0  # letters per second of speech: about 190 words a minute
+_MAX_FRATE = 200
+_FRATE_STEP = 10
 # A frame holds sound when its power is within 30 dB of the speech level; a stretch of sound of at least
 # 0.1 s that the recogniser calls silence is unexplained (shorter ones are word onsets and decays at the
 # edges of its silence segments).
@@ -449,6 +479,21 @@ def pronounce(word: str) -> tuple[str, ...]:
     return ()
 
 
+def _frame_rate(letters: int, sound: npt.NDArray[np.bool_], max_pause_s: float = 0.3) -> int:
+    """The decoder's frame rate for speech of ``letters`` letters whose sound frames (10 ms) are
+    ``sound``: from its pace over the speech (first to last sound frame, pauses capped at
+    ``max_pause_s``, as the duration check measures speech), see ``_NOMINAL_PACE``."""
+    if not sound.any() or letters <= 0:
+        return 100
+    first = int(np.argmax(sound))
+    last = int(sound.size - 1 - np.argmax(sound[::-1]))
+    gaps = runs(~sound[first : last + 1])
+    seconds = (last - first + 1) * _FRAME_S - sum(max(0.0, (b - a) * _FRAME_S - max_pause_s) for a, b in gaps)
+    pace = letters / max(seconds, _FRAME_S)
+    frate = 100.0 * min(max(pace / _NOMINAL_PACE, 1.0), _MAX_FRATE / 100.0)
+    return int(round(frate / _FRATE_STEP) * _FRATE_STEP)
+
+
 class PocketsphinxRecogniser:
     """The embedded recogniser (see the module docstring). One decoder per instance, used under a lock:
     give each worker thread its own instance for parallel checks. The decoder, the dictionary (~0.2 s to
@@ -471,26 +516,29 @@ class PocketsphinxRecogniser:
         self.noise_floor_db = noise_floor_db
         self.decoder_options = dict(decoder_options or {})
         self._lock = threading.Lock()
-        self._decoder: object | None = None
-        self._known: set[str] = set()
+        self._decoders: dict[int, object] = {}
+        self._known: dict[int, set[str]] = {}
         self._workdir: tempfile.TemporaryDirectory[str] | None = None
 
-    def _ensure_decoder(self) -> object:
-        if self._decoder is None:
+    def _ensure_decoder(self, frate: int) -> object:
+        if frate not in self._decoders:
             import pocketsphinx
 
+            options = {"frate": frate, **self.decoder_options}
             decoder = pocketsphinx.Decoder(
-                lm=None, dict=None, samprate=_SAMPLE_RATE, loglevel="FATAL", **self.decoder_options
+                lm=None, dict=None, samprate=_SAMPLE_RATE, loglevel="FATAL", **options
             )
             for number, phone in enumerate(_PHONES):
                 decoder.add_word(f"{_GARBAGE_PREFIX}{phone.lower()}", phone, number == len(_PHONES) - 1)
-            self._decoder = decoder
+            self._decoders[frate] = decoder
+            self._known[frate] = set()
+        if self._workdir is None:
             self._workdir = tempfile.TemporaryDirectory(prefix="tome-qa-")
-        return self._decoder
+        return self._decoders[frate]
 
     def close(self) -> None:
         with self._lock:
-            self._decoder = None
+            self._decoders.clear()
             self._known.clear()
             if self._workdir is not None:
                 self._workdir.cleanup()
@@ -505,9 +553,11 @@ class PocketsphinxRecogniser:
         pcm, sound = self._pcm(audio, sample_rate)
         if not chain or pcm.size < _SAMPLE_RATE // 10:
             return Recognised((), unscored=unscored, seconds=time.perf_counter() - started)
+        frate = _frame_rate(spoken_units(expected), sound)
+        frame_s = 1.0 / frate
         with self._lock:
-            decoder = self._ensure_decoder()
-            self._learn(decoder, {w: pronounced[w] for w in chain})
+            decoder = self._ensure_decoder(frate)
+            self._learn(decoder, self._known[frate], {w: pronounced[w] for w in chain})
             assert self._workdir is not None
             path = os.path.join(self._workdir.name, "chunk.arpa")
             with open(path, "w", encoding="utf-8") as out:
@@ -518,7 +568,7 @@ class PocketsphinxRecogniser:
             decoder.process_raw(pcm.tobytes(), full_utt=True)  # type: ignore[attr-defined]
             decoder.end_utt()  # type: ignore[attr-defined]
             segments = [
-                (str(s.word), s.start_frame * _FRAME_S, (s.end_frame + 1) * _FRAME_S)
+                (str(s.word), s.start_frame * frame_s, (s.end_frame + 1) * frame_s)
                 for s in decoder.seg()  # type: ignore[attr-defined]
             ]
         heard: list[str] = []
@@ -560,14 +610,14 @@ class PocketsphinxRecogniser:
         y = y + rng.standard_normal(y.size) * rms * 10.0 ** (self.noise_floor_db / 20.0)
         return np.clip(np.round(y * 32767.0), -32768, 32767).astype(np.int16), sound
 
-    def _learn(self, decoder: object, pronunciations: dict[str, tuple[str, ...]]) -> None:
-        new = [(w, prons) for w, prons in pronunciations.items() if w not in self._known]
+    def _learn(self, decoder: object, known: set[str], pronunciations: dict[str, tuple[str, ...]]) -> None:
+        new = [(w, prons) for w, prons in pronunciations.items() if w not in known]
         for number, (word, prons) in enumerate(new):
             for variant, phones in enumerate(prons):
                 last = number == len(new) - 1 and variant == len(prons) - 1
                 name = word if variant == 0 else f"{word}({variant + 1})"
                 decoder.add_word(name, phones, last)  # type: ignore[attr-defined]
-            self._known.add(word)
+            known.add(word)
 
     def _language_model(self, chain: Sequence[str]) -> str:
         """ARPA bigram model of the chunk (see the module docstring)."""
