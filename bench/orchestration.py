@@ -29,6 +29,7 @@ import http.client
 import io
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -59,6 +60,7 @@ PROCESSES = (1, 2, 4)
 CLIENTS = 32
 REQUESTS_PER_CLIENT = 25
 BIG_CHARS = 1_000_000
+SENTENCE_CHARS = 100_000  # the abbreviation-dense text split into sentences in-process (planning's pysbd)
 API_WORKERS = 4
 ROUND_TRIPS = 300
 API_START_TIMEOUT = 180.0  # gunicorn's workers each import the app, on a loaded machine
@@ -135,6 +137,7 @@ class ApiRun:
 @dataclass(frozen=True)
 class Figures:
     round_trip_ms: float
+    sentences_s: float  # sentence splitting of SENTENCE_CHARS characters in this process
     jobs: list[JobRun]
     api: ApiRun | None
 
@@ -321,18 +324,17 @@ def _wait_voice(app: Flask, voice_id: uuid.UUID, timeout: float = 120.0) -> None
 
 
 def run_job(
-    app: Flask, settings: Settings, headers: dict[str, str], folder: Path, chunks: int, processes: int,
-    upload: bool,
+    app: Flask, settings: Settings, headers: dict[str, str], chunks: int, processes: int,
+    voice_id: uuid.UUID, folder: Path,
 ) -> JobRun:  # fmt: skip
-    """One job of ``chunks`` on one worker of ``processes`` pool processes (started before the clock);
-    ``upload``: first upload the voice and wait for its prompt (built by this worker, not timed)."""
+    """One job of ``chunks`` on one worker of ``processes`` pool processes (started before the clock),
+    once the voice's prompt is ready (the first run's worker builds it, not timed)."""
     broker = redis.Redis.from_url(settings.broker_url)
     worker = _WorkerProcess(settings, folder, concurrency=processes)
     try:
         worker.wait_ready()
         meter = _Meter(worker, settings.sqlalchemy_url, broker)
-        if upload:
-            _wait_voice(app, _upload_voice(app, headers, folder))
+        _wait_voice(app, voice_id)
         meter.start()
         answer = app.test_client().post("/v1/jobs", json=_job_body(script_of(chunks)), headers=headers)
         if answer.status_code != 202 or not answer.json:
@@ -471,22 +473,43 @@ def run_api(
     return ApiRun(submit_load, poll_load, big_s, big_status, grown / 1024, clients, big_chars)
 
 
-def _big_script(chars: int) -> str:
-    """About ``chars`` characters of prose in paragraphs of a few sentences, abbreviations included."""
-    sentences = (
-        "Dr. Hale counted the ropes on the quay before dawn.",
-        "The fog came in, and Mrs. Avery closed the shutters at 6 p.m. sharp.",
-        "Nobody on the St. Ives boat said a word about the storm.",
-        "By noon the wind had turned; the gulls went quiet.",
-    )
+def _big_script(chars: int, seed: int = 15) -> str:
+    """About ``chars`` characters of prose-shaped text: paragraphs of five sentences of varied words, one
+    word in seven an abbreviation pysbd knows (a technical or non-fiction book's density), so that
+    sentence splitting meets as many distinct patterns as a real book does."""
+    from pysbd.lang.english import English
+
+    rng = random.Random(seed)
+    abbreviations = sorted(English.Abbreviation.ABBREVIATIONS)
+
+    def word() -> str:
+        if rng.random() < 0.15:
+            abbreviation = str(rng.choice(abbreviations))
+            return (abbreviation.capitalize() if rng.random() < 0.5 else abbreviation) + "."
+        return "".join(rng.choice("etaoinshrdlucmfwypvbg") for _ in range(rng.randint(2, 9)))
+
+    def sentence() -> str:
+        return " ".join(word() for _ in range(rng.randint(6, 14))).capitalize() + "."
+
     parts: list[str] = []
-    size, n = 0, 0
+    size = 0
     while size < chars:
-        paragraph = " ".join(sentences[(n + k) % len(sentences)] for k in range(5))
+        paragraph = " ".join(sentence() for _ in range(5))
         parts.append(paragraph)
         size += len(paragraph) + 2
-        n += 1
     return "\n\n".join(parts)[:chars]
+
+
+def sentence_seconds(chars: int) -> float:
+    """Seconds to split a ``chars``-character script into sentences in this process, paragraph by
+    paragraph, as planning it does on a worker (worker.script.sentences: pysbd)."""
+    from worker.script.sentences import split_sentences
+
+    paragraphs = _big_script(chars).split("\n\n")
+    started = time.perf_counter()
+    for paragraph in paragraphs:
+        split_sentences(paragraph)
+    return time.perf_counter() - started
 
 
 # -- the section -----------------------------------------------------------------------------------------
@@ -515,6 +538,7 @@ def measure(
 ) -> Figures:
     """Every figure of the section, on a fresh database (dropped afterwards); ``clients`` 0 skips the API."""
     base.mkdir(parents=True, exist_ok=True)
+    sentences = sentence_seconds(min(big_chars, SENTENCE_CHARS))
     round_trip = bare_round_trip_ms(base, redis_url)
     with postgres_database(pg_url) as url:
         settings = load_settings(
@@ -524,18 +548,19 @@ def measure(
         )  # fmt: skip
         with app_on(settings) as app:
             headers = _headers(app)
+            voice_id = _upload_voice(app, headers, base)
             jobs: list[JobRun] = []
             for n in processes:
                 folder = base / f"job-{n}"
                 folder.mkdir()
                 run_settings = replace(settings, render_tasks_in_flight=2 * n)
-                jobs.append(run_job(app, run_settings, headers, folder, chunks, n, upload=not jobs))
+                jobs.append(run_job(app, run_settings, headers, chunks, n, voice_id, folder))
             api = None
             if clients > 0:
                 api = run_api(settings, headers, base, clients, requests, big_chars, api_workers)
             tome_of(app).db.dispose()
         _drop_queues(settings)
-    return Figures(round_trip, jobs, api)
+    return Figures(round_trip, sentences, jobs, api)
 
 
 def _drop_queues(settings: Settings) -> None:
@@ -594,7 +619,11 @@ def report(figures: Figures, chunks: int) -> tuple[list[str], str]:
             f"{run.processes} process(es): {total / run.wall_s:.2f} of {cores} cores busy; "
             f"the most CPU went to {busiest} ({seconds:.1f} s: {run.cpu.lines(run.wall_s)})"
         )
-    summary = f"orchestration: rt {rt:.2f} ms"
+    lines.append(
+        f"Sentence splitting (pysbd, as planning does on a worker) of the big script's first "
+        f"{SENTENCE_CHARS:,} characters, abbreviation-dense: {figures.sentences_s:.2f} s."
+    )
+    summary = f"orchestration: rt {rt:.2f} ms sentences={figures.sentences_s:.2f}s"
     headline = next((r for r in figures.jobs if r.processes == HEADLINE_PROCESSES), None)
     headline = headline or (figures.jobs[0] if figures.jobs else None)
     if headline is not None:
