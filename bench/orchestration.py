@@ -602,12 +602,12 @@ def report(figures: Figures, chunks: int) -> tuple[list[str], str]:
     ]
     one = next((run for run in figures.jobs if run.processes == 1), None)
     for run in figures.jobs:
-        scaling = one.wall_s / run.wall_s if one and run.wall_s else float("nan")
+        scaling = f"{one.wall_s / run.wall_s:.2f}x" if one and run.wall_s else "-"
         n = max(run.chunks, 1)
         cpu = " / ".join(f"{s:.1f}" for _, s in run.cpu.items())
         lines.append(
             f"| {run.processes} | {run.chunks} | {run.wall_s:.2f} | {run.ms_per_chunk:.2f} | "
-            f"{run.ms_per_chunk / rt:.1f} | {scaling:.2f}x | {run.render_s:.2f} | "
+            f"{run.ms_per_chunk / rt:.1f} | {scaling} | {run.render_s:.2f} | "
             f"{run.wall_s - run.render_s:.2f} | {run.transactions / n:.1f} | {run.redis_commands / n:.1f} | "
             f"{cpu} |"
         )
