@@ -235,16 +235,21 @@ def _store(
     token: str,
     keys: dict[int, str],
 ) -> list[int]:
-    """Write each chunk's audio (one file per attempt) and mark it done under the claim's token; stop,
-    giving the rest back, as soon as the job is no longer running. Returns the seqs it completed."""
+    """Write each chunk's audio (one file per attempt) and mark it done under the claim's token, unless the
+    job is no longer running (the batch is then given back). Returns the seqs it completed.
+
+    The job's state is read once for the batch, not before every chunk (a database round trip a chunk,
+    issue 15): the engine call that could take long is over, and writing the batch's files takes
+    milliseconds. A chunk of a job cancelled within those milliseconds is stored as done: real audio
+    that nothing waits for (a later job may reuse it), as when the cancel lands just after a chunk."""
     rate = engine.sample_rate
     done: list[int] = []
-    for position, (chunk, take) in enumerate(zip(claimed, takes, strict=True)):
+    if not actions.still_running(rt, job_id):
+        actions.release(rt, [c.id for c in claimed], token)
+        log.info("no longer running; stored none of %d chunks", len(claimed))
+        return done
+    for chunk, take in zip(claimed, takes, strict=True):
         wave, marks = take.wave, take.marks
-        if not actions.still_running(rt, job_id):
-            actions.release(rt, [c.id for c in claimed[position:]], token)
-            log.info("no longer running; stopped after %d chunks", len(done))
-            return done
         start, stop = silence_bounds(wave, rate)
         samples = apply_fades(wave[start:stop], rate)
         words = stored_words(marks, rate, offset=start, length=stop - start) if marks else None
