@@ -13,6 +13,7 @@ import logging
 import uuid
 from collections.abc import Sequence
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
@@ -235,19 +236,16 @@ def _store(
     token: str,
     keys: dict[int, str],
 ) -> list[int]:
-    """Write each chunk's audio (one file per attempt) and mark it done under the claim's token, unless the
-    job is no longer running (the batch is then given back). Returns the seqs it completed.
+    """Write each chunk's audio (one file per attempt), then mark the batch done under the claim's token in
+    one transaction, unless the job is no longer running (the batch is then given back). Returns the
+    seqs it completed.
 
-    The job's state is read once for the batch, not before every chunk (a database round trip a chunk,
-    issue 15): the engine call that could take long is over, and writing the batch's files takes
-    milliseconds. A chunk of a job cancelled within those milliseconds is stored as done: real audio
-    that nothing waits for (a later job may reuse it), as when the cancel lands just after a chunk."""
+    The job's state is read once for the batch, in the transaction that completes it, not before every
+    chunk, and its counters move once (worker.jobs.state.complete_chunks): a database round trip and an
+    update of the job's one row a chunk, before (issue 15)."""
     rate = engine.sample_rate
-    done: list[int] = []
-    if not actions.still_running(rt, job_id):
-        actions.release(rt, [c.id for c in claimed], token)
-        log.info("no longer running; stored none of %d chunks", len(claimed))
-        return done
+    completions: list[state.Completion] = []
+    paths: dict[int, Path] = {}
     for chunk, take in zip(claimed, takes, strict=True):
         wave, marks = take.wave, take.marks
         start, stop = silence_bounds(wave, rate)
@@ -256,28 +254,35 @@ def _store(
         path = rt.layout.chunk_audio(job_id, chunk.seq, token)
         path.parent.mkdir(parents=True, exist_ok=True)
         size = write_wav_atomic(path, samples, rate)
-        levels = measure(samples, rate).to_json()
-        with unit_of_work(rt.sessions) as session:
-            ok = state.complete_chunk(
-                session,
+        paths[chunk.id] = path
+        completions.append(
+            state.Completion(
                 chunk.id,
-                job_id,
-                token,
                 str(path),
                 len(samples) / rate,
                 size,
-                levels,
+                measure(samples, rate).to_json(),
                 words,
                 content_key=keys.get(chunk.id),
                 qa=take.to_json(),
                 flagged=not take.passed,
                 rerendered=take.renders > 1,
             )
-        if ok:
-            done.append(chunk.seq)
+        )
+    with unit_of_work(rt.sessions) as session:
+        if state.is_running(session, job_id):
+            completed = set(state.complete_chunks(session, job_id, token, completions))
         else:
-            path.unlink(missing_ok=True)  # another attempt owns this chunk now
-    log.info("%d chunks rendered (seqs %s..%s)", len(done), claimed[0].seq, claimed[-1].seq)
+            completed = set()
+            for chunk in claimed:
+                state.release_chunk(session, chunk.id, token)
+            log.info("no longer running; stored none of %d chunks", len(claimed))
+    for chunk_id, path in paths.items():
+        if chunk_id not in completed:
+            path.unlink(missing_ok=True)  # another attempt owns this chunk now, or the job ended
+    done = [c.seq for c in claimed if c.id in completed]
+    if done:
+        log.info("%d chunks rendered (seqs %s..%s)", len(done), done[0], done[-1])
     return done
 
 
