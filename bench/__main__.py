@@ -19,7 +19,12 @@ speaker-prompt cache does and saves.
 5. Speech (``bench/speech.py``; ``--speech-voices``, 0 skips it): time to the first audio byte of
    ``POST /v1/audio/speech`` on the embedded stack, with a voice whose prompt is not built yet (cold) and
    cached (warm); each voice encoded exactly once.
-6. qwen3-tts batches (``bench/qwen3.py``; on CUDA when there is a GPU, else skipped unless
+6. Orchestration (``bench/orchestration.py``; ``--orchestration-chunks``, 0 skips it): what Tome adds to
+   every chunk on PostgreSQL + Redis with the ``constant`` engine (no engine cost): a 1,000-chunk job's
+   milliseconds a chunk beside a bare Celery round trip on the same Redis, on 1, 2 and 4 worker
+   processes; the API's submissions and status polls a second at 32 concurrent clients under gunicorn,
+   and a 1,000,000-character script's submit latency and API memory. Skipped without the services.
+7. qwen3-tts batches (``bench/qwen3.py``; on CUDA when there is a GPU, else skipped unless
    ``--qwen3-device cpu``): throughput, real-time factor, wall and peak GPU memory per batch size, on the
    tests' tiny checkpoint and on the one ``TOME_QWEN3_MODEL_DIR`` names.
 
@@ -27,7 +32,8 @@ Exits 1 if a preview did not answer 200 with every chapter, if the voice was enc
 once, or a prompt file was read more often than there are processes rendering (the invariants this
 benchmark guards), or a job did not succeed, or a qwen3 batch rendered a request without audio or not in
 one generate call, or a chapters job did not succeed or had no chapter ready before the book, or a speech
-request did not answer audio or a voice was encoded other than once.
+request did not answer audio or a voice was encoded other than once, or an orchestration job did not succeed
+or the API answered an error under load.
 """
 
 from __future__ import annotations
@@ -42,6 +48,8 @@ from bench import qwen3
 from bench.chapters import WORDS as CHAPTER_WORDS
 from bench.chapters import non_negative, run_chapters_bench
 from bench.inprocess import Dispatch, run_messages
+from bench.orchestration import CHUNKS as ORCHESTRATION_CHUNKS
+from bench.orchestration import run_orchestration_bench
 from bench.preview import WORDS, run_preview
 from bench.scene import Scene, create_scene
 from bench.speech import VOICES as SPEECH_VOICES
@@ -225,6 +233,13 @@ def main(argv: list[str] | None = None) -> int:
         help=f"voices whose speech is timed to the first byte; 0 skips it (default {SPEECH_VOICES})",
     )
     parser.add_argument(
+        "--orchestration-chunks",
+        type=non_negative,
+        default=ORCHESTRATION_CHUNKS,
+        metavar="N",
+        help=f"chunks of the orchestration section's job; 0 skips it (default {ORCHESTRATION_CHUNKS:,})",
+    )
+    parser.add_argument(
         "--qwen3-device",
         choices=qwen3.DEVICE_CHOICES,
         default="auto",
@@ -274,6 +289,18 @@ def main(argv: list[str] | None = None) -> int:
                     print(line)
                 problems += speech_problems
                 summary += f" | {speech_summary}"
+            if args.orchestration_chunks > 0:
+                print(
+                    f"[orchestration] {args.orchestration_chunks:,} chunks on PostgreSQL + Redis, "
+                    "no engine cost"
+                )
+                orch_problems, orch_lines, orch_summary = run_orchestration_bench(
+                    base / "orchestration", args.orchestration_chunks
+                )
+                for line in orch_lines:
+                    print(line)
+                problems += orch_problems
+                summary += f" | {orch_summary}"
             qwen3_problems, qwen3_summary = qwen3.run_section(args.qwen3_device, args.qwen3_batches, base)
             problems += qwen3_problems
             if qwen3_summary:

@@ -342,3 +342,36 @@ def test_bad_requests_fail_before_rendering(
         engine.synthesize([SynthesisRequest("x", prompts["low"], params={"rate_scale": 9.0})])
     with pytest.raises(EngineError):
         engine.encode_speaker(np.zeros(100, dtype=np.float32), SR, "too short")
+
+
+_FIRST_REQUEST_AFTER_WARM_UP = """
+import sys
+import numpy as np
+from worker.engines.qwen3 import Qwen3Engine
+engine = Qwen3Engine(sys.argv[1], device="cpu")
+engine.warm_up()
+before = set(sys.modules)
+rate = 16000
+t = np.arange(2 * rate, dtype=np.float32) / rate
+engine.encode_speaker((0.3 * np.sin(2 * np.pi * 180.0 * t)).astype(np.float32), rate, "Hello there.")
+print("LOADED:", " ".join(sorted(set(sys.modules) - before)))
+"""
+
+
+def test_warm_up_takes_the_path_of_a_first_reference_not_at_24_khz(tiny_dir: Path) -> None:
+    # In a fresh interpreter: what a first 16 kHz prompt build still loads after warm_up() (librosa's
+    # resampling and the numba machinery it compiles with, about 20 s with the real model) is what the
+    # warm-up missed. Nothing may be left.
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _FIRST_REQUEST_AFTER_WARM_UP, str(tiny_dir)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    [loaded] = [line for line in done.stdout.splitlines() if line.startswith("LOADED:")]
+    assert loaded.split()[1:] == [], "loaded by the first 16 kHz build after the warm-up"

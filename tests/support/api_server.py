@@ -44,9 +44,13 @@ class Server:
 
 @contextlib.contextmanager
 def running_api(
-    settings: Settings, log_dir: Path, command: Callable[[str], list[str]] = api_command
+    settings: Settings,
+    log_dir: Path,
+    command: Callable[[str], list[str]] = api_command,
+    start_timeout: float = START_TIMEOUT,
 ) -> Iterator[Server]:
-    """The API started as `make run` starts it (``command(bind)``) on a free port; stopped by its PID."""
+    """The API started as `make run` starts it (``command(bind)``) on a free port; stopped by its PID.
+    ``start_timeout``: how long it may take to answer ``/healthz`` (more gunicorn workers take longer)."""
     port = free_port()
     server_out, server_err = log_dir / "api.stdout", log_dir / "api.stderr"
     with server_out.open("wb") as out, server_err.open("wb") as err:
@@ -55,7 +59,7 @@ def running_api(
         )
     server = Server(proc, port, server_out, server_err)
     try:
-        deadline = time.monotonic() + START_TIMEOUT
+        deadline = time.monotonic() + start_timeout
         while True:
             assert proc.poll() is None, server.log()
             assert time.monotonic() < deadline, server.log()

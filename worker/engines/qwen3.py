@@ -332,6 +332,11 @@ def _mono_float32(audio: npt.ArrayLike) -> npt.NDArray[np.float32]:
 # -- the engine ------------------------------------------------------------------------------------------
 
 
+# The rate of the reference the warm-up builds a prompt from: not the model's 24 kHz, so that resampling
+# (what most real references need) is compiled at warm-up; 16 kHz is a common rate for speech recordings.
+WARM_UP_REFERENCE_RATE = 16_000
+
+
 class Qwen3Engine:
     """The ``qwen3-tts`` engine (see the module docstring). Construction reads only the config files; the
     checkpoint is hashed when :attr:`version` is first read, and the model is loaded by the first call that
@@ -394,10 +399,16 @@ class Qwen3Engine:
         return model
 
     def warm_up(self) -> None:
-        """Load the model and run one tiny x-vector-only generation (first-call allocations, kernels)."""
-        sr = self.sample_rate
+        """Load the model and take the paths a first real request takes, so that no first job pays for them:
+        a prompt build from a reference *not* at the model's rate (:data:`WARM_UP_REFERENCE_RATE`), with a
+        transcript (ICL: the reference's codec codes too), then one tiny generation with that prompt
+        (first-call allocations, kernels). Resampling the reference goes through librosa, whose numba code
+        compiles on first use: a warm-up at the model's own rate never resampled, and the first build of a
+        16 kHz reference paid about 20 s for it (issue 15)."""
+        sr = WARM_UP_REFERENCE_RATE
         t = np.arange(sr, dtype=np.float32) / sr
-        prompt = self.encode_speaker((0.1 * np.sin(2 * np.pi * 150.0 * t)).astype(np.float32), sr, "")
+        wav = (0.1 * np.sin(2 * np.pi * 150.0 * t)).astype(np.float32)
+        prompt = self.encode_speaker(wav, sr, "Hello.")
         self.synthesize([SynthesisRequest(text="Hello.", prompt=prompt, params={"max_new_tokens": 8})])
 
     # -- speaker prompts -------------------------------------------------------------------------------

@@ -92,6 +92,15 @@ def _paced_factory(settings: Settings) -> Engine:
 register("espeak-paced", _paced_factory)
 
 
+def _constant_factory(settings: Settings) -> Engine:
+    from worker.engines.constant import ConstantEngine
+
+    return ConstantEngine()
+
+
+register("constant", _constant_factory)
+
+
 def _qwen3_factory(settings: Settings) -> Engine:
     from worker.engines.qwen3 import Qwen3Engine
 

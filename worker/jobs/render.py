@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
@@ -242,62 +243,59 @@ def _store(
     token: str,
     keys: dict[int, str],
 ) -> list[int]:
-    """Write each chunk's audio (one file per attempt) and mark it done under the claim's token; stop,
-    giving the rest back, as soon as the job is no longer running. Returns the seqs it completed."""
-    done: list[int] = []
-    for position, (chunk, take) in enumerate(zip(claimed, takes, strict=True)):
-        if not actions.still_running(rt, job_id):
-            actions.release(rt, [c.id for c in claimed[position:]], token)
-            log.info("no longer running; stopped after %d chunks", len(done))
-            return done
-        with log_context(chunk_seq=chunk.seq, voice_id=chunk.voice_id):
-            if _store_one(rt, job_id, engine.sample_rate, chunk, take, token, keys.get(chunk.id)):
-                done.append(chunk.seq)
-    log.info("%d chunks rendered (seqs %s..%s)", len(done), claimed[0].seq, claimed[-1].seq)
-    return done
+    """Write each chunk's audio (one file per attempt), then mark the batch done under the claim's token in
+    one transaction, unless the job is no longer running (the batch is then given back). Returns the
+    seqs it completed.
 
-
-def _store_one(
-    rt: Runtime,
-    job_id: uuid.UUID,
-    rate: int,
-    chunk: state.Claimed,
-    take: quality.Take,
-    token: str,
-    content_key: str | None,
-) -> bool:
-    """Write one chunk's audio and mark it done; False if another attempt owns it now."""
-    wave, marks = take.wave, take.marks
-    start, stop = silence_bounds(wave, rate)
-    samples = apply_fades(wave[start:stop], rate)
-    words = stored_words(marks, rate, offset=start, length=stop - start) if marks else None
-    path = rt.layout.chunk_audio(job_id, chunk.seq, token)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    size = write_wav_atomic(path, samples, rate)
-    rt.storage.publish(path)  # in the store before the row says done: a stitcher anywhere finds it
-    levels = measure(samples, rate).to_json()
-    with unit_of_work(rt.sessions) as session:
-        ok = state.complete_chunk(
-            session,
-            chunk.id,
-            job_id,
-            token,
-            str(path),
-            len(samples) / rate,
-            size,
-            levels,
-            words,
-            content_key=content_key,
-            qa=take.to_json(),
-            flagged=not take.passed,
-            rerendered=take.renders > 1,
+    The job's state is read once for the batch, in the transaction that completes it, not before every
+    chunk, and its counters move once (worker.jobs.state.complete_chunks): a database round trip and an
+    update of the job's one row a chunk, before (issue 15)."""
+    rate = engine.sample_rate
+    completions: list[state.Completion] = []
+    paths: dict[int, Path] = {}
+    for chunk, take in zip(claimed, takes, strict=True):
+        wave, marks = take.wave, take.marks
+        start, stop = silence_bounds(wave, rate)
+        samples = apply_fades(wave[start:stop], rate)
+        words = stored_words(marks, rate, offset=start, length=stop - start) if marks else None
+        path = rt.layout.chunk_audio(job_id, chunk.seq, token)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        size = write_wav_atomic(path, samples, rate)
+        rt.storage.publish(path)  # in the store before the row says done: a stitcher anywhere finds it
+        paths[chunk.id] = path
+        completions.append(
+            state.Completion(
+                chunk.id,
+                str(path),
+                len(samples) / rate,
+                size,
+                measure(samples, rate).to_json(),
+                words,
+                content_key=keys.get(chunk.id),
+                qa=take.to_json(),
+                flagged=not take.passed,
+                rerendered=take.renders > 1,
+            )
         )
-    if ok:
-        log.info("chunk %d stored: %.2f s of audio", chunk.seq, len(samples) / rate)
-    else:
-        rt.storage.remove(path)  # another attempt owns this chunk now
-        log.info("chunk %d taken over by another attempt; this copy removed", chunk.seq)
-    return ok
+    with unit_of_work(rt.sessions) as session:
+        if state.is_running(session, job_id):
+            completed = set(state.complete_chunks(session, job_id, token, completions))
+        else:
+            completed = set()
+            for chunk in claimed:
+                state.release_chunk(session, chunk.id, token)
+            log.info("no longer running; stored none of %d chunks", len(claimed))
+    for chunk in claimed:
+        with log_context(chunk_seq=chunk.seq, voice_id=chunk.voice_id):
+            if chunk.id in completed:
+                log.info("chunk %d stored", chunk.seq)
+            else:  # another attempt owns this chunk now, or the job ended
+                rt.storage.remove(paths[chunk.id])
+                log.info("chunk %d not stored (taken over, or the job ended); this copy removed", chunk.seq)
+    done = [c.seq for c in claimed if c.id in completed]
+    if done:
+        log.info("%d chunks rendered (seqs %s..%s)", len(done), done[0], done[-1])
+    return done
 
 
 def is_out_of_memory(exc: BaseException) -> bool:

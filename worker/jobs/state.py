@@ -146,6 +146,23 @@ def claim_chunks(
     return token, [Claimed(r.id, r.seq, r.text, r.voice_id, r.attempts, r.rate, r.seed) for r in rows]
 
 
+@dataclass(frozen=True)
+class Completion:
+    """What a rendered (or reused) chunk's row gets when it is marked done."""
+
+    chunk_id: int
+    audio_path: str
+    duration: float
+    audio_bytes: int | None = None
+    levels: dict[str, Any] | None = None
+    words: list[list[float]] | None = None
+    content_key: str | None = None
+    reused: bool = False
+    qa: dict[str, Any] | None = None
+    flagged: bool = False
+    rerendered: bool = False
+
+
 def complete_chunk(
     session: Session,
     chunk_id: int,
@@ -166,33 +183,65 @@ def complete_chunk(
     """running -> done if ``token`` still holds the chunk; counts it once towards the job's progress
     (and towards its reused chunks when the audio came from an earlier render). ``levels`` are the
     chunk's measured loudness and levels (what mastering reads at the stitch)."""
-    result = session.execute(
-        update(Chunk)
-        .where(Chunk.id == chunk_id, Chunk.attempt_token == token, Chunk.status == ChunkStatus.RUNNING.value)
-        .values(
-            status=ChunkStatus.DONE.value,
-            audio_path=audio_path,
-            duration=duration,
-            audio_bytes=audio_bytes,
-            levels=levels,
-            words=words,
-            content_key=content_key,
-            qa=qa,
-            flagged=flagged,
-            lease_until=None,
-        )
+    completion = Completion(
+        chunk_id,
+        audio_path,
+        duration,
+        audio_bytes,
+        levels,
+        words,
+        content_key,
+        reused,
+        qa,
+        flagged,
+        rerendered,
     )
-    if rows(result) != 1:
-        return False
-    counts = {"chunks_done": Job.chunks_done + 1}
-    if reused:
-        counts["chunks_reused"] = Job.chunks_reused + 1
-    if flagged:
-        counts["chunks_flagged"] = Job.chunks_flagged + 1
-    if rerendered:
-        counts["chunks_rerendered"] = Job.chunks_rerendered + 1
-    session.execute(update(Job).where(Job.id == job_id).values(**counts))
-    return True
+    return complete_chunks(session, job_id, token, [completion]) == [chunk_id]
+
+
+def complete_chunks(
+    session: Session, job_id: uuid.UUID, token: str, completions: Sequence[Completion]
+) -> list[int]:
+    """:func:`complete_chunk` for each of ``completions`` (running -> done where ``token`` still holds the
+    chunk), with the job's counters moved once for all of them; the ids of the chunks it completed.
+
+    One UPDATE of the job row a batch instead of one a chunk: every worker's every chunk updated that one
+    row (a quarter of the busy time under PostgreSQL, issue 15). Same transaction, so the counters still
+    move exactly with the chunks."""
+    done: list[int] = []
+    counts = {"chunks_done": 0, "chunks_reused": 0, "chunks_flagged": 0, "chunks_rerendered": 0}
+    for c in completions:
+        result = session.execute(
+            update(Chunk)
+            .where(
+                Chunk.id == c.chunk_id,
+                Chunk.attempt_token == token,
+                Chunk.status == ChunkStatus.RUNNING.value,
+            )
+            .values(
+                status=ChunkStatus.DONE.value,
+                audio_path=c.audio_path,
+                duration=c.duration,
+                audio_bytes=c.audio_bytes,
+                levels=c.levels,
+                words=c.words,
+                content_key=c.content_key,
+                qa=c.qa,
+                flagged=c.flagged,
+                lease_until=None,
+            )
+        )
+        if rows(result) != 1:
+            continue
+        done.append(c.chunk_id)
+        counts["chunks_done"] += 1
+        counts["chunks_reused"] += c.reused
+        counts["chunks_flagged"] += c.flagged
+        counts["chunks_rerendered"] += c.rerendered
+    moved = {name: getattr(Job, name) + n for name, n in counts.items() if n}
+    if moved:
+        session.execute(update(Job).where(Job.id == job_id).values(**moved))
+    return done
 
 
 def release_chunk(session: Session, chunk_id: int, token: str) -> bool:

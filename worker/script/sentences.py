@@ -10,6 +10,8 @@ from typing import Any
 import pysbd
 from pysbd.languages import LANGUAGE_CODES
 
+from worker.script import pysbd_patterns
+
 # The most characters pysbd is given at once. pysbd's time grows faster than linearly with the length of
 # the text it is given (on some text, such as runs of abbreviations, quadratically), so long text goes
 # through windows of at most this size (see split_sentences).
@@ -27,7 +29,9 @@ def _language_code(language: str) -> str:
 
 @cache
 def _segmenter(code: str) -> Any:
-    """One cached non-destructive segmenter per pysbd language code."""
+    """One cached non-destructive segmenter per pysbd language code, its patterns compiled once each
+    (worker.script.pysbd_patterns)."""
+    pysbd_patterns.install()
     return pysbd.Segmenter(language=code, clean=False)
 
 
