@@ -207,7 +207,7 @@ def test_livez_and_readyz_answer_without_a_key(client: FlaskClient) -> None:
         "checks": {"database": "ok", "broker": "ok", "storage": "ok"},
         "down": [],
     }
-    assert client.get("/healthz").json == {"status": "ok", "database": "ok"}
+    assert client.get("/healthz").json == {"status": "ok", "database": "ok", "storage": "ok"}
 
 
 def test_readyz_names_the_broker_when_it_is_down(make_app: Callable[..., Flask]) -> None:

@@ -57,6 +57,7 @@ from werkzeug.test import EnvironBuilder
 
 from tests.support import epubs
 from tests.support.apps import tome_of
+from tests.support.cost import cpu_seconds
 from webapi.cli import mint_key
 from worker.config import Settings
 
@@ -1070,17 +1071,6 @@ class _Sent:
     peak_bytes: int
     body: bytes
     traceback: str | None
-
-
-def cpu_seconds() -> float:
-    """CPU time of this process (every thread) plus that of the child processes it waited for (ffmpeg
-    decoding a reference).
-
-    Hostile requests are measured in CPU time, not wall time: what a request costs the server is what an
-    attacker can multiply, and CPU time does not grow when other work shares the machine (a loaded CI
-    runner stretched the wall time of a cheap refusal past any fixed limit)."""
-    children = os.times()
-    return time.process_time() + children.children_user + children.children_system
 
 
 def _send(app: Flask, item: HostileItem, headers: Mapping[str, str], trace: bool) -> _Sent:

@@ -19,12 +19,12 @@ from tests.chaos.hostile import (
     Corpus,
     HostileReport,
     build_corpus,
-    cpu_seconds,
     run_hostile,
     seed_voice,
 )
 from tests.conftest import bearer
 from tests.support.apps import tome_of
+from tests.support.cost import cpu_seconds
 from webapi.cli import mint_key
 from worker.config import Settings
 

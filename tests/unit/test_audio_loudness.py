@@ -269,7 +269,8 @@ def test_measure_is_cheap() -> None:
     x = speech_like(20.0, seed=9, peak=0.7, bed_db=-65.0)
     best = math.inf
     for _ in range(5):
-        start = time.perf_counter()
+        start = time.process_time()
         measure(x, SR)
-        best = min(best, time.perf_counter() - start)
+        best = min(best, time.process_time() - start)
+    # CPU time, not wall time: other work on the machine does not stretch it
     assert best < 0.1  # about 17 ms on the development machine (2 cores)

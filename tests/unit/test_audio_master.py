@@ -246,9 +246,10 @@ def test_apply_is_cheap() -> None:
     x = speech_like(20.0, seed=7, peak=0.9)
     best = math.inf
     for _ in range(3):
-        start = time.perf_counter()
+        start = time.process_time()
         apply(x, SR, 6.0, Mastering())
-        best = min(best, time.perf_counter() - start)
+        best = min(best, time.process_time() - start)
+    # CPU time, not wall time: other work on the machine does not stretch it
     assert best < 0.3  # about 40 ms on the development machine (2 cores)
 
 

@@ -180,12 +180,13 @@ def test_tones_and_sawtooths_are_never_refused() -> None:
 
 
 def test_the_cheap_checks_are_cheap() -> None:
-    """120 s at 48 kHz (the largest reference accepted) in well under the time of a request."""
+    """120 s at 48 kHz (the largest reference accepted) in well under the time of a request (CPU time: other
+    work on the machine does not stretch it)."""
     wave = np.resize(np.clip(speak(TRANSCRIPT)[0] * 2.0, -1.0, 1.0).astype(np.float32), 120 * 48_000)
     check_reference(wave[:48_000], 48_000)
-    started = time.perf_counter()
+    started = time.process_time()
     report = check_reference(wave, 48_000)
-    assert time.perf_counter() - started < 0.3
+    assert time.process_time() - started < 0.3
     assert report.refusal is None
 
 

@@ -294,8 +294,16 @@ def _store(
     start, stop = silence_bounds(samples, rate)
     samples = apply_fades(samples[start:stop], rate)
     path = rt.layout.chunk_audio(job_id, chunk.seq, token)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    size = write_wav_atomic(path, samples, rate)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        size = write_wav_atomic(path, samples, rate)
+    except FileNotFoundError:
+        # The API removes an ended job's folder (the client hung up: the job was cancelled) and can do so
+        # between the mkdir and the write. That is the job ending, not a failure; anything else is.
+        if _still_running(rt, job_id):
+            raise
+        _remove_empty(path.parent)
+        return False
     rt.storage.publish(path)  # the API process streaming it may be on another host
     session = rt.sessions()
     try:
@@ -309,6 +317,14 @@ def _store(
     rt.storage.remove(path)
     _remove_empty(path.parent)
     return False
+
+
+def _still_running(rt: Runtime, job_id: uuid.UUID) -> bool:
+    session = rt.sessions()
+    try:
+        return state.is_running(session, job_id)
+    finally:
+        session.close()
 
 
 def _remove_empty(folder: Path) -> None:
