@@ -36,7 +36,6 @@ relative path and bytes of every checkpoint file (config, weights, tokenizer, co
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
 import importlib.machinery
@@ -45,11 +44,10 @@ import importlib.util
 import json
 import pickle  # only for its exception: torch.load(weights_only=True) raises UnpicklingError
 import re
-import sys
 import threading
 import types
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -57,6 +55,7 @@ import numpy as np
 import numpy.typing as npt
 
 from worker.engines.base import RATE_SCALE, EngineError, SpeakerPrompt, SynthesisRequest, Waveform, rate_scale
+from worker.engines.stand_ins import stand_ins
 
 __all__ = [
     "PROMPT_LAYOUT",
@@ -90,44 +89,13 @@ _STAND_IN_MODULES = ("torchaudio", "torchaudio.functional", "torchaudio.transfor
 # -- import and loading ----------------------------------------------------------------------------------
 
 
-@contextlib.contextmanager
-def _stand_ins(names: Sequence[str]) -> Iterator[None]:
-    """Put inert modules (each with a real ``__spec__``) in ``sys.modules`` for the names that are not
-    importable, and take them out again afterwards (other libraries' checks still see them absent)."""
-    installed: list[str] = []
-    for name in names:
-        if name in sys.modules:
-            continue
-        try:
-            present = importlib.util.find_spec(name) is not None
-        except (ImportError, ValueError):
-            present = False
-        if present:
-            continue
-        module = types.ModuleType(name)
-        is_package = any(other.startswith(name + ".") for other in names)
-        module.__spec__ = importlib.machinery.ModuleSpec(name, loader=None, is_package=is_package)
-        if is_package:
-            module.__path__ = []
-        sys.modules[name] = module
-        installed.append(name)
-        parent, _, child = name.rpartition(".")
-        if parent in sys.modules:
-            setattr(sys.modules[parent], child, module)
-    try:
-        yield
-    finally:
-        for name in installed:
-            sys.modules.pop(name, None)
-
-
 @functools.cache
 def import_fish_speech() -> types.SimpleNamespace:
     """The parts of ``fish_speech`` the engine uses (imported once). Raises ImportError when torch or
     the ``fish`` extra is missing."""
     import torch  # noqa: F401  (fail early with a clear name)
 
-    with _stand_ins(_STAND_IN_MODULES):
+    with stand_ins(_STAND_IN_MODULES):
         from fish_speech.models.dac import modded_dac
 
     from fish_speech.models.text2semantic import inference, llama

@@ -27,11 +27,8 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.machinery
-import importlib.util
 import json
 import re
-import sys
 import threading
 import types
 from collections.abc import Mapping, Sequence
@@ -51,6 +48,7 @@ from worker.engines.base import (
     Waveform,
     rate_scale,
 )
+from worker.engines.stand_ins import stand_ins
 
 if TYPE_CHECKING:  # pragma: no cover
     from qwen_tts import Qwen3TTSModel, VoiceClonePromptItem
@@ -120,31 +118,8 @@ def import_qwen_tts() -> types.ModuleType:
     import torch  # noqa: F401  (fail early, and before transformers caches availability)
     import transformers  # noqa: F401
 
-    installed: list[str] = []
-    for name in _STAND_IN_MODULES:
-        if name in sys.modules:
-            continue
-        try:
-            present = importlib.util.find_spec(name) is not None
-        except (ImportError, ValueError):
-            present = False
-        if present:
-            continue
-        module = types.ModuleType(name)
-        is_package = any(other.startswith(name + ".") for other in _STAND_IN_MODULES)
-        module.__spec__ = importlib.machinery.ModuleSpec(name, loader=None, is_package=is_package)
-        if is_package:
-            module.__path__ = []
-        sys.modules[name] = module
-        installed.append(name)
-        parent, _, child = name.rpartition(".")
-        if parent in sys.modules:
-            setattr(sys.modules[parent], child, module)
-    try:
+    with stand_ins(_STAND_IN_MODULES):
         import qwen_tts
-    finally:
-        for name in installed:
-            sys.modules.pop(name, None)
     return cast(types.ModuleType, qwen_tts)
 
 
