@@ -357,6 +357,11 @@ def _tome_on_a_terminal(stack: Stack, args: list[str], answer: bytes) -> tuple[i
     env.update(TERM="xterm", COLUMNS="100")  # a terminal rich draws its live progress bar on
     pid, fd = pty.fork()
     if pid == 0:  # the child: the command line, on the terminal
+        # As from a shell: Ctrl-C's SIGINT at its default and not blocked. An ignored SIGINT survives exec
+        # (Python then installs no KeyboardInterrupt handler), and so does a blocked one: a thread of the
+        # test run (billiard's pool blocks signals in its threads) may have forked with either.
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a blocked signal survives exec too
         os.execve(str(Path(sys.executable).parent / "tome"), ["tome", *args], env)
     seen = b""
 
