@@ -127,6 +127,8 @@ def test_render_encodes_once_and_each_process_reads_the_file_at_most_once(
     assert finished["status"] == "succeeded"
     processes = sum(len(w.child_pids()) for w in workers)
     chunks = finished["progress"]["chunks_total"]
+    for worker in workers:  # a pool process writes its batched cache counters when it exits
+        worker.stop()
     assert _counter(pg_app, counters.BUILDS) == 1
     misses, hits = _counter(pg_app, counters.MISSES), _counter(pg_app, counters.HITS)
     assert 1 <= misses <= processes, (misses, processes)
