@@ -357,13 +357,14 @@ def _tome_on_a_terminal(stack: Stack, args: list[str], answer: bytes) -> tuple[i
     env.update(TERM="xterm", COLUMNS="100")  # a terminal rich draws its live progress bar on
     pid, fd = pty.fork()
     if pid == 0:  # the child: the command line, on the terminal
-        # As from a shell: Ctrl-C's SIGINT at its default and not blocked. An ignored SIGINT survives exec
-        # (Python then installs no KeyboardInterrupt handler), and so does a blocked one: a thread of the
-        # test run (billiard's pool blocks signals in its threads) may have forked with either.
+        # As from a shell: Ctrl-C's SIGINT at its default and not blocked (an ignored or blocked SIGINT
+        # would survive the exec, and Ctrl-C would never reach the CLI).
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})  # a blocked signal survives exec too
         os.execve(str(Path(sys.executable).parent / "tome"), ["tome", *args], env)
     seen = b""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
 
     def read_until(text: bytes, timeout: float = 180.0) -> None:  # generous: a loaded CI runner is slow
         nonlocal seen
@@ -371,8 +372,7 @@ def _tome_on_a_terminal(stack: Stack, args: list[str], answer: bytes) -> tuple[i
         while text not in seen:
             if time.monotonic() > deadline:
                 raise AssertionError(f"{text!r} never came:\n{seen.decode(errors='replace')}")
-            ready, _, _ = select.select([fd], [], [], 0.2)
-            if ready:
+            if poller.poll(200):  # poll, not select: the test run may hold more than 1,024 descriptors
                 try:
                     seen += os.read(fd, 4096)
                 except OSError:  # the child has gone and closed the terminal
