@@ -62,8 +62,9 @@ def test_schemathesis_finds_no_server_error(make_app: Callable[..., Flask]) -> N
     assert report.statuses[202] > 0, report.summary()
     # ... and the state machine followed inferred links to objects it had created.
     assert report.stateful_scenarios > 0, report.summary()
-    live = sum(n for step, n in report.stateful_statuses.items() if "{" in step and step.endswith(" 200"))
-    assert live + report.stateful_statuses["DELETE /v1/voices/{voice_id} 204"] > 0, report.summary()
+    # A success (200, 202, 204...) on a step that takes an id is a step on a live object.
+    live = sum(n for step, n in report.stateful_statuses.items() if "{" in step and step[-3:].startswith("2"))
+    assert live > 0, report.summary()
 
 
 @pytest.fixture
