@@ -17,13 +17,18 @@ _BLOCK = 1 << 18
 
 
 def write_wav_atomic(
-    path: str | os.PathLike[str], samples: npt.NDArray[np.floating], sample_rate: int
+    path: str | os.PathLike[str],
+    samples: npt.NDArray[np.floating],
+    sample_rate: int,
+    *,
+    durable: bool = True,
 ) -> int:
     """Write float mono ``samples`` as a 16-bit PCM WAV at ``path``, atomically; returns the file size.
 
     The data goes to a unique temp file in the same directory, is fsynced and renamed onto ``path``, and
-    the directory is fsynced. On any error the temp file is removed and ``path`` is left as it was.
-    Samples are clipped to [-1, 1]; NaN becomes silence.
+    the directory is fsynced (``durable=False``: not fsynced; the caller makes a batch durable with
+    ``worker.storage.atomic.sync_files``). On any error the temp file is removed and ``path`` is left as
+    it was. Samples are clipped to [-1, 1]; NaN becomes silence.
     """
     if isinstance(sample_rate, bool) or not isinstance(sample_rate, int | np.integer) or sample_rate <= 0:
         raise ValueError(f"sample_rate must be a positive integer, got {sample_rate!r}")
@@ -33,7 +38,7 @@ def write_wav_atomic(
     if data.ndim != 1:
         raise ValueError(f"samples must be a 1-D mono array, got shape {data.shape}")
 
-    with atomic_file(path) as tmp, open(tmp, "wb") as f:
+    with atomic_file(path, durable=durable) as tmp, open(tmp, "wb") as f:
         w = wave.open(f, "wb")  # noqa: SIM115 - closed explicitly; it must not close ``f``
         try:
             w.setnchannels(1)

@@ -13,6 +13,7 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -34,8 +35,13 @@ from worker.jobs.stitch import maybe_begin_stitch
 from worker.logs import log_context
 from worker.runtime import Runtime
 from worker.task_names import BUILD_VOICE, Enqueue
-from worker.voices.prompts import VoiceCacheFailed, VoiceNotReady, ensure_ready, load_voice_prompt
-from worker.voices.store import Prompt
+from worker.voices.prompts import (
+    LoadedPrompt,
+    VoiceCacheFailed,
+    VoiceNotReady,
+    ensure_ready,
+    load_ready_prompt,
+)
 
 log = logging.getLogger(__name__)
 
@@ -54,33 +60,33 @@ def render_chunks(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqu
 
 
 def _render(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -> int:
-    running = _running_job(rt, job_id)
+    running = _running_job(rt, job_id, seqs)
     if running is None:
         return 0
-    engine_name, speed, qa = running
-    prompts = _load_prompts(rt, job_id, seqs, enqueue)
+    qa = running.qa
+    prompts = _load_prompts(rt, job_id, seqs, running.voices, enqueue)
     if prompts is None:
         return 0
     token, claimed = _claim(rt, job_id, seqs)
     if not claimed:
         maybe_begin_stitch(rt, job_id, enqueue)
         return 0
-    if not actions.still_running(rt, job_id):  # cancelled since the message was sent: skip the engine
+    if not actions.still_running(rt, job_id):  # cancelled since the claim: skip the engine
         actions.release(rt, [c.id for c in claimed], token)
         return 0
-    engine = rt.engine(engine_name)
+    engine = rt.engine(running.engine)
     requests = {
         c.id: SynthesisRequest(
             c.text,
-            prompts[c.voice_id][0],
-            prompts[c.voice_id][1],
-            _rate_params(speed, c.rate),
+            prompts[c.voice_id].prompt,
+            prompts[c.voice_id].language,
+            _rate_params(running.speed, c.rate),
             seed=reuse.text_seed(c.text) if c.seed is None else c.seed,
         )
         for c in claimed
     }
-    keys = _content_keys(rt, engine, claimed, requests)
-    done = reuse.take_rendered(rt, job_id, claimed, keys, token, checked=qa.enabled)
+    keys = _content_keys(engine, claimed, requests, {v: p.key for v, p in prompts.items()})
+    done = reuse.take_rendered(rt, job_id, running.owner, claimed, keys, token, checked=qa.enabled)
     rest = [c for c in claimed if c.seq not in done]
     if rest:
         try:
@@ -112,10 +118,13 @@ def _render(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -
 
 
 def _content_keys(
-    rt: Runtime, engine: Engine, claimed: Sequence[state.Claimed], requests: dict[int, SynthesisRequest]
+    engine: Engine,
+    claimed: Sequence[state.Claimed],
+    requests: dict[int, SynthesisRequest],
+    voices: dict[uuid.UUID, str],
 ) -> dict[int, str]:
-    """Each claimed chunk's content key (worker.jobs.reuse), by chunk id."""
-    voices = reuse.voice_keys(rt, sorted({c.voice_id for c in claimed}))
+    """Each claimed chunk's content key (worker.jobs.reuse), by chunk id; ``voices``: each voice's
+    prompt cache key."""
     return {
         c.id: reuse.content_key(
             engine.name,
@@ -130,14 +139,37 @@ def _content_keys(
     }
 
 
-def _running_job(rt: Runtime, job_id: uuid.UUID) -> tuple[str, float, quality.QaSettings] | None:
-    """The engine, speed and QA settings of the job, if it is running."""
+@dataclass(frozen=True)
+class _Running:
+    """What a render task needs of its running job, read in one transaction."""
+
+    engine: str
+    speed: float
+    qa: quality.QaSettings
+    owner: str
+    voices: frozenset[uuid.UUID]  # the voices of the task's chunks that may still be claimed
+
+
+def _running_job(rt: Runtime, job_id: uuid.UUID, seqs: list[int]) -> _Running | None:
+    """The job's engine, speed, QA settings and owner, and the voices its claimable chunks of ``seqs``
+    use, if it is running."""
     with rt.sessions() as session:
         job = session.get(Job, job_id)
         if job is None or job.status != JobStatus.RUNNING:
             return None
         options = dict(job.options)
-        return job.engine, float(options.get("speed", 1.0)), quality.QaSettings.of(options, job.engine)
+        voices = session.scalars(
+            select(Chunk.voice_id)
+            .where(Chunk.job_id == job_id, Chunk.seq.in_(seqs), state.claimable(utcnow()))
+            .distinct()
+        )
+        return _Running(
+            job.engine,
+            float(options.get("speed", 1.0)),
+            quality.QaSettings.of(options, job.engine),
+            job.owner,
+            frozenset(voices),
+        )
 
 
 def _refused(take: quality.Take, qa: quality.QaSettings) -> bool:
@@ -153,25 +185,16 @@ def _rate_params(speed: float, rate: float | None) -> dict[str, float]:
 
 
 def _load_prompts(
-    rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue
-) -> dict[uuid.UUID, tuple[Prompt, str]] | None:
-    """The prompt and language of every voice the unfinished chunks of ``seqs`` use. None if the job
-    failed (a voice's build failed) or the chunks were sent back to wait for a build."""
-    with rt.sessions() as session:
-        voices = set(
-            session.scalars(
-                select(Chunk.voice_id).where(
-                    Chunk.job_id == job_id,
-                    Chunk.seq.in_(seqs),
-                    state.claimable(utcnow()),
-                )
-            )
-        )
-    prompts: dict[uuid.UUID, tuple[Prompt, str]] = {}
+    rt: Runtime, job_id: uuid.UUID, seqs: list[int], voices: frozenset[uuid.UUID], enqueue: Enqueue
+) -> dict[uuid.UUID, LoadedPrompt] | None:
+    """The prompt, language and cache key of every voice in ``voices`` (those the unfinished chunks of
+    ``seqs`` use). None if the job failed (a voice's build failed) or the chunks were sent back to wait
+    for a build."""
+    prompts: dict[uuid.UUID, LoadedPrompt] = {}
     not_ready: list[uuid.UUID] = []
-    for voice_id in voices:
+    for voice_id in sorted(voices):
         try:
-            prompts[voice_id] = load_voice_prompt(rt, voice_id)
+            prompts[voice_id] = load_ready_prompt(rt, voice_id)
         except VoiceCacheFailed as exc:
             actions.fail(rt, job_id, str(exc), enqueue)
             return None
@@ -260,8 +283,7 @@ def _store(
         words = stored_words(marks, rate, offset=start, length=stop - start) if marks else None
         path = rt.layout.chunk_audio(job_id, chunk.seq, token)
         path.parent.mkdir(parents=True, exist_ok=True)
-        size = write_wav_atomic(path, samples, rate)
-        rt.storage.publish(path)  # in the store before the row says done: a stitcher anywhere finds it
+        size = write_wav_atomic(path, samples, rate, durable=False)  # made durable with the batch
         paths[chunk.id] = path
         completions.append(
             state.Completion(
@@ -277,6 +299,8 @@ def _store(
                 rerendered=take.renders > 1,
             )
         )
+    # In the store (durable, or uploaded) before the row says done: a stitcher anywhere finds it.
+    rt.storage.publish_batch(list(paths.values()))
     with unit_of_work(rt.sessions) as session:
         if state.is_running(session, job_id):
             completed = set(state.complete_chunks(session, job_id, token, completions))

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from models import Chunk, ChunkStatus, Job, Voice, unit_of_work
+from models import Chunk, ChunkStatus, Job, unit_of_work
 from worker.jobs import state
 from worker.runtime import Runtime
 from worker.storage.backend import StoredFileMissing
@@ -49,13 +49,6 @@ def content_key(
     return hashlib.sha256(json.dumps(identity, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
-def voice_keys(rt: Runtime, voice_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, str]:
-    """The prompt cache key of each voice (set while its prompt is ready: the render loaded it)."""
-    with rt.sessions() as session:
-        rows = session.execute(select(Voice.id, Voice.cache_key).where(Voice.id.in_(list(voice_ids)))).all()
-    return {r.id: r.cache_key for r in rows if r.cache_key}
-
-
 @dataclass(frozen=True)
 class _Donor:
     path: str
@@ -69,6 +62,7 @@ class _Donor:
 def take_rendered(
     rt: Runtime,
     job_id: uuid.UUID,
+    owner: str,
     claimed: Sequence[state.Claimed],
     keys: Mapping[int, str],
     token: str,
@@ -79,7 +73,6 @@ def take_rendered(
     the same key; returns their seqs. Only audio that passed QA is taken (with ``checked``, only audio
     that was checked at all); a donor whose file is gone is skipped (the chunk renders)."""
     with rt.sessions() as session:
-        owner = session.scalar(select(Job.owner).where(Job.id == job_id))
         found = session.execute(
             select(
                 Chunk.content_key,

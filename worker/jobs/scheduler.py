@@ -20,6 +20,7 @@ import uuid
 from dataclasses import dataclass
 
 from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy.orm import Session
 
 from models import ApiKey, CacheStatus, Chunk, ChunkStatus, Job, JobStatus, Voice, unit_of_work, utcnow
 from worker.runtime import Runtime
@@ -67,10 +68,14 @@ def schedule(rt: Runtime, enqueue: Enqueue, max_tasks: int | None = None) -> int
                 .group_by(Job.owner)
             ).all()
         )
-    free = room - sum(in_flight.values())
+        free = room - sum(in_flight.values())
+        # The first choice in the same transaction (one round trip and rollback fewer a render task).
+        owner = _next_owner(session, in_flight) if free > 0 else None
     lost_races = 0
     while free > 0 and (max_tasks is None or sent < max_tasks) and lost_races < MAX_LOST_RACES:
-        owner = _next_owner(rt, in_flight)
+        if sent or lost_races:
+            with rt.sessions() as session:
+                owner = _next_owner(session, in_flight)
         if owner is None:
             break
         batch = _take(rt, owner.name, min(per_task, free))
@@ -85,15 +90,14 @@ def schedule(rt: Runtime, enqueue: Enqueue, max_tasks: int | None = None) -> int
     return sent
 
 
-def _next_owner(rt: Runtime, in_flight: dict[str, int]) -> Owner | None:
+def _next_owner(session: Session, in_flight: dict[str, int]) -> Owner | None:
     """The owner with sendable chunks and the smallest in-flight share, if any."""
-    with rt.sessions() as session:
-        rows = session.execute(
-            select(Job.owner, func.max(func.coalesce(ApiKey.priority, 1)), func.min(Job.started_at))
-            .outerjoin(ApiKey, ApiKey.id == Job.api_key_id)  # a job made without a key weighs 1
-            .where(_RUNNING, select(Chunk.id).where(Chunk.job_id == Job.id, _SENDABLE).exists())
-            .group_by(Job.owner)
-        ).all()
+    rows = session.execute(
+        select(Job.owner, func.max(func.coalesce(ApiKey.priority, 1)), func.min(Job.started_at))
+        .outerjoin(ApiKey, ApiKey.id == Job.api_key_id)  # a job made without a key weighs 1
+        .where(_RUNNING, select(Chunk.id).where(Chunk.job_id == Job.id, _SENDABLE).exists())
+        .group_by(Job.owner)
+    ).all()
     owners = [
         Owner(name, max(1, int(weight or 1)), in_flight.get(name, 0), started.timestamp() if started else 0.0)
         for name, weight, started in rows

@@ -20,9 +20,9 @@ import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Select, and_, exists, or_, select, update
+from sqlalchemy import Select, Table, and_, bindparam, exists, or_, select, update
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
@@ -146,6 +146,31 @@ def claim_chunks(
     return token, [Claimed(r.id, r.seq, r.text, r.voice_id, r.attempts, r.rate, r.seed) for r in rows]
 
 
+_CHUNKS = cast(Table, Chunk.__table__)
+_chunks = _CHUNKS.c
+# complete_chunks' UPDATE, built once: its parameters are bound per chunk (an executemany).
+_COMPLETE = (
+    update(_CHUNKS)
+    .where(
+        _chunks.id == bindparam("b_id"),
+        _chunks.attempt_token == bindparam("b_token"),
+        _chunks.status == ChunkStatus.RUNNING.value,
+    )
+    .values(
+        status=ChunkStatus.DONE.value,
+        audio_path=bindparam("b_path"),
+        duration=bindparam("b_duration"),
+        audio_bytes=bindparam("b_bytes"),
+        levels=bindparam("b_levels"),
+        words=bindparam("b_words"),
+        content_key=bindparam("b_key"),
+        qa=bindparam("b_qa"),
+        flagged=bindparam("b_flagged"),
+        lease_until=None,
+    )
+)
+
+
 @dataclass(frozen=True)
 class Completion:
     """What a rendered (or reused) chunk's row gets when it is marked done."""
@@ -207,37 +232,47 @@ def complete_chunks(
 
     One UPDATE of the job row a batch instead of one a chunk: every worker's every chunk updated that one
     row (a quarter of the busy time under PostgreSQL, issue 15). Same transaction, so the counters still
-    move exactly with the chunks."""
-    done: list[int] = []
-    counts = {"chunks_done": 0, "chunks_reused": 0, "chunks_flagged": 0, "chunks_rerendered": 0}
-    for c in completions:
-        result = session.execute(
-            update(Chunk)
-            .where(
-                Chunk.id == c.chunk_id,
-                Chunk.attempt_token == token,
-                Chunk.status == ChunkStatus.RUNNING.value,
-            )
-            .values(
-                status=ChunkStatus.DONE.value,
-                audio_path=c.audio_path,
-                duration=c.duration,
-                audio_bytes=c.audio_bytes,
-                levels=c.levels,
-                words=c.words,
-                content_key=c.content_key,
-                qa=c.qa,
-                flagged=c.flagged,
-                lease_until=None,
+    move exactly with the chunks. The chunks' own UPDATEs go as one prepared statement executed for
+    each (psycopg pipelines them: one round trip), not one ORM statement built a chunk; when fewer rows
+    moved than asked (another attempt took some over), the ones this token completed are read back."""
+    if not completions:
+        return []
+    result = session.execute(
+        _COMPLETE,
+        [
+            {
+                "b_id": c.chunk_id,
+                "b_token": token,
+                "b_path": c.audio_path,
+                "b_duration": c.duration,
+                "b_bytes": c.audio_bytes,
+                "b_levels": c.levels,
+                "b_words": c.words,
+                "b_key": c.content_key,
+                "b_qa": c.qa,
+                "b_flagged": c.flagged,
+            }
+            for c in completions
+        ],
+    )
+    ids = [c.chunk_id for c in completions]
+    if rows(result) == len(ids):
+        moved_ids = set(ids)
+    else:  # the token is this attempt's own: a done chunk under it was completed just now
+        moved_ids = set(
+            session.scalars(
+                select(Chunk.id).where(
+                    Chunk.id.in_(ids), Chunk.attempt_token == token, Chunk.status == ChunkStatus.DONE.value
+                )
             )
         )
-        if rows(result) != 1:
-            continue
-        done.append(c.chunk_id)
-        counts["chunks_done"] += 1
-        counts["chunks_reused"] += c.reused
-        counts["chunks_flagged"] += c.flagged
-        counts["chunks_rerendered"] += c.rerendered
+    done = [c.chunk_id for c in completions if c.chunk_id in moved_ids]
+    counts = {
+        "chunks_done": len(done),
+        "chunks_reused": sum(c.reused for c in completions if c.chunk_id in moved_ids),
+        "chunks_flagged": sum(c.flagged for c in completions if c.chunk_id in moved_ids),
+        "chunks_rerendered": sum(c.rerendered for c in completions if c.chunk_id in moved_ids),
+    }
     moved = {name: getattr(Job, name) + n for name, n in counts.items() if n}
     if moved:
         session.execute(update(Job).where(Job.id == job_id).values(**moved))

@@ -22,12 +22,13 @@ import contextlib
 import re
 import shutil
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path, PurePath
 from typing import Protocol
 
+from worker.storage.atomic import sync_files
 from worker.storage.layout import Layout, UnsafePath
 
 KEY_ROOTS = ("jobs", "voices")
@@ -100,6 +101,10 @@ class Storage(Protocol):
     def publish(self, path: Path) -> None:
         """``path`` (a complete file under the data directory) becomes readable by every process."""
 
+    def publish_batch(self, paths: Sequence[Path]) -> None:
+        """:meth:`publish` for files written without their fsyncs (``durable=False``, a render task's
+        chunks): on return they are durable and readable by every process."""
+
     def fetch(self, stored: str) -> Path:
         """A local path holding the stored file (downloaded into the data directory if need be)."""
 
@@ -155,6 +160,9 @@ class LocalStorage:
 
     def publish(self, path: Path) -> None:
         return None
+
+    def publish_batch(self, paths: Sequence[Path]) -> None:
+        sync_files(paths)  # the data directory is the store: durable once fsynced, together
 
     def fetch(self, stored: str) -> Path:
         path = Path(stored)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -104,6 +104,10 @@ class S3Storage:
         except (BotoCoreError, ClientError) as exc:
             raise StorageError(f"uploading {key_of(path)} failed: {exc}") from exc
         path.unlink(missing_ok=True)  # the local copy was scratch
+
+    def publish_batch(self, paths: Sequence[Path]) -> None:
+        for path in paths:  # scratch copies: the bucket makes them durable, no fsync needed
+            self.publish(path)
 
     def fetch(self, stored: str) -> Path:
         local = self._local(stored)

@@ -12,6 +12,7 @@ import logging
 import os
 import time
 import uuid
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from worker.voices.store import Prompt, PromptFileError, cache_key, load_prompt,
 __all__ = [
     "BuildClaim",
     "BuildOutcome",
+    "LoadedPrompt",
     "VoiceCacheFailed",
     "VoiceNotReady",
     "build_voice",
@@ -44,6 +46,7 @@ __all__ = [
     "ensure_ready",
     "fail_build",
     "key_for",
+    "load_ready_prompt",
     "load_voice_prompt",
     "process_lru",
     "prompt_from_embedding_file",
@@ -245,9 +248,23 @@ def ensure_ready(rt: Runtime, voice_id: uuid.UUID) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class LoadedPrompt:
+    prompt: Prompt
+    language: str
+    key: str  # the prompt's cache key (what a chunk's content key names the voice by)
+
+
 def load_voice_prompt(rt: Runtime, voice_id: uuid.UUID) -> tuple[Prompt, str]:
-    """The current prompt of a ready voice and its language: from this process's LRU when it is there
-    (no file read), else from its file, checked against the engine's shapes. VoiceNotReady otherwise."""
+    """The current prompt of a ready voice and its language (:func:`load_ready_prompt`)."""
+    loaded = load_ready_prompt(rt, voice_id)
+    return loaded.prompt, loaded.language
+
+
+def load_ready_prompt(rt: Runtime, voice_id: uuid.UUID) -> LoadedPrompt:
+    """The current prompt of a ready voice, its language and cache key: from this process's LRU when it
+    is there (no file read), else from its file, checked against the engine's shapes. VoiceNotReady
+    otherwise."""
     engine = rt.engine()
     with rt.sessions() as session:
         row = session.execute(
@@ -266,7 +283,7 @@ def load_voice_prompt(rt: Runtime, voice_id: uuid.UUID) -> tuple[Prompt, str]:
     prompt = lru.get(key)
     if prompt is not None:
         counters.add_batched(rt.sessions, engine.name, {counters.HITS: 1})  # no write per hit
-        return prompt, row.language
+        return LoadedPrompt(prompt, row.language, key)
     counters.add_batched(rt.sessions, engine.name, {counters.MISSES: 1})
     try:
         with local_copy(rt.storage, row.cache_path) as stored:
@@ -277,4 +294,4 @@ def load_voice_prompt(rt: Runtime, voice_id: uuid.UUID) -> tuple[Prompt, str]:
             state.mark_stale(session, voice_id, key, str(exc))
         raise VoiceNotReady(f"{voice_id}: {exc}") from exc
     lru.put(key, prompt)
-    return prompt, row.language
+    return LoadedPrompt(prompt, row.language, key)
