@@ -122,9 +122,16 @@ def _take(rt: Runtime, owner: str, count: int) -> tuple[uuid.UUID, list[int]] | 
         )
         if job_id is None:
             return None
+        # SKIP LOCKED (PostgreSQL; SQLite has one writer anyway): a scheduler running at the same time
+        # (two render tasks ending together) takes the next chunks instead of losing the race for these
+        # and querying again: two of the three transactions a lost race costs.
         candidates = list(
             session.scalars(
-                select(Chunk.id).where(Chunk.job_id == job_id, _SENDABLE).order_by(Chunk.seq).limit(count)
+                select(Chunk.id)
+                .where(Chunk.job_id == job_id, _SENDABLE)
+                .order_by(Chunk.seq)
+                .limit(count)
+                .with_for_update(skip_locked=True, of=Chunk)
             )
         )
         taken = (
