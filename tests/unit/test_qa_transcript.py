@@ -3,6 +3,7 @@ pocketsphinx recogniser on real espeak audio."""
 
 from __future__ import annotations
 
+import json
 import random
 
 import numpy as np
@@ -316,3 +317,32 @@ def test_real_audio_a_doubled_phrase_beside_a_name_and_a_dropped_heading_word(
     )
     assert not dropped.passed
     assert dropped.missing == ("chapter",)
+
+
+def test_hostile_recognitions_do_not_crash_the_repeat_search() -> None:
+    """Thousands of heard words against a name (the repeat search and the name's sound stay linear-ish,
+    bounded in CPU time), word times that are NaN, and no times at all."""
+    from tests.support.cost import cpu_seconds
+
+    started = cpu_seconds()
+    many = check_transcript(Scripted(" ".join(["the harbour the harbour at"] * 1000)), NO_AUDIO, SR,
+                            "Mister Okonkwo at the harbour.")  # fmt: skip
+    assert cpu_seconds() - started < 20.0
+    assert not many.passed
+
+    class Untimed(Scripted):
+        def __init__(self, heard: str, times: tuple[tuple[float, float], ...]) -> None:
+            super().__init__(heard, unscored="okonkwo")
+            self.times = times
+
+        def recognise(self, audio: npt.ArrayLike, sample_rate: int, expected: str) -> Recognised:
+            return Recognised(self.heard, self.times, (), self.unscored)
+
+    nan = (float("nan"), float("nan"))
+    text = "Mister Okonkwo felt uneasy while my grandmother had taken a bundle."
+    heard = "mister felt uneasy while my grandmother had taken a while my grandmother had taken a bundle"
+    # without usable times every word the name absorbed may be its sound (the cautious reading): no repeat
+    for times in ((), (nan,) * len(heard.split())):
+        result = check_transcript(Untimed(heard, times), NO_AUDIO, SR, text)
+        assert result.repeated == (), result.details()
+        json.dumps(result.details())

@@ -340,19 +340,23 @@ def _name_sound(
     of heard words at no cost, so beside a name it swallowed half of a doubled phrase ("mister [please
     close felt uneasy while my grandmother had] taken a while my grandmother had taken a"): those words
     cannot all be the name's. Without word times, every absorbed word is kept."""
-    absorbed = [(k, e.hyp_index) for k, e in enumerate(edits) if e.op == "~" and e.hyp_index is not None]
+    absorbed = {e.hyp_index for e in edits if e.op == "~" and e.hyp_index is not None}
     if not absorbed or not times or not names:
-        return {index for _, index in absorbed}
+        return absorbed
     span = times[-1][1] - times[0][0]
-    pace = spoken_units(text) / span if span > 0 else 0.0
+    pace = spoken_units(text) / span if span > 0 and math.isfinite(span) else 0.0
     if pace <= 0:
-        return {index for _, index in absorbed}
+        return absorbed
     budget = stretch * max(spoken_units(name) for name in names) / pace + margin_s
     kept: set[int] = set()
-    for k, index in absorbed:
-        before = [e.hyp_index for e in edits[:k] if e.op != "~" and e.hyp_index is not None]
-        anchor = times[before[-1]][1] if before else times[0][0]
-        if times[index][0] <= anchor + budget:
+    anchor = times[0][0]  # the end of the last heard word that is not a name's, walking in order
+    for edit in edits:
+        index = edit.hyp_index
+        if index is None or index >= len(times):
+            continue
+        if edit.op != "~":
+            anchor = times[index][1]
+        elif times[index][0] <= anchor + budget:
             kept.add(index)
     return kept
 
