@@ -8,8 +8,10 @@ come out of it (thresholds in :class:`~worker.qa.checks.QaPolicy`):
 * ``words``: fails on a word error rate above ``max_wer`` with at least ``min_errors`` errors, or on half
   the words wrong (a misheard word here and there is more often the recogniser's fault than the
   engine's); and on the signatures of faults: a run of ``max_missing_run`` consecutive expected words
-  missing (a dropped sentence), the last ``max_missing_tail`` words missing (a cut-off ending), a phrase
-  of two or more words heard twice in a row (a looping decoder).
+  missing (a dropped sentence), the last ``max_missing_tail`` words missing (a cut-off ending), any word
+  missing from a chunk of at most ``max_exact_words`` words (a heading, a one-line sentence), a phrase
+  of two or more words heard twice in a row, or of three or more twice with up to two misheard words
+  between (a looping decoder).
 * ``unexplained``: fails when one stretch of more than ``max_unexplained_s`` of sound was heard as noise,
   as phones of no expected word, or as silence although it is not silent (inserted noise, babble).
 
