@@ -71,8 +71,8 @@ def test_a_clean_chunk_passes_every_check(clean: npt.NDArray[np.float32], rate: 
     )
     assert result.passed, result.reasons
     assert {c.name for c in result.checks} == {
-        "audio", "silence", "clipping", "duration", "pauses", "edges", "noise", "hiss", "rumble", "pitch",
-        "level",
+        "audio", "silence", "clipping", "duration", "pauses", "edges", "noise", "hiss", "rumble", "ending",
+        "pitch", "level",
     }  # fmt: skip
     duration = result.check("duration")
     assert duration is not None
@@ -217,3 +217,81 @@ def test_a_short_burst_of_low_noise_is_rumble_and_of_white_noise_hiss(
         assert "noise" not in failed(result)
         assert check in failed(result), (check, result.reasons)
     assert not {"hiss", "rumble"} & failed(check_audio(clean, SR, TEXT))
+
+
+def _burst(kind: str, seconds: float, rms: float, seed: int) -> npt.NDArray[np.float32]:
+    """White, pink or brown noise of ``rms``."""
+    rng = np.random.default_rng(seed)
+    n = int(seconds * SR)
+    spectrum = np.fft.rfft(rng.standard_normal(n))
+    bins = np.arange(1, spectrum.size, dtype=np.float64)
+    if kind != "white":
+        spectrum[1:] /= np.sqrt(bins) if kind == "pink" else bins
+        spectrum[0] = 0.0
+    raw: npt.NDArray[np.float64] = np.fft.irfft(spectrum, n)
+    scaled: npt.NDArray[np.float32] = (raw / np.sqrt(np.mean(raw**2)) * rms).astype(np.float32)
+    return scaled
+
+
+@pytest.mark.parametrize("kind", ["white", "pink", "brown"])
+def test_a_quiet_noise_burst_inside_a_dense_chunk(
+    clean: npt.NDArray[np.float32], rate: SpeakingRate, kind: str
+) -> None:
+    """Noise 18 dB below the speech, inserted between two words of a chunk with few pauses: the activity
+    detector's threshold follows the chunk's quietest frames, which here are inside the speech, so the
+    burst reads as a pause; it is still sound a listener hears (within ``sound_range_db`` of the speech)
+    and one of the noise checks must see it."""
+    level = float(np.sqrt(np.mean(clean.astype(np.float64) ** 2)))
+    burst = _burst(kind, 0.5, level * 10 ** (-18 / 20), seed=5)
+    middle = clean.size // 2
+    noisy = np.concatenate((clean[:middle], burst, clean[middle:]))
+    result = check_audio(noisy, SR, TEXT, rate=rate, expected_f0_hz=DEFAULT_F0_MEDIAN_HZ)
+    assert {"noise", "hiss", "rumble"} & failed(result), result.to_json()
+    # the same burst 45 dB down is below what the checks call sound: no noise check fails
+    faint = np.concatenate((clean[:middle], burst * 10 ** (-27 / 20), clean[middle:]))
+    assert not {"noise", "hiss", "rumble"} & failed(check_audio(faint, SR, TEXT, rate=rate))
+    # with nothing heard beyond the activity detector (as before sound_range_db), it is missed
+    narrow = QaPolicy(sound_range_db=0.0)
+    assert not {"noise", "hiss", "rumble"} & failed(check_audio(noisy, SR, TEXT, rate=rate, policy=narrow))
+
+
+def test_a_cut_off_ending(clean: npt.NDArray[np.float32], rate: SpeakingRate) -> None:
+    """Audio that stops mid-sound (the last 0.4 s of the speech cut, mid-word) fails ``ending``, even
+    where the duration check allows the loss; the clean rendering ends on a decay."""
+    ending = check_audio(clean, SR, TEXT, rate=rate).check("ending")
+    assert ending is not None
+    assert ending.passed
+    assert ending.score is not None
+    assert ending.score < -25.0
+    loud = np.flatnonzero(np.abs(clean) > 0.1 * np.max(np.abs(clean)))
+    cut = clean[: int(loud[-1]) - int(0.4 * SR)]
+    cut = cut[: int(np.flatnonzero(np.abs(cut) > 0.05 * np.max(np.abs(clean)))[-1]) + 1]  # mid-sound
+    result = check_audio(cut, SR, TEXT, rate=rate)
+    assert failed(result) == {"ending"}, result.to_json()
+    assert "cut off" in " ".join(result.reasons)
+    # a fade of 10 ms at the cut is an ending, not a cut
+    faded = cut.copy()
+    n = int(0.01 * SR)
+    faded[-n:] *= np.linspace(1.0, 0.0, n, dtype=np.float32)
+    assert "ending" not in failed(check_audio(faded, SR, TEXT, rate=rate))
+
+
+def test_hostile_waveforms_do_not_crash_the_new_checks(clean: npt.NDArray[np.float32]) -> None:
+    """All NaN, a single sample, stereo, a constant offset, and a long chunk (ten minutes: its cost is
+    linear, bounded in CPU time)."""
+    from tests.support.cost import cpu_seconds
+
+    nan = check_audio(np.full(SR, np.nan, dtype=np.float32), SR, TEXT)
+    assert {"audio", "silence"} <= failed(nan)
+    assert not check_audio(np.ones(1, dtype=np.float32), SR, TEXT).passed
+    stereo = check_audio(np.stack((clean, clean), axis=1), SR, TEXT)
+    assert stereo.passed, stereo.reasons
+    dc = check_audio(np.full(SR * 2, 0.3, dtype=np.float32), SR, TEXT)  # no voicing: not speech
+    assert not dc.passed
+    long = np.tile(clean, int(np.ceil(600 * SR / clean.size)))[: 600 * SR]
+    started = cpu_seconds()
+    result = check_audio(long, SR, TEXT)
+    assert cpu_seconds() - started < 60.0
+    assert not result.passed  # ten minutes for two sentences: the duration says so
+    assert "duration" in failed(result)
+    json.dumps(result.to_json())

@@ -8,8 +8,10 @@ come out of it (thresholds in :class:`~worker.qa.checks.QaPolicy`):
 * ``words``: fails on a word error rate above ``max_wer`` with at least ``min_errors`` errors, or on half
   the words wrong (a misheard word here and there is more often the recogniser's fault than the
   engine's); and on the signatures of faults: a run of ``max_missing_run`` consecutive expected words
-  missing (a dropped sentence), the last ``max_missing_tail`` words missing (a cut-off ending), a phrase
-  of two or more words heard twice in a row (a looping decoder).
+  missing (a dropped sentence), the last ``max_missing_tail`` words missing (a cut-off ending), any word
+  missing from a chunk of at most ``max_exact_words`` words (a heading, a one-line sentence), a phrase
+  of two or more words heard twice in a row, or of three or more twice with up to two misheard words
+  between (a looping decoder).
 * ``unexplained``: fails when one stretch of more than ``max_unexplained_s`` of sound was heard as noise,
   as phones of no expected word, or as silence although it is not silent (inserted noise, babble).
 
@@ -50,7 +52,7 @@ import re
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -223,9 +225,8 @@ def check_transcript(
     heard = list(result.words)
     edits = align_words(expected, heard)
     forgiven = _unscored_windows(edits, result.times)
-    # words heard where an unscored word stands (a name, digits) are that word's sound: never a repeat
-    absorbed = {e.hyp_index for e in edits if e.op == "~" and e.hyp_index is not None}
-    own = [f"\x00{k}" if k in absorbed else word for k, word in enumerate(heard)]
+    # words heard where an unscored word stands (a name, digits) may be that word's sound: not a repeat
+    absorbed = _name_sound(edits, result.times, [w for w in expected_all if w in unscored], text)
     edits = [e for e in edits if e.op != "~"]
     scored = sum(1 for w in expected if w != WILDCARD)
 
@@ -238,7 +239,7 @@ def check_transcript(
     wer = errors / scored if scored else float(len(extra) > 0)
     longest = _longest_run(edits, "D")
     tail = len(edits) - next((k + 1 for k in range(len(edits) - 1, -1, -1) if edits[k].op != "D"), 0)
-    repeated = _repeated_phrase(edits, heard) or _heard_twice(own, expected_all)
+    repeated = _repeated_phrase(edits, heard) or _heard_twice(heard, expected_all, absorbed)
 
     spans = [_outside(span, forgiven) for span in result.unexplained]
     unexplained_s = max(spans, default=0.0)
@@ -250,6 +251,8 @@ def check_transcript(
         reasons.append(f"{longest} consecutive words missing")
     if tail >= policy.max_missing_tail and longest < policy.max_missing_run:
         reasons.append(f"the last {tail} words missing")
+    if missing and scored <= policy.max_exact_words and not reasons:
+        reasons.append(f"{len(missing)} of {scored} words missing")
     if repeated:
         reasons.append(f"{' '.join(repeated)!r} said twice")
     detail = _describe(missing, extra, substituted)
@@ -324,22 +327,95 @@ def _repeated_phrase(edits: Sequence[WordEdit], heard: Sequence[str]) -> tuple[s
     return best
 
 
-def _heard_twice(heard: Sequence[str], expected: Sequence[str], longest: int = 8) -> tuple[str, ...]:
+def _name_sound(
+    edits: Sequence[WordEdit],
+    times: Sequence[tuple[float, float]],
+    names: Sequence[str],
+    text: str,
+    stretch: float = 2.0,
+    margin_s: float = 0.3,
+) -> set[int]:
+    """Indices of the heard words that may be the sound of the text's unscored words (``names``): those
+    the alignment gave to an unscored word, as far as they start within ``stretch`` times the time its
+    letters take at the chunk's pace (letters of the text over the span of the heard words), plus
+    ``margin_s``, after the heard word before it. The alignment lets an unscored word absorb any number
+    of heard words at no cost, so beside a name it swallowed half of a doubled phrase ("mister [please
+    close felt uneasy while my grandmother had] taken a while my grandmother had taken a"): those words
+    cannot all be the name's. Without word times, every absorbed word is kept."""
+    absorbed = {e.hyp_index for e in edits if e.op == "~" and e.hyp_index is not None}
+    if not absorbed or not times or not names:
+        return absorbed
+    span = times[-1][1] - times[0][0]
+    pace = spoken_units(text) / span if span > 0 and math.isfinite(span) else 0.0
+    if pace <= 0:
+        return absorbed
+    budget = stretch * max(spoken_units(name) for name in names) / pace + margin_s
+    kept: set[int] = set()
+    anchor = times[0][0]  # the end of the last heard word that is not a name's, walking in order
+    for edit in edits:
+        index = edit.hyp_index
+        if index is None or index >= len(times):
+            continue
+        if edit.op != "~":
+            anchor = times[index][1]
+        elif times[index][0] <= anchor + budget:
+            kept.add(index)
+    return kept
+
+
+def _heard_twice(
+    heard: Sequence[str],
+    expected: Sequence[str],
+    absorbed: Set[int] = frozenset(),
+    longest: int = 8,
+    max_gap: int = 2,
+    min_gapped: int = 3,
+) -> tuple[str, ...]:
     """The longest phrase of two or more words heard twice in a row ("a silver key in a silver key in
-    the forest") that the text does not say twice in a row in any rotation; empty if none. Looked for
-    in the heard words themselves, not in the alignment: a repeat is often aligned as substitutions of
-    the words it displaced rather than as extra words."""
+    the forest") that the text does not say twice in a row in any rotation; or of ``min_gapped`` or
+    more words heard twice with up to ``max_gap`` words between ("the forest because thomas and and the
+    forest because thomas": the seam of a repeat is often misheard) more often than the text says it.
+    Empty if none. Looked for in the heard words themselves, not in the alignment: a repeat is often
+    aligned as substitutions of the words it displaced rather than as extra words.
+
+    ``absorbed`` are the indices of heard words that may be the sound of an unscored word of the text (a
+    name, :func:`_name_sound`): a name is often heard as words of the text around it ("as soon as
+    [mister okonkwo: soon our while]"), so a repeat with such a word in either copy does not count."""
     said = " " + " ".join(expected) + " "
+
+    def counted(start: int, size: int, gap: int) -> bool:
+        first = set(range(start, start + size))
+        second = set(range(start + size + gap, start + 2 * size + gap))
+        return not (first | second) & absorbed
+
     for size in range(min(longest, len(heard) // 2), 1, -1):
         for start in range(len(heard) - 2 * size + 1):
-            phrase = heard[start : start + size]
-            if phrase == heard[start + size : start + 2 * size]:
+            phrase = list(heard[start : start + size])
+            if phrase == list(heard[start + size : start + 2 * size]) and counted(start, size, 0):
                 # "doctor the doctor the" where the text says "the doctor. The doctor hurried": the
                 # text's own repeat, shifted by a misheard word; so every rotation of the phrase counts
                 rotations = (" ".join([*phrase[k:], *phrase[:k]] * 2) for k in range(size))
                 if not any(f" {twice} " in said for twice in rotations):
                     return tuple(phrase)
+        if size < min_gapped:
+            continue
+        for gap in range(1, max_gap + 1):
+            for start in range(len(heard) - 2 * size - gap + 1):
+                phrase = list(heard[start : start + size])
+                again = list(heard[start + size + gap : start + 2 * size + gap])
+                if (
+                    phrase == again
+                    and counted(start, size, gap)
+                    and _occurrences(heard, phrase) > _occurrences(expected, phrase)
+                ):
+                    return tuple(phrase)
     return ()
+
+
+def _occurrences(words: Sequence[str], phrase: Sequence[str]) -> int:
+    """How many times ``phrase`` occurs in ``words`` (overlapping occurrences counted)."""
+    size = len(phrase)
+    return sum(1 for k in range(len(words) - size + 1) if list(words[k : k + size]) == list(phrase))
 
 
 def _merge(spans: Sequence[tuple[float, float]], gap: float = 0.05) -> list[tuple[float, float]]:
