@@ -192,7 +192,6 @@ def test_work_done_in_this_process_shows_in_the_histograms(
     rtf = _sample(text, "tome_chunk_real_time_factor_sum", engine="espeak")
     assert rtf is not None
     assert rtf > 0
-    tome_of(app).db.dispose()
 
 
 # --- /livez and /readyz ------------------------------------------------------------------------------
@@ -218,7 +217,6 @@ def test_readyz_names_the_broker_when_it_is_down(make_app: Callable[..., Flask])
     assert response.json["checks"]["broker"].startswith("down: ")
     assert "127.0.0.1" not in response.get_data(as_text=True)
     assert app.test_client().get("/livez").status_code == 200  # the process still answers
-    tome_of(app).db.dispose()
 
 
 def test_readyz_names_the_storage_when_the_data_directory_is_gone(
@@ -231,7 +229,6 @@ def test_readyz_names_the_storage_when_the_data_directory_is_gone(
     assert response.status_code == 503
     assert "storage" in response.json["down"]
     assert response.json["checks"]["database"] == "ok"
-    tome_of(app).db.dispose()
 
 
 def test_readyz_names_the_database_when_it_is_down(tmp_path: Path) -> None:
@@ -248,7 +245,6 @@ def test_readyz_names_the_database_when_it_is_down(tmp_path: Path) -> None:
 def test_readyz_on_redis(services: Services, make_app: Callable[..., Flask]) -> None:
     app = make_app(broker_url=services.redis_url)
     assert app.test_client().get("/readyz").json["checks"]["broker"] == "ok"
-    tome_of(app).db.dispose()
 
 
 # --- POST /v1/keys/{key_id}/webhook-secret -------------------------------------------------------------
