@@ -7,6 +7,7 @@ Where they are unreachable those tests are skipped with the reason, unless TOME_
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,12 +18,10 @@ from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy.orm import Session, scoped_session
 
-from models.migrate import upgrade_head
-from tests.support.apps import tome_of
+from tests.support.apps import app_on, tome_of
 from tests.support.audio import reference_wav
 from tests.support.s3 import S3Server, moto_server
 from tests.support.services import Services, postgres_database, require_services
-from webapi import create_app
 from webapi.cli import mint_key
 from worker.config import Settings, load_settings
 from worker.processes import WorkerProcess
@@ -49,10 +48,10 @@ def settings(tmp_path: Path, storage_overrides: dict[str, Any]) -> Settings:
 
 
 @pytest.fixture
-def app(settings: Settings) -> Flask:
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    upgrade_head(settings.sqlalchemy_url)
-    return create_app({"settings": settings})
+def app(settings: Settings) -> Iterator[Flask]:
+    """The app on ``settings``, its database migrated; its connections released when the test ends."""
+    with app_on(settings) as app:
+        yield app
 
 
 @pytest.fixture
@@ -68,18 +67,16 @@ def rt(app: Flask) -> Runtime:
 
 
 @pytest.fixture
-def make_app(tmp_path: Path, storage_overrides: dict[str, Any]) -> Callable[..., Flask]:
+def make_app(tmp_path: Path, storage_overrides: dict[str, Any]) -> Iterator[Callable[..., Flask]]:
     """An app with its own data dir and database, and the given Settings overrides (on the storage
-    backend ``storage_overrides`` chooses)."""
+    backend ``storage_overrides`` chooses); every app made is closed when the test ends."""
+    with contextlib.ExitStack() as made:
 
-    def make(**overrides: Any) -> Flask:
-        where = {"data_dir": tmp_path / f"app-{os.urandom(3).hex()}", **storage_overrides}
-        custom = load_settings({}, **{**where, **overrides})
-        custom.data_dir.mkdir(parents=True)
-        upgrade_head(custom.sqlalchemy_url)
-        return create_app({"settings": custom})
+        def make(**overrides: Any) -> Flask:
+            where = {"data_dir": tmp_path / f"app-{os.urandom(3).hex()}", **storage_overrides}
+            return made.enter_context(app_on(load_settings({}, **{**where, **overrides})))
 
-    return make
+        yield make
 
 
 @pytest.fixture

@@ -24,6 +24,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from sqlalchemy import Engine as DbEngine
 from sqlalchemy import select
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
@@ -212,6 +213,26 @@ def _flush(store: _Store, sessions: sessionmaker[Session] | None) -> None:
             failure = failure or exc
     if failure is not None:
         raise failure
+
+
+def release(db: DbEngine, *, write: bool = True) -> None:
+    """Stop keeping a batch for ``db``'s database, for an engine about to be disposed (tests, tools that
+    build apps and throw them away): otherwise the batch keeps the engine alive, the flusher opens new
+    connections through it, and the exit flush writes to a database that may be gone by then.
+
+    ``write``: the batch is written first; a failed write raises and keeps the batch, as :func:`flush`
+    does. ``write=False`` drops it unwritten (a database that never answered)."""
+    store = _store
+    with store.flush_lock:
+        with store.lock:
+            batch = store.batches.get(db.url)
+        if batch is None:
+            return
+        if write:
+            _flush(store, batch.sessions)
+        with store.lock:
+            if not write or batch.empty():  # not what another thread added meanwhile
+                store.batches.pop(db.url, None)
 
 
 def flush_quietly() -> None:

@@ -28,7 +28,7 @@ from werkzeug.test import TestResponse
 
 from models import Chunk, Job, JobStatus, Voice, unit_of_work
 from tests.api.helpers import upload_voice
-from tests.support.apps import app_on, tome_of
+from tests.support.apps import app_on, close_engine, tome_of
 from webapi.cli import mint_key
 from worker import dispatch
 from worker.audio import decode_to_pcm
@@ -88,7 +88,7 @@ class ThreadWorker:
         self.hold.clear()
         self.messages.put(None)
         self.thread.join(timeout=30)
-        self.rt.db.dispose()
+        close_engine(self.rt.db)
 
 
 @dataclass

@@ -18,6 +18,7 @@ from sqlalchemy import update
 
 from models import CacheStatus, Voice, unit_of_work, utcnow
 from models.migrate import upgrade_head
+from tests.support.apps import close_engine
 from tests.support.audio import TRANSCRIPT, speak
 from worker import counters
 from worker.audio import write_wav_atomic
@@ -144,7 +145,7 @@ def fresh_process_lru() -> Iterator[None]:
 def rt(tmp_path: Path) -> Iterator[Runtime]:
     runtime = make_runtime(tmp_path / "var")
     yield runtime
-    runtime.db.dispose()
+    close_engine(runtime.db)
 
 
 @pytest.fixture

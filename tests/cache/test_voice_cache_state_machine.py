@@ -52,6 +52,7 @@ from tests.cache.conftest import (
     spoken,
     voice_folder,
 )
+from tests.support.apps import close_engine
 from tests.support.audio import TRANSCRIPT
 from worker import counters
 from worker.audio import AudioError, read_wav
@@ -129,7 +130,7 @@ def template_database() -> Path:
     folder = Path(tempfile.mkdtemp(prefix="tome-voice-cache-template-"))
     atexit.register(shutil.rmtree, folder, True)
     rt = make_runtime(folder)
-    rt.db.dispose()
+    close_engine(rt.db)
     assert sorted(p.name for p in folder.iterdir()) == ["tome.db"]  # no WAL left to copy
     return folder / "tome.db"
 
@@ -201,7 +202,7 @@ class VoiceCacheMachine(RuleBasedStateMachine):
             self.finish_in_flight_builds()
             self.check_everything()
         finally:
-            self.rt.db.dispose()
+            close_engine(self.rt.db)
             shutil.rmtree(self.tmp, ignore_errors=True)
             voice_prompts._lru = None
 

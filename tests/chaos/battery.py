@@ -38,7 +38,7 @@ from sqlalchemy import select
 from models import Chunk, Job
 from models.migrate import upgrade_head
 from tests.chaos.services import OwnPostgres, OwnRedis
-from tests.support.apps import tome_of
+from tests.support.apps import close_app, tome_of
 from tests.support.audio import reference_wav
 from webapi import create_app
 from webapi.cli import mint_key
@@ -408,8 +408,7 @@ def run_scenario(
         beat.stop()
         for worker in workers:
             worker.stop()
-        tome_of(app).sessions.remove()
-        tome_of(app).db.dispose()
+        close_app(app)
     return figures
 
 

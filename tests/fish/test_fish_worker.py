@@ -17,10 +17,10 @@ from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy import select
 
-from tests.api.helpers import submit_job, upload_voice
-from tests.e2e.flow import wait_terminal
+from tests.api.helpers import upload_voice
 from tests.fish import require_fish_speech
 from tests.support.apps import tome_of
+from tests.support.engine_jobs import prompt_counts, render
 
 require_fish_speech()
 
@@ -59,25 +59,11 @@ def engine_env(model_dir: Path) -> dict[str, str]:
 
 
 def _counts(app: Flask) -> dict[str, float]:
-    all_counts = counters.read_all(tome_of(app).sessions())
-    return {name: value for (name, engine), value in all_counts.items() if engine == "fish-speech"}
+    return prompt_counts(app, "fish-speech")
 
 
 def _render(client: FlaskClient, user: dict[str, str], title: str) -> dict[str, Any]:
-    job = submit_job(
-        client,
-        user,
-        "narrator",
-        title=title,
-        script=SCRIPT,
-        script_format="markdown",
-        output={"format": "flac"},
-    )
-    assert job.status_code == 202, job.json
-    assert job.json["engine"] == "fish-speech"
-    done = wait_terminal(client, user, job.json["id"], timeout=300)
-    assert done["status"] == "succeeded", done
-    return done
+    return render(client, user, "fish-speech", title=title, script=SCRIPT, output={"format": "flac"})
 
 
 def test_a_job_renders_through_real_workers_with_one_prompt_build(

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import os
-
-import pytest
+from tests.support.engine_jobs import require_package
 
 
 def require_qwen_tts() -> None:
-    """Skip the calling test module where ``qwen_tts`` does not import, with the reason; under CI (``CI`` or
-    ``TOME_TEST_REQUIRE_SERVICES=1``, as ``.ci/run`` sets) that is a failure instead, never a silent skip."""
-    try:
+    """Skip the calling test module where ``qwen_tts`` does not import (a failure under CI)."""
+
+    def load() -> object:
         from worker.engines.qwen3 import import_qwen_tts
 
-        import_qwen_tts()
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        if os.environ.get("CI") or os.environ.get("TOME_TEST_REQUIRE_SERVICES") == "1":
-            raise
-        pytest.skip(f"qwen_tts is not importable ({exc}); install the qwen3 extra", allow_module_level=True)
+        return import_qwen_tts()
+
+    require_package(load, "qwen_tts", "qwen3")

@@ -21,10 +21,11 @@ from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy import select
 
-from tests.api.helpers import submit_job, upload_voice
-from tests.e2e.flow import check_output, wait_terminal
+from tests.api.helpers import upload_voice
+from tests.e2e.flow import check_output
 from tests.qwen3 import require_qwen_tts
 from tests.support.apps import tome_of
+from tests.support.engine_jobs import prompt_counts, render
 
 require_qwen_tts()
 
@@ -76,8 +77,7 @@ def engine_env(model_dir: Path) -> dict[str, str]:
 
 
 def _counts(app: Flask) -> dict[str, float]:
-    all_counts = counters.read_all(tome_of(app).sessions())
-    return {name: value for (name, engine), value in all_counts.items() if engine == "qwen3-tts"}
+    return prompt_counts(app, "qwen3-tts")
 
 
 def _chunk_audio(app: Flask, job_id: str) -> list[tuple[str, np.ndarray]]:
@@ -91,14 +91,7 @@ def _chunk_audio(app: Flask, job_id: str) -> list[tuple[str, np.ndarray]]:
 
 
 def _render(client: FlaskClient, user: dict[str, str], title: str) -> dict[str, Any]:
-    job = submit_job(
-        client, user, "narrator", title=title, script=SCRIPT, script_format="markdown", output=FLAC
-    )
-    assert job.status_code == 202, job.json
-    assert job.json["engine"] == "qwen3-tts"
-    done = wait_terminal(client, user, job.json["id"], timeout=300)
-    assert done["status"] == "succeeded", done
-    return done
+    return render(client, user, "qwen3-tts", title=title, script=SCRIPT, output=FLAC)
 
 
 def test_two_voice_job_renders_through_real_workers_and_reuses_prompts(

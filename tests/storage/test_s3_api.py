@@ -4,8 +4,10 @@ bucket, and a missing bucket is named at start and in /healthz, never a 500 at d
 
 from __future__ import annotations
 
+import contextlib
 import urllib.request
 import uuid
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -15,10 +17,9 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from models import Job, utcnow
-from models.migrate import upgrade_head
 from tests.api.helpers import submit_job, upload_voice
 from tests.conftest import bearer
-from tests.support.apps import tome_of
+from tests.support.apps import app_on, tome_of
 from tests.support.inline import Inline
 from tests.support.s3 import S3Server, free_port, s3_overrides
 from webapi import create_app
@@ -33,12 +34,18 @@ HOSTILE_TITLE = "../../voices/x/../../../etc/passwd %2e%2e/\\..\x00"
 SCRIPT = "# One\n\nThe fog came in before dawn.\n\n# Two\n\nBy noon the wind had turned."
 
 
-def _app(s3_server: S3Server, tmp_path: Path, **more: Any) -> tuple[Flask, str]:
-    bucket = s3_server.new_bucket()
-    settings = load_settings({}, data_dir=tmp_path / "var", **s3_overrides(s3_server, bucket, **more))
-    settings.data_dir.mkdir(parents=True)
-    upgrade_head(settings.sqlalchemy_url)
-    return create_app({"settings": settings}), bucket
+@pytest.fixture
+def make_s3_app(s3_server: S3Server, tmp_path: Path) -> Iterator[Callable[..., tuple[Flask, str]]]:
+    """An app on a new bucket (and its name), with the given settings; closed when the test ends."""
+    with contextlib.ExitStack() as made:
+
+        def make(**more: Any) -> tuple[Flask, str]:
+            bucket = s3_server.new_bucket()
+            overrides = s3_overrides(s3_server, bucket, **more)
+            settings = load_settings({}, data_dir=tmp_path / f"var-{bucket}", **overrides)
+            return made.enter_context(app_on(settings)), bucket
+
+        yield make
 
 
 def _finished(app: Flask, client: FlaskClient, user: dict[str, str], audio: bytes, **body: Any) -> Any:
@@ -56,8 +63,8 @@ def _finished(app: Flask, client: FlaskClient, user: dict[str, str], audio: byte
 
 
 @pytest.fixture
-def s3_app(s3_server: S3Server, tmp_path: Path) -> tuple[Flask, str]:
-    return _app(s3_server, tmp_path)
+def s3_app(make_s3_app: Callable[..., tuple[Flask, str]]) -> tuple[Flask, str]:
+    return make_s3_app()
 
 
 def test_downloads_are_proxied_from_the_bucket_with_range(
@@ -104,9 +111,9 @@ def test_downloads_are_proxied_from_the_bucket_with_range(
 
 
 def test_a_presigned_redirect_serves_the_same_bytes_with_range(
-    s3_server: S3Server, tmp_path: Path, reference_audio: tuple[bytes, str]
+    s3_server: S3Server, make_s3_app: Callable[..., tuple[Flask, str]], reference_audio: tuple[bytes, str]
 ) -> None:
-    app, _ = _app(s3_server, tmp_path, s3_presign_seconds=60)
+    app, _ = make_s3_app(s3_presign_seconds=60)
     client = app.test_client()
     user = bearer(mint_key(app, owner="alice", name="t", admin=False))
     job = _finished(app, client, user, reference_audio[0], output={"format": "ogg"})
@@ -176,13 +183,16 @@ def test_live_objects_are_no_orphans(
 
 
 def test_a_missing_bucket_stops_the_api_at_start_and_degrades_healthz_later(
-    s3_server: S3Server, tmp_path: Path, reference_audio: tuple[bytes, str]
+    s3_server: S3Server,
+    make_s3_app: Callable[..., tuple[Flask, str]],
+    tmp_path: Path,
+    reference_audio: tuple[bytes, str],
 ) -> None:
     settings = load_settings({}, data_dir=tmp_path / "gone", **s3_overrides(s3_server, "never-created"))
     settings.data_dir.mkdir(parents=True)
     with pytest.raises(StorageUnavailable, match=r"'never-created'.*does not exist"):
         create_app({"settings": settings})
-    app, bucket = _app(s3_server, tmp_path)
+    app, bucket = make_s3_app()
     client = app.test_client()
     assert client.get("/healthz").json == {"status": "ok", "database": "ok", "storage": "ok"}
     user = bearer(mint_key(app, owner="alice", name="t", admin=False))

@@ -6,10 +6,12 @@ import contextlib
 from collections.abc import Iterator
 
 from flask import Flask
+from sqlalchemy import Engine as DbEngine
 
 from models.migrate import upgrade_head
 from webapi import create_app
 from webapi.extensions import Tome
+from worker import counters
 from worker.config import Settings
 
 
@@ -20,13 +22,34 @@ def tome_of(app: Flask) -> Tome:
     return state
 
 
+def close_engine(db: DbEngine, *, write_metrics: bool = True) -> None:
+    """Release a database engine the test is done with: this process's metrics batch for its database
+    is written (``write_metrics``; else dropped, for a database that never answered) and forgotten, then
+    the engine's pooled connections are closed. Otherwise the batch keeps the engine alive, the metrics
+    flusher opens connections through it again (a few file descriptors per engine: a suite that kept them
+    ran out of descriptors), and the exit flush writes to databases that may be gone by then."""
+    counters.release(db, write=write_metrics)
+    db.dispose()
+
+
+def close_app(app: Flask, *, write_metrics: bool = True) -> None:
+    """Release what the app holds open: its sessions and its database engine (:func:`close_engine`)."""
+    tome_of(app).sessions.remove()
+    close_engine(tome_of(app).db, write_metrics=write_metrics)
+
+
+@contextlib.contextmanager
+def closing(app: Flask, *, write_metrics: bool = True) -> Iterator[Flask]:
+    """``app``, closed (:func:`close_app`) when the block ends, however it ends."""
+    try:
+        yield app
+    finally:
+        close_app(app, write_metrics=write_metrics)
+
+
 @contextlib.contextmanager
 def app_on(settings: Settings) -> Iterator[Flask]:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     upgrade_head(settings.sqlalchemy_url)
-    app = create_app({"settings": settings})
-    try:
+    with closing(create_app({"settings": settings})) as app:
         yield app
-    finally:
-        tome_of(app).sessions.remove()
-        tome_of(app).db.dispose()

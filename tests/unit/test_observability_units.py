@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
@@ -82,6 +84,7 @@ def sessions(tmp_path: Path) -> Iterator[sessionmaker[Session]]:
     engine = make_engine(url)
     yield make_session_factory(engine)
     counters.configure(10.0)
+    counters.release(engine)
     engine.dispose()
 
 
@@ -128,6 +131,92 @@ def test_a_failed_flush_keeps_the_deltas_for_the_next_one(tmp_path: Path) -> Non
     finally:
         counters.configure(10.0)
         engine.dispose()
+
+
+def test_a_released_database_is_written_then_forgotten(tmp_path: Path) -> None:
+    """What a test does with an app it is done with (tests/support/apps.py): the batch is written, then
+    nothing this process does later (the flusher, the exit flush) touches that database again."""
+    counters.configure(3600)
+    engines = {}
+    try:
+        for name in ("released", "kept"):
+            url = f"sqlite:///{tmp_path / name}.db"
+            upgrade_head(url)
+            engines[name] = make_engine(url)
+            counters.add_batched(make_session_factory(engines[name]), "espeak", {counters.HITS: 3})
+        counters.release(engines["released"])
+        with make_session_factory(engines["released"])() as session:
+            assert session.scalar(select(Counter.value).where(Counter.name == counters.HITS)) == 3
+        for engine in engines.values():  # both databases go away, as a test's database does
+            engine.dispose()
+            Path(str(engine.url.database)).unlink()
+        with pytest.raises(Exception, match="no such table"):
+            counters.flush()  # the kept batch still tries its database (a new, empty file now)
+        counters.release(engines["kept"], write=False)  # dropped unwritten
+        counters.flush()  # nothing left for either
+    finally:
+        counters.configure(10.0)
+        for engine in engines.values():
+            counters.release(engine, write=False)
+
+
+def test_a_release_that_cannot_write_raises_and_keeps_the_batch(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'later.db'}"
+    engine = make_engine(url)
+    sessions = make_session_factory(engine)
+    counters.configure(3600)
+    try:
+        counters.add_batched(sessions, "espeak", {counters.BUILDS: 1})
+        with pytest.raises(Exception, match="no such table"):
+            counters.release(engine)  # the tables do not exist yet: said, not swallowed
+        upgrade_head(url)
+        counters.flush(sessions)  # the batch was kept
+        assert _stored(sessions) == {counters.BUILDS: 1}
+    finally:
+        counters.configure(10.0)
+        counters.release(engine, write=False)
+        engine.dispose()
+
+
+EXITING = """
+import logging, sys
+from pathlib import Path
+
+from models import make_engine, make_session_factory
+from models.migrate import upgrade_head
+from tests.support.apps import close_engine
+from worker import counters
+
+logging.basicConfig(level=logging.WARNING)
+path, close = Path(sys.argv[1]), sys.argv[2] == "close"
+upgrade_head(f"sqlite:///{path}")
+engine = make_engine(f"sqlite:///{path}")
+counters.configure(3600)
+counters.inc(make_session_factory(engine), "tome_test_total", {"engine": "espeak"})
+if close:
+    close_engine(engine)  # what the fixtures do when a test ends
+else:
+    engine.dispose()  # what they did
+path.unlink()  # and then the test's database is gone (a temp file, a dropped PostgreSQL database)
+"""
+
+
+@pytest.mark.parametrize(("close", "warned"), [("close", False), ("dispose", True)])
+def test_a_test_process_exits_without_a_metrics_warning_once_its_fixtures_close(
+    tmp_path: Path, close: str, warned: bool
+) -> None:
+    """The noise was the exit flush writing batches of test databases that were gone; a process whose
+    database is really gone at exit still says so (the 'dispose' case: as a production worker would)."""
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", EXITING, str(tmp_path / "m.db"), close],
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert ("could not write metrics at shutdown" in done.stderr) is warned, done.stderr
 
 
 def test_with_no_batching_every_figure_is_written_at_once(sessions: sessionmaker[Session]) -> None:

@@ -25,6 +25,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from models import ApiKey, Job, Voice, unit_of_work, utcnow
 from models.migrate import upgrade_head
+from tests.support.apps import close_engine
 from worker import webhooks
 from worker.config import load_settings
 from worker.runtime import Runtime
@@ -162,14 +163,19 @@ def receiver() -> Iterator[Receiver]:
 
 
 @pytest.fixture
-def make_rt(tmp_path: Path) -> Callable[..., Runtime]:
+def make_rt(tmp_path: Path) -> Iterator[Callable[..., Runtime]]:
+    made: list[Runtime] = []
+
     def make(**overrides: Any) -> Runtime:
         settings = load_settings({}, data_dir=tmp_path / f"var-{uuid.uuid4().hex[:8]}", **overrides)
         settings.data_dir.mkdir(parents=True)
         upgrade_head(settings.sqlalchemy_url)
-        return Runtime(settings)
+        made.append(Runtime(settings))
+        return made[-1]
 
-    return make
+    yield make
+    for rt in made:
+        close_engine(rt.db)
 
 
 def add_job(rt: Runtime, url: str) -> uuid.UUID:

@@ -55,6 +55,7 @@ import numpy as np
 import numpy.typing as npt
 
 from worker.engines.base import RATE_SCALE, EngineError, SpeakerPrompt, SynthesisRequest, Waveform, rate_scale
+from worker.engines.reference import check_sample_rate, mono_reference, sine_reference
 from worker.engines.stand_ins import stand_ins
 
 __all__ = [
@@ -72,7 +73,6 @@ PROMPT_LAYOUT = "prompt-v1"  # bump when the prompt arrays or their meaning chan
 SAMPLE_RATE = 44100  # the DAC codec's (checked against the loaded codec)
 CODEC_CONFIG = "modded_dac_vq"  # the packaged Hydra config of the S1 codec
 CODEC_OVERRIDES_FILE = "codec_overrides.json"
-MIN_REFERENCE_SECONDS = 0.5
 # Files of the checkpoint layout; model_identity hashes every one of them that exists.
 REQUIRED_FILES = ("config.json", "model.pth", "tokenizer.tiktoken", "codec.pth")
 IDENTITY_FILES = (*REQUIRED_FILES, "special_tokens.json", CODEC_OVERRIDES_FILE)
@@ -310,15 +310,6 @@ def check_prompt(prompt: SpeakerPrompt, num_codebooks: int, codebook_size: int) 
     return torch.from_numpy(np.ascontiguousarray(codes)), text
 
 
-def _mono_float32(audio: npt.ArrayLike) -> npt.NDArray[np.float32]:
-    x = np.asarray(audio, dtype=np.float32)
-    if x.ndim == 2 and min(x.shape) >= 1:
-        x = x.mean(axis=int(np.argmin(x.shape)))
-    if x.ndim != 1:
-        raise EngineError(f"reference audio must be mono (1-D), got shape {x.shape}")
-    return np.ascontiguousarray(np.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0), dtype=np.float32)
-
-
 def _resample(wave: npt.NDArray[np.float32], rate: int, target: int) -> npt.NDArray[np.float32]:
     if rate == target:
         return wave
@@ -383,10 +374,7 @@ class FishEngine:
 
     def warm_up(self) -> None:
         """Load the models and render one tiny request (first-call allocations)."""
-        t = np.arange(SAMPLE_RATE, dtype=np.float32) / SAMPLE_RATE
-        prompt = self.encode_speaker(
-            (0.1 * np.sin(2 * np.pi * 150.0 * t)).astype(np.float32), SAMPLE_RATE, "Hi."
-        )
+        prompt = self.encode_speaker(sine_reference(SAMPLE_RATE), SAMPLE_RATE, "Hi.")
         self.synthesize([SynthesisRequest(text="Hello.", prompt=prompt, params={"max_new_tokens": 4})])
 
     # -- speaker prompts -------------------------------------------------------------------------------
@@ -396,20 +384,13 @@ class FishEngine:
     ) -> dict[str, npt.NDArray[np.generic]]:
         import torch
 
-        if (
-            isinstance(sample_rate, bool)
-            or not isinstance(sample_rate, int | np.integer)
-            or sample_rate < 8000
-        ):
-            raise EngineError(f"reference sample rate must be an integer >= 8000 Hz, not {sample_rate!r}")
+        check_sample_rate(sample_rate)
         text = (ref_text or "").strip()
         if not text:
             raise EngineError(
                 "Fish Speech clones a voice from its recording and transcript: ref_text is empty"
             )
-        wav = _mono_float32(audio)
-        if wav.size / sample_rate < MIN_REFERENCE_SECONDS:
-            raise EngineError(f"reference audio is shorter than {MIN_REFERENCE_SECONDS} s")
+        wav = mono_reference(audio, sample_rate)
         wav = _resample(wav, int(sample_rate), SAMPLE_RATE)
         models = self.models
         with self._lock, torch.inference_mode():

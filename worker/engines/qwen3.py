@@ -48,6 +48,7 @@ from worker.engines.base import (
     Waveform,
     rate_scale,
 )
+from worker.engines.reference import check_sample_rate, mono_reference, sine_reference
 from worker.engines.stand_ins import stand_ins
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -64,7 +65,6 @@ __all__ = [
 
 DEVICE_SETTING = "TOME_QWEN3_DEVICE"  # named in errors about the device
 PROMPT_LAYOUT = "prompt-v1"  # bump when the prompt arrays or their meaning change
-MIN_REFERENCE_SECONDS = 0.5
 # Batch size from free GPU memory: rows are sized by their expected sequence length times the bytes one
 # frame holds (key/value cache + the hidden states generate returns), and a batch takes MEMORY_HEADROOM of
 # what is free; a wrong guess costs an out-of-memory that the pipeline answers by halving the batch.
@@ -295,15 +295,6 @@ def prompt_from_arrays(
     )
 
 
-def _mono_float32(audio: npt.ArrayLike) -> npt.NDArray[np.float32]:
-    x = np.asarray(audio, dtype=np.float32)
-    if x.ndim == 2 and min(x.shape) >= 1:
-        x = x.mean(axis=int(np.argmin(x.shape)))
-    if x.ndim != 1:
-        raise EngineError(f"reference audio must be mono (1-D), got shape {x.shape}")
-    return np.ascontiguousarray(np.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0), dtype=np.float32)
-
-
 # -- the engine ------------------------------------------------------------------------------------------
 
 
@@ -381,9 +372,7 @@ class Qwen3Engine:
         compiles on first use: a warm-up at the model's own rate never resampled, and the first build of a
         16 kHz reference paid about 20 s for it (issue 15)."""
         sr = WARM_UP_REFERENCE_RATE
-        t = np.arange(sr, dtype=np.float32) / sr
-        wav = (0.1 * np.sin(2 * np.pi * 150.0 * t)).astype(np.float32)
-        prompt = self.encode_speaker(wav, sr, "Hello.")
+        prompt = self.encode_speaker(sine_reference(sr), sr, "Hello.")
         self.synthesize([SynthesisRequest(text="Hello.", prompt=prompt, params={"max_new_tokens": 8})])
 
     # -- speaker prompts -------------------------------------------------------------------------------
@@ -391,15 +380,8 @@ class Qwen3Engine:
     def encode_speaker(
         self, audio: Waveform, sample_rate: int, ref_text: str
     ) -> dict[str, npt.NDArray[np.generic]]:
-        if (
-            isinstance(sample_rate, bool)
-            or not isinstance(sample_rate, int | np.integer)
-            or sample_rate < 8000
-        ):
-            raise EngineError(f"reference sample rate must be an integer >= 8000 Hz, not {sample_rate!r}")
-        wav = _mono_float32(audio)
-        if wav.size / sample_rate < MIN_REFERENCE_SECONDS:
-            raise EngineError(f"reference audio is shorter than {MIN_REFERENCE_SECONDS} s")
+        check_sample_rate(sample_rate)
+        wav = mono_reference(audio, sample_rate)
         text = (ref_text or "").strip()
         x_vector_only = not text
         with self._generate_lock:
