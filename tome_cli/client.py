@@ -157,6 +157,19 @@ class Client:
         with audio.open("rb") as handle:
             return self._json("POST", "/v1/voices", data=data, files={"audio": (audio.name, handle)})
 
+    def add_voice_from_embedding(
+        self, name: str, embedding: Path, ref_text: str | None = None, language: str | None = None
+    ) -> JSON:
+        """Create a voice from a speaker-embedding file (safetensors) instead of a recording, for an engine
+        that has speaker embeddings (qwen3-tts): the voice is ready at once, no prompt is built."""
+        data = {"name": name}
+        if ref_text:
+            data["ref_text"] = ref_text
+        if language:
+            data["language"] = language
+        with embedding.open("rb") as handle:
+            return self._json("POST", "/v1/voices", data=data, files={"embedding": (embedding.name, handle)})
+
     # jobs
 
     def submit_job(self, script: Path, job: Mapping[str, Any]) -> JSON:

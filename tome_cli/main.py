@@ -156,8 +156,14 @@ def voices() -> None:
 
 @voices.command("add")
 @click.argument("name")
-@click.argument("audio", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--text", "ref_text", required=True, help="What the recording says, word for word.")
+@click.argument("audio", required=False, type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--text", "ref_text", help="What the recording says, word for word (required with AUDIO).")
+@click.option(
+    "--embedding",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A speaker-embedding file (safetensors) instead of AUDIO, for an engine with speaker embeddings "
+    "(qwen3-tts); --text is then optional.",
+)
 @click.option("--language", help="en, en-gb, de, ... (the server's default otherwise).")
 @click.option("--no-wait", is_flag=True, help="Print the voice and return without waiting for its prompt.")
 @click.option("--json", "as_json", is_flag=True, help="Print the voice as JSON.")
@@ -165,16 +171,28 @@ def voices() -> None:
 def voices_add(
     ctx: click.Context,
     name: str,
-    audio: Path,
-    ref_text: str,
+    audio: Path | None,
+    ref_text: str | None,
+    embedding: Path | None,
     language: str | None,
     no_wait: bool,
     as_json: bool,
 ) -> None:
-    """Upload AUDIO as the voice NAME and wait until its speaker prompt is ready."""
+    """Upload AUDIO (a recording, with --text) as the voice NAME and wait until its speaker prompt is
+    ready; or make the voice from a speaker embedding (--embedding FILE), ready at once."""
+    if audio is not None and embedding is not None:
+        raise click.UsageError("give either AUDIO (with --text) or --embedding FILE, not both")
     client = _client(ctx)
-    voice = client.add_voice(name, audio, ref_text, language)
-    click.echo(f"uploaded voice {voice['name']} ({voice['id']})", err=True)
+    if embedding is not None:
+        voice = client.add_voice_from_embedding(name, embedding, ref_text, language)
+        click.echo(f"made voice {voice['name']} ({voice['id']}) from {embedding.name}", err=True)
+    elif audio is None:
+        raise click.UsageError("give AUDIO (with --text) or --embedding FILE")
+    elif not ref_text:
+        raise click.UsageError("--text is required with AUDIO: what the recording says, word for word")
+    else:
+        voice = client.add_voice(name, audio, ref_text, language)
+        click.echo(f"uploaded voice {voice['name']} ({voice['id']})", err=True)
     shown = _show_warnings(voice, set())
     if not no_wait:
         with _err().status(f"speaker prompt: {voice['cache_status']}") as status:

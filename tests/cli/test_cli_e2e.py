@@ -246,6 +246,30 @@ def test_admin_lists_caches_and_rebuilds_the_failed_ones(
         assert "give voice ids, or --status STATE, or --all" in wrong.stderr
 
 
+def test_voices_add_takes_a_recording_or_an_embedding_never_both(
+    stack: Stack, tmp_path: Path, reference: tuple[Path, str]
+) -> None:
+    """What the command line refuses itself, and an embedding on an engine without embeddings (espeak):
+    the API's 422, named. Nothing is created. (Accepted embeddings: tests/qwen3/test_cli_embeddings.py.)"""
+    ref, transcript = reference
+    embedding = tmp_path / "voice.safetensors"
+    embedding.write_bytes(b"not looked at by the command line")
+    both = stack.run("voices", "add", "xvec", str(ref), "--text", transcript, "--embedding", str(embedding))
+    assert both.exit_code == EXIT_API
+    assert "not both" in both.stderr
+    neither = stack.run("voices", "add", "xvec", "--text", transcript)
+    assert neither.exit_code == EXIT_API
+    assert "give AUDIO (with --text) or --embedding FILE" in neither.stderr
+    untold = stack.run("voices", "add", "xvec", str(ref))
+    assert untold.exit_code == EXIT_API
+    assert "--text is required with AUDIO" in untold.stderr
+    unsupported = stack.run("voices", "add", "xvec", "--embedding", str(embedding))
+    assert unsupported.exit_code == EXIT_API
+    assert "(field embedding) [embedding_unsupported, HTTP 422]" in unsupported.stderr
+    assert "espeak" in unsupported.stderr
+    assert json.loads(stack.run("voices", "list", "--json").stdout) == []
+
+
 def test_an_api_error_exits_1_with_its_message_and_field(stack: Stack, tmp_path: Path) -> None:
     script = tmp_path / "book.md"
     script.write_text("# One\n\nHello.\n", encoding="utf-8")
