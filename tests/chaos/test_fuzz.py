@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from flask import Flask
 
-from tests.chaos.fuzz import CI_MAX_EXAMPLES, run_schemathesis
+from tests.chaos.fuzz import CI_MAX_EXAMPLES, SPEECH_WAIT_S, run_schemathesis
 from tests.chaos.hostile import (
     MEMORY_LIMIT,
     TIME_LIMIT_S,
@@ -32,6 +32,7 @@ HOSTILE_SETTINGS: dict[str, Any] = {
     "rate_limit_per_minute": 0,
     "max_upload_bytes": 2_000_000,  # the limit + 1 item is then 2 MB, not 50 MB
     "max_script_chars": 10_000,
+    "speech_wait_seconds": SPEECH_WAIT_S,
 }
 
 
@@ -50,7 +51,7 @@ def _settings(app: Flask) -> Settings:
 def test_schemathesis_finds_no_server_error(make_app: Callable[..., Flask]) -> None:
     """Generated requests for every operation (valid and invalid, with the user key; the admin operations
     also with the admin key) and stateful scenarios over the links schemathesis infers: never a 5xx."""
-    app = make_app(rate_limit_per_minute=0)
+    app = make_app(rate_limit_per_minute=0, speech_wait_seconds=SPEECH_WAIT_S)
     user, admin = _keys(app)
     report = run_schemathesis(app, user, CI_MAX_EXAMPLES, stateful=True, admin_headers=admin, seed=0)
     print(report.summary())
