@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from flask import Flask
 
-from tests.chaos.fuzz import CI_MAX_EXAMPLES, SPEECH_WAIT_S, run_schemathesis
+from tests.chaos.fuzz import CI_MAX_EXAMPLES, SPEECH_WAIT_S, FuzzReport, run_schemathesis
 from tests.chaos.hostile import (
     MEMORY_LIMIT,
     TIME_LIMIT_S,
@@ -61,11 +61,25 @@ def test_schemathesis_finds_no_server_error(make_app: Callable[..., Flask]) -> N
     assert set(report.per_operation) == set(report.operations), report.summary()  # each one was fuzzed
     # The seeded voice let generated jobs through to parsing, chunking and the queue ...
     assert report.statuses[202] > 0, report.summary()
-    # ... and the state machine followed inferred links to objects it had created.
+    # ... and the state machine followed inferred links ...
     assert report.stateful_scenarios > 0, report.summary()
-    # A success (200, 202, 204...) on a step that takes an id is a step on a live object.
-    live = sum(n for step, n in report.stateful_statuses.items() if "{" in step and step[-3:].startswith("2"))
+    # ... and stepped on objects it had created. One exploration's scenarios can all miss their creates
+    # (the generated uploads refused); the machine must reach live objects within two more seeds.
+    live = _live_steps(report)
+    for seed in (1, 2):
+        if live:
+            break
+        again = run_schemathesis(
+            app, user, CI_MAX_EXAMPLES, stateful=True, admin_headers=admin, seed=seed, modes=()
+        )
+        assert again.server_errors == 0, again.summary()
+        live = _live_steps(again)
     assert live > 0, report.summary()
+
+
+def _live_steps(report: FuzzReport) -> int:
+    """Stateful steps on a live object: a success (200, 202, 204...) on a step that takes an id."""
+    return sum(n for step, n in report.stateful_statuses.items() if "{" in step and step[-3:].startswith("2"))
 
 
 @pytest.fixture
