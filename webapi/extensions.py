@@ -9,6 +9,7 @@ from typing import Any
 from celery import Celery
 from flask import Flask, current_app
 from sqlalchemy import Engine as DbEngine
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, scoped_session
 
 from models import make_engine, make_session_factory
@@ -60,7 +61,14 @@ def init_tome(app: Flask, settings: Settings) -> Tome:
 
     @app.teardown_appcontext
     def _remove_session(_exc: BaseException | None) -> None:
-        state.sessions.remove()
+        try:
+            state.sessions.remove()
+        except DBAPIError as exc:
+            # The database dropped the connection after the response was made (a restart): its closing
+            # ROLLBACK fails. Nothing was left to commit; SQLAlchemy has invalidated the connection, and the
+            # session is forgotten so that the thread's next request starts on a fresh one.
+            log.warning("closing a request's database session failed: %s", exc.orig or exc)
+            state.sessions.registry.clear()
 
     return state
 

@@ -1,0 +1,52 @@
+"""A database restart between a request's last query and the end of the request (the session's closing
+ROLLBACK on a connection the server has dropped) fails neither that request nor the next: found by the
+chaos battery, where PostgreSQL restarts while clients poll their jobs."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+from flask import Response
+from sqlalchemy import text
+
+from tests.conftest import bearer
+from tests.support.apps import app_on
+from tests.support.services import Services
+from webapi.cli import mint_key
+from webapi.extensions import tome
+from worker.config import Settings
+
+pytestmark = pytest.mark.postgres
+
+
+def _terminate(admin_url: str, pid: int) -> None:
+    with psycopg.connect(admin_url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as c:
+        c.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+
+def test_a_connection_dropped_before_the_session_closes_fails_no_request(
+    pg_settings: Settings, services: Services
+) -> None:
+    with app_on(pg_settings) as app:
+        headers = bearer(mint_key(app, owner="alice", name="k", admin=False))
+        killed: list[int] = []
+
+        @app.after_request
+        def _drop_the_connection(response: Response) -> Response:
+            # The request has made its response; its session still holds a transaction. The server
+            # drops that connection now, as a restart does.
+            if not killed:
+                pid = tome().sessions.execute(text("SELECT pg_backend_pid()")).scalar_one()
+                _terminate(services.pg_url, pid)
+                killed.append(pid)
+            return response
+
+        client = app.test_client()
+        first = client.get("/v1/jobs", headers=headers)
+        assert killed, "the hook did not run"
+        assert first.status_code == 200, first.data
+        second = client.get("/v1/jobs", headers=headers)
+        assert second.status_code == 200, second.data
+        with app.app_context():
+            now = tome().sessions.execute(text("SELECT pg_backend_pid()")).scalar_one()
+        assert now != killed[0]  # the dropped connection was not handed out again
