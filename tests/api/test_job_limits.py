@@ -10,7 +10,7 @@ from flask.testing import FlaskClient
 
 from tests.api.helpers import submit_job, upload_voice
 from tests.conftest import bearer
-from tests.support.cost import cpu_seconds
+from tests.support.cost import CpuMeter
 from webapi.cli import mint_key
 from worker.audio import Pauses
 from worker.jobs.limits import JobEstimate, JobLimits, LimitExceeded, check, estimate
@@ -62,7 +62,7 @@ def test_the_2kb_silence_amplifier_is_refused_at_once(
 ) -> None:
     """The hostile-tenant report: 200 headings and a 30 s chapter pause made 6,339 s of WAV from 2 KB."""
     script = "".join(f"# {i}\n\n" for i in range(200))
-    started = cpu_seconds()
+    meter = CpuMeter()
     response = submit_job(
         client,
         user,
@@ -72,7 +72,7 @@ def test_the_2kb_silence_amplifier_is_refused_at_once(
         pauses={"chapter": 30},
         output={"format": "wav"},
     )
-    elapsed = cpu_seconds() - started
+    elapsed = meter.seconds()
     assert response.status_code == 422, response.json
     assert response.json["error"]["code"] == "limit_exceeded"
     assert response.json["error"]["field"] == "pauses"

@@ -16,7 +16,7 @@ from flask.testing import FlaskClient
 from tests.api.helpers import upload_voice
 from tests.support.apps import tome_of
 from tests.support.audio import TRANSCRIPT, speak
-from tests.support.cost import cpu_seconds
+from tests.support.cost import CpuMeter
 from tests.support.inline import Inline
 from worker.config import Settings
 from worker.task_names import BUILD_VOICE
@@ -71,9 +71,9 @@ def test_a_hopeless_reference_is_a_fast_422_naming_audio(
         "clipped": wav(np.clip(wave * 10.0, -1.0, 1.0), rate),
         "noise only": wav(np.random.default_rng(1).standard_normal(5 * rate) * 0.1, rate),
     }[kind]
-    started = cpu_seconds()
+    meter = CpuMeter()
     response = upload_voice(client, user, audio, ref_text=TRANSCRIPT)
-    elapsed = cpu_seconds() - started
+    elapsed = meter.seconds()
     assert response.status_code == 422, response.json
     error = response.json["error"]
     assert error["field"] == "audio"

@@ -13,7 +13,7 @@ documents with a DOCTYPE. Those items also name the error ``code`` they expect a
 ``say``, so that a refusal for the wrong reason (or a bare 400) is caught too.
 
 ``run_hostile(app, headers)`` sends every item twice: once as ``headers``' owner with nothing traced, to
-measure its CPU time honestly (:func:`cpu_seconds`), and once as a second owner with ``tracemalloc`` on,
+measure its CPU time honestly (:class:`CpuMeter`), and once as a second owner with ``tracemalloc`` on,
 to measure the peak of Python allocations (numpy's buffers included) during that request above what
 was allocated just before it. The request is fully built before either measurement starts, so only the
 server's work is counted. It also records ``ru_maxrss`` before and after the whole corpus, whatever is
@@ -57,7 +57,7 @@ from werkzeug.test import EnvironBuilder
 
 from tests.support import epubs
 from tests.support.apps import tome_of
-from tests.support.cost import cpu_seconds
+from tests.support.cost import CpuMeter
 from webapi.cli import mint_key
 from worker.config import Settings
 
@@ -66,7 +66,7 @@ VOICE = "hostile-seed"
 voice would stop at that check, before the script is even parsed)."""
 
 TIME_LIMIT_S = 1.0
-"""CPU seconds one hostile request may cost (see :func:`cpu_seconds`): a refusal must be cheap."""
+"""CPU seconds one hostile request may cost (see :class:`CpuMeter`): a refusal must be cheap."""
 MEMORY_LIMIT = 64 * 1024 * 1024
 """Peak Python allocation allowed during one hostile request, above what was allocated just before it.
 
@@ -1085,10 +1085,10 @@ def _send(app: Flask, item: HostileItem, headers: Mapping[str, str], trace: bool
         if trace:
             tracemalloc.reset_peak()
             base = tracemalloc.get_traced_memory()[0]
-        started = cpu_seconds()
+        meter = CpuMeter()
         response = client.open(request, buffered=True)
         body = response.get_data()
-        elapsed = cpu_seconds() - started
+        elapsed = meter.seconds()
         peak = tracemalloc.get_traced_memory()[1] - base if trace else 0
         response.close()
     return _Sent(

@@ -70,6 +70,16 @@ def _pause(spec: ChunkSpec) -> str | float:
     return spec.pause_after if spec.pause_seconds is None else spec.pause_seconds
 
 
+def check_chapters(chapters: int, limits: JobLimits) -> None:
+    """Raise :class:`LimitExceeded` if there are more chapters than the limit. Known as soon as the script
+    is parsed: checked then too, so that a script of thousands of one-word headings is refused before
+    its chunks are made."""
+    if chapters > limits.max_chapters:
+        raise LimitExceeded(
+            f"script has {chapters} chapters; the limit is {limits.max_chapters}", "TOME_MAX_JOB_CHAPTERS"
+        )
+
+
 def check(job: JobEstimate, limits: JobLimits) -> None:
     """Raise :class:`LimitExceeded` naming the first limit ``job`` is over."""
     if job.chunks > limits.max_chunks:
@@ -78,10 +88,7 @@ def check(job: JobEstimate, limits: JobLimits) -> None:
             "TOME_MAX_CHUNKS_PER_JOB",
             code="script_too_long",
         )
-    if job.chapters > limits.max_chapters:
-        raise LimitExceeded(
-            f"script has {job.chapters} chapters; the limit is {limits.max_chapters}", "TOME_MAX_JOB_CHAPTERS"
-        )
+    check_chapters(job.chapters, limits)
     if job.total_seconds > limits.max_audio_seconds:
         raise LimitExceeded(
             f"the output would last about {job.total_seconds:.0f} s; the limit is "

@@ -99,6 +99,10 @@ class PlanRequest:
 def plan(session: Session, request: PlanRequest) -> ScriptPlan:
     """Parse, resolve, read, chunk and check; raises :class:`PlanError`."""
     parsed = _parse(request)
+    try:
+        limits.check_chapters(len(parsed.chapters), request.job_limits)
+    except limits.LimitExceeded as exc:
+        raise _over_limit(exc) from exc
     if request.split_chapters and len(parsed.chapters) < 2 and not any(c.title for c in parsed.chapters):
         raise PlanError(
             "the script has no chapters to split at (Markdown headings, an EPUB's table of contents, "
@@ -117,12 +121,16 @@ def plan(session: Session, request: PlanRequest) -> ScriptPlan:
     try:
         limits.check(size, request.job_limits)
     except limits.LimitExceeded as exc:
-        raise PlanError(f"{exc.message} ({exc.setting})", exc.code, field=exc.field) from exc
+        raise _over_limit(exc) from exc
     chunk_voices = [request.voice.id if s.voice is None else resolved[s.voice] for s in specs]
     warnings = (*parsed.warnings, *skipped)
     return ScriptPlan(
         list(parsed.chapters), specs, chunk_voices, size, parsed.info, parsed.language, warnings
     )
+
+
+def _over_limit(exc: limits.LimitExceeded) -> PlanError:
+    return PlanError(f"{exc.message} ({exc.setting})", exc.code, field=exc.field)
 
 
 def _parse(request: PlanRequest) -> ParsedScript:

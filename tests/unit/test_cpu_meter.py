@@ -1,0 +1,54 @@
+"""The CPU meter the cost tests rely on: it counts the work measured, not what other threads do meanwhile."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from tests.support.cost import CpuMeter
+
+
+def _spin(seconds: float) -> None:
+    """Burn about ``seconds`` of this thread's CPU."""
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+def test_work_in_this_thread_is_counted() -> None:
+    meter = CpuMeter()
+    _spin(0.2)
+    assert 0.18 <= meter.seconds() < 1.0
+
+
+def test_a_thread_that_was_already_running_is_not_counted() -> None:
+    stop = threading.Event()
+
+    def busy() -> None:
+        while not stop.is_set():
+            _spin(0.01)
+
+    other = threading.Thread(target=busy, daemon=True)
+    other.start()
+    try:
+        time.sleep(0.05)
+        meter, process_before = CpuMeter(), time.process_time()
+        time.sleep(0.5)  # the other thread burns CPU; this one does not
+        cost = meter.seconds()
+        process = time.process_time() - process_before
+    finally:
+        stop.set()
+        other.join()
+    assert cost < 0.1, cost
+    assert process > 0.3  # the process total, which the meter corrects, did count it
+
+
+def test_a_thread_the_work_starts_is_counted() -> None:
+    meter = CpuMeter()
+    worker = threading.Thread(target=_spin, args=(0.2,))
+    worker.start()
+    time.sleep(0.05)
+    # read while it still runs (a finished thread's time stays in the process total either way)
+    assert meter.seconds() > 0.02
+    worker.join()
+    assert meter.seconds() >= 0.18
