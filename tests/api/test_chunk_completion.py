@@ -20,7 +20,7 @@ from tests.support.inline import Inline
 from webapi.cli import mint_key
 from worker.config import Settings
 from worker.jobs.start import start_job
-from worker.jobs.state import Completion, claim_chunks, complete_chunks
+from worker.jobs.state import Completed, Completion, claim_chunks, complete_chunks
 from worker.runtime import Runtime
 from worker.voices.prompts import build_voice
 
@@ -79,7 +79,7 @@ def test_a_whole_batch_moves_with_its_counters_and_json(
         done = complete_chunks(
             session, job_id, token, [_completion(i, n, flagged=n == 2) for n, i in enumerate(ids)]
         )
-    assert done == ids
+    assert (done.ids, done.left) == (ids, 0)  # the job's last chunks: nothing left to render
     with rt.sessions() as session:
         job = session.get(Job, job_id)
         assert job is not None
@@ -109,7 +109,7 @@ def test_chunks_taken_over_by_another_attempt_are_left_to_it(
     assert [c.id for c in taken] == [ids[1]]
     with unit_of_work(rt.sessions) as session:
         done = complete_chunks(session, job_id, token, [_completion(i, n) for n, i in enumerate(ids)])
-    assert done == [ids[0], ids[2]]
+    assert (done.ids, done.left) == ([ids[0], ids[2]], 1)
     with rt.sessions() as session:
         job = session.get(Job, job_id)
         assert job is not None
@@ -118,8 +118,8 @@ def test_chunks_taken_over_by_another_attempt_are_left_to_it(
         assert second is not None
         assert (second.status, second.attempt_token, second.audio_path) == ("running", other, None)
     with unit_of_work(rt.sessions) as session:  # the new holder completes it; the first token no more
-        assert complete_chunks(session, job_id, token, [_completion(ids[1], 1)]) == []
-        assert complete_chunks(session, job_id, other, [_completion(ids[1], 1)]) == [ids[1]]
+        assert complete_chunks(session, job_id, token, [_completion(ids[1], 1)]) == Completed([], None)
+        assert complete_chunks(session, job_id, other, [_completion(ids[1], 1)]) == Completed([ids[1]], 0)
     with rt.sessions() as session:
         job = session.get(Job, job_id)
         assert job is not None

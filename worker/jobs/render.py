@@ -18,9 +18,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import exists, select
 
-from models import Chunk, Job, JobStatus, unit_of_work, utcnow
+from models import Chunk, Job, JobChapter, JobStatus, unit_of_work, utcnow
 from worker import observe
 from worker.audio import apply_fades, write_wav_atomic
 from worker.audio.dsp import silence_bounds
@@ -88,6 +88,7 @@ def _render(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -
     keys = _content_keys(engine, claimed, requests, {v: p.key for v, p in prompts.items()})
     done = reuse.take_rendered(rt, job_id, running.owner, claimed, keys, token, checked=qa.enabled)
     rest = [c for c in claimed if c.seq not in done]
+    left: int | None = None  # the job's chunks not done after this task's completion, if it knows
     if rest:
         try:
             waves = _synthesize(rt, job_id, engine, rest, [requests[c.id] for c in rest], token, enqueue)
@@ -111,9 +112,14 @@ def _render(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -
             actions.fail(rt, job_id, error, enqueue, chunk=(chunk.id, token))
             actions.release(rt, [c.id for c in rest], token)
             return len(done)
-        done += _store(rt, job_id, engine, rest, takes, token, keys)
-    maybe_stitch_chapters(rt, job_id, done, enqueue)
-    maybe_begin_stitch(rt, job_id, enqueue)
+        stored, left = _store(rt, job_id, engine, rest, takes, token, keys)
+        done += stored
+    if running.chapters:
+        maybe_stitch_chapters(rt, job_id, done, enqueue)
+    # Chunks still left after this task's own completion: a later completion will see none left and
+    # begin the stitch (the job row orders them), so trying here would be a wasted transaction.
+    if left is None or left <= 0:
+        maybe_begin_stitch(rt, job_id, enqueue)
     return len(done)
 
 
@@ -148,15 +154,19 @@ class _Running:
     qa: quality.QaSettings
     owner: str
     voices: frozenset[uuid.UUID]  # the voices of the task's chunks that may still be claimed
+    chapters: bool  # the job stitches chapters one by one (it has chapter rows)
 
 
 def _running_job(rt: Runtime, job_id: uuid.UUID, seqs: list[int]) -> _Running | None:
     """The job's engine, speed, QA settings and owner, and the voices its claimable chunks of ``seqs``
     use, if it is running."""
     with rt.sessions() as session:
-        job = session.get(Job, job_id)
-        if job is None or job.status != JobStatus.RUNNING:
+        found = session.execute(
+            select(Job, exists().where(JobChapter.job_id == Job.id)).where(Job.id == job_id)
+        ).one_or_none()
+        if found is None or found[0].status != JobStatus.RUNNING:
             return None
+        job, chapters = found
         options = dict(job.options)
         voices = session.scalars(
             select(Chunk.voice_id)
@@ -169,6 +179,7 @@ def _running_job(rt: Runtime, job_id: uuid.UUID, seqs: list[int]) -> _Running | 
             quality.QaSettings.of(options, job.engine),
             job.owner,
             frozenset(voices),
+            bool(chapters),
         )
 
 
@@ -265,10 +276,10 @@ def _store(
     takes: Sequence[quality.Take],
     token: str,
     keys: dict[int, str],
-) -> list[int]:
+) -> tuple[list[int], int | None]:
     """Write each chunk's audio (one file per attempt), then mark the batch done under the claim's token in
     one transaction, unless the job is no longer running (the batch is then given back). Returns the
-    seqs it completed.
+    seqs it completed and how many of the job's chunks were left after (None: it completed none).
 
     The job's state is read once for the batch, in the transaction that completes it, not before every
     chunk, and its counters move once (worker.jobs.state.complete_chunks): a database round trip and an
@@ -303,12 +314,13 @@ def _store(
     rt.storage.publish_batch(list(paths.values()))
     with unit_of_work(rt.sessions) as session:
         if state.is_running(session, job_id):
-            completed = set(state.complete_chunks(session, job_id, token, completions))
+            result = state.complete_chunks(session, job_id, token, completions)
         else:
-            completed = set()
+            result = state.Completed([], None)
             for chunk in claimed:
                 state.release_chunk(session, chunk.id, token)
             log.info("no longer running; stored none of %d chunks", len(claimed))
+    completed = set(result.ids)
     for chunk in claimed:
         with log_context(chunk_seq=chunk.seq, voice_id=chunk.voice_id):
             if chunk.id in completed:
@@ -319,7 +331,7 @@ def _store(
     done = [c.seq for c in claimed if c.id in completed]
     if done:
         log.info("%d chunks rendered (seqs %s..%s)", len(done), done[0], done[-1])
-    return done
+    return done, result.left
 
 
 def is_out_of_memory(exc: BaseException) -> bool:

@@ -120,7 +120,9 @@ def claim_chunks(
     """Take the chunks of ``seqs`` that are pending, or running on an expired lease, under one new token."""
     token = new_token()
     job_running = _running(job_id)
-    session.execute(
+    # RETURNING: the claimed rows come back with the UPDATE, not from a second SELECT (a round trip a
+    # task; the SELECT also had to find them by token, which has no index).
+    rows = session.execute(
         update(Chunk)
         .where(
             Chunk.job_id == job_id,
@@ -135,15 +137,10 @@ def claim_chunks(
             attempts=Chunk.attempts + 1,
             lease_until=now + lease,
         )
-    )
-    rows = session.execute(
-        select(Chunk.id, Chunk.seq, Chunk.text, Chunk.voice_id, Chunk.attempts, Chunk.rate, Chunk.seed)
-        # seq IN (...) keeps this on the (job_id, seq) index: attempt_token has none, and a scan of the
-        # job's chunks on every claim made a job's cost grow with the square of its chunks.
-        .where(Chunk.job_id == job_id, Chunk.seq.in_(seqs), Chunk.attempt_token == token)
-        .order_by(Chunk.seq)
+        .returning(Chunk.id, Chunk.seq, Chunk.text, Chunk.voice_id, Chunk.attempts, Chunk.rate, Chunk.seed)
     ).all()
-    return token, [Claimed(r.id, r.seq, r.text, r.voice_id, r.attempts, r.rate, r.seed) for r in rows]
+    claimed = [Claimed(r.id, r.seq, r.text, r.voice_id, r.attempts, r.rate, r.seed) for r in rows]
+    return token, sorted(claimed, key=lambda c: c.seq)
 
 
 _CHUNKS = cast(Table, Chunk.__table__)
@@ -221,12 +218,21 @@ def complete_chunk(
         flagged,
         rerendered,
     )
-    return complete_chunks(session, job_id, token, [completion]) == [chunk_id]
+    return complete_chunks(session, job_id, token, [completion]).ids == [chunk_id]
+
+
+@dataclass(frozen=True)
+class Completed:
+    """What :func:`complete_chunks` did: the ids of the chunks it completed, and how many of the job's
+    chunks were still not done after it (``None`` when it completed none, so moved no counter)."""
+
+    ids: list[int]
+    left: int | None
 
 
 def complete_chunks(
     session: Session, job_id: uuid.UUID, token: str, completions: Sequence[Completion]
-) -> list[int]:
+) -> Completed:
     """:func:`complete_chunk` for each of ``completions`` (running -> done where ``token`` still holds the
     chunk), with the job's counters moved once for all of them; the ids of the chunks it completed.
 
@@ -236,7 +242,7 @@ def complete_chunks(
     each (psycopg pipelines them: one round trip), not one ORM statement built a chunk; when fewer rows
     moved than asked (another attempt took some over), the ones this token completed are read back."""
     if not completions:
-        return []
+        return Completed([], None)
     result = session.execute(
         _COMPLETE,
         [
@@ -274,9 +280,14 @@ def complete_chunks(
         "chunks_rerendered": sum(c.rerendered for c in completions if c.chunk_id in moved_ids),
     }
     moved = {name: getattr(Job, name) + n for name, n in counts.items() if n}
-    if moved:
-        session.execute(update(Job).where(Job.id == job_id).values(**moved))
-    return done
+    if not moved:
+        return Completed(done, None)
+    # The job row is locked from here to the commit: of two batches completing at once, the later one
+    # reads the earlier one's counters, so the batch that completes the job's last chunks sees 0 left.
+    left = session.scalar(
+        update(Job).where(Job.id == job_id).values(**moved).returning(Job.chunks_total - Job.chunks_done)
+    )
+    return Completed(done, None if left is None else int(left))
 
 
 def release_chunk(session: Session, chunk_id: int, token: str) -> bool:
