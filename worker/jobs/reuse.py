@@ -100,7 +100,8 @@ def take_rendered(
             donors[r.content_key] = _Donor(
                 str(r.audio_path), r.duration, r.audio_bytes, r.levels, r.words, r.qa
             )
-    done = []
+    linked: dict[int, tuple[state.Claimed, Path]] = {}
+    completions = []
     for chunk in claimed:
         donor = donors.get(keys[chunk.id])
         if donor is None:
@@ -109,12 +110,10 @@ def take_rendered(
         path.parent.mkdir(parents=True, exist_ok=True)
         if not _reuse(rt, donor.path, path):
             continue
-        with unit_of_work(rt.sessions) as session:
-            ok = state.complete_chunk(
-                session,
+        linked[chunk.id] = (chunk, path)
+        completions.append(
+            state.Completion(
                 chunk.id,
-                job_id,
-                token,
                 str(path),
                 donor.duration,
                 donor.audio_bytes,
@@ -124,7 +123,16 @@ def take_rendered(
                 reused=True,
                 qa=dict(donor.qa) if donor.qa is not None else None,
             )
-        if ok:
+        )
+    if not completions:
+        return []
+    # One transaction for the batch, as for rendered chunks (one a chunk made a re-render of an edited
+    # book cost a transaction per reused chunk).
+    with unit_of_work(rt.sessions) as session:
+        completed = set(state.complete_chunks(session, job_id, token, completions).ids)
+    done = []
+    for chunk_id, (chunk, path) in linked.items():
+        if chunk_id in completed:
             done.append(chunk.seq)
         else:
             rt.storage.remove(path)
