@@ -43,6 +43,7 @@ from pathlib import Path
 import psycopg
 import redis
 from flask import Flask
+from sqlalchemy import Engine as DbEngine
 from sqlalchemy import select
 
 from models import TERMINAL, Job, Voice
@@ -98,6 +99,7 @@ class JobRun:
     cpu: Cpu
     transactions: int  # PostgreSQL commits and rollbacks in the job's database during the job
     redis_commands: int
+    reused: int = 0  # chunks the job took from an earlier render instead of rendering (should be none)
 
     @property
     def ms_per_chunk(self) -> float:
@@ -194,35 +196,56 @@ _TICK = os.sysconf("SC_CLK_TCK")
 
 
 class _Meter:
-    """CPU of the workers, PostgreSQL and Redis, transactions and Redis commands, between start and stop."""
+    """CPU of the workers, PostgreSQL and Redis, and Redis commands, between start and stop."""
 
-    def __init__(self, worker: _WorkerProcess, db_url: str, broker: redis.Redis) -> None:
-        self.worker, self.db_url, self.broker = worker, db_url, broker
+    def __init__(self, worker: _WorkerProcess, broker: redis.Redis) -> None:
+        self.worker, self.broker = worker, broker
 
-    def _read(self) -> tuple[int, int, int, int, int]:
+    def _read(self) -> tuple[int, int, int, int]:
         pid = self.worker.proc.pid
-        stats = self.broker.info("stats")
-        name = self.db_url.rpartition("/")[2]
-        with psycopg.connect(_libpq(self.db_url), autocommit=True) as conn:
-            row = conn.execute(
-                "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = %s", (name,)
-            ).fetchone()
         return (
             _tree_ticks(pid, _children(pid)),
             _family_ticks("postgres"),
             _family_ticks("redis-server"),
-            int(row[0]) if row else 0,
-            int(stats["total_commands_processed"]),
+            int(self.broker.info("stats")["total_commands_processed"]),
         )
 
     def start(self) -> None:
         self._before = self._read()
 
-    def stop(self) -> tuple[Cpu, int, int]:
-        time.sleep(1.0)  # PostgreSQL flushes a backend's transaction counts within a second
+    def stop(self) -> tuple[Cpu, int]:
         after = self._read()
         d = [a - b for a, b in zip(after, self._before, strict=True)]
-        return Cpu(d[0] / _TICK, d[1] / _TICK, d[2] / _TICK), d[3], d[4]
+        return Cpu(d[0] / _TICK, d[1] / _TICK, d[2] / _TICK), d[3]
+
+
+def settled_transactions(db_url: str, pool: DbEngine) -> int:
+    """Commits + rollbacks of the database so far, read once no other backend is connected to it (the
+    bench's own ``pool`` is closed first; the caller has stopped its workers).
+
+    PostgreSQL 15 keeps a backend's counts in its own memory and flushes them to ``pg_stat_database`` at
+    most once a second while busy, up to 10 s after it goes idle, and at its exit. Read a second after
+    the job (as this bench did), the workers' last counts were missed and landed in the next run's
+    window: the 1-process run read 1.4 transactions a chunk and the runs after it 2.8-3.2, while
+    PostgreSQL's statement log of a 2-process job showed 1.1 (444 BEGINs for 400 chunks)."""
+    name = db_url.rpartition("/")[2]
+    with psycopg.connect(_libpq(db_url), autocommit=True) as conn:
+        deadline = time.monotonic() + 30.0
+        while time.monotonic() < deadline:
+            pool.dispose()  # again each time: the app's metrics flusher may have connected meanwhile
+            others = conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                (name,),
+            ).fetchone()
+            if others is not None and others[0] == 0:
+                break
+            time.sleep(0.1)
+        else:
+            raise RuntimeError(f"backends still connected to {name} after 30 s: counts not settled")
+        row = conn.execute(
+            "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = %s", (name,)
+        ).fetchone()
+    return int(row[0]) if row else 0  # this connection's own are flushed at its close: not counted
 
 
 def _libpq(url: str) -> str:
@@ -277,9 +300,10 @@ def bare_round_trip_ms(folder: Path, redis_url: str, trips: int = ROUND_TRIPS) -
 # -- 2. a job on 1, 2, 4 processes -----------------------------------------------------------------------
 
 
-def script_of(chunks: int) -> str:
-    """``chunks`` paragraphs of one short sentence: one chunk each."""
-    return "\n\n".join(f"Line {n} of the long test." for n in range(chunks)) + "\n"
+def script_of(chunks: int, run: int = 0) -> str:
+    """``chunks`` paragraphs of one short sentence: one chunk each. Each ``run`` has its own text: the
+    same text again would reuse the earlier run's audio (worker.jobs.reuse) instead of rendering it."""
+    return "\n\n".join(f"Line {n} of run {run} of the long test." for n in range(chunks)) + "\n"
 
 
 def _headers(app: Flask) -> dict[str, str]:
@@ -309,14 +333,17 @@ def _job_body(script: str, title: str = "Bench") -> dict[str, object]:
     }
 
 
-def _wait_voice(app: Flask, voice_id: uuid.UUID, timeout: float = 120.0) -> None:
+def _wait_voice(app: Flask, voice_id: uuid.UUID, timeout: float = 120.0) -> int:
+    """Wait for the voice's prompt; returns how many reads (transactions) that took."""
     sessions = tome_of(app).runtime.sessions
     deadline = time.monotonic() + timeout
+    reads = 0
     while time.monotonic() < deadline:
         with sessions() as session:
             status = session.scalar(select(Voice.cache_status).where(Voice.id == voice_id))
+        reads += 1
         if status == "ready":
-            return
+            return reads
         if status == "failed":
             raise RuntimeError("the voice's prompt build failed")
         time.sleep(0.1)
@@ -330,13 +357,18 @@ def run_job(
     """One job of ``chunks`` on one worker of ``processes`` pool processes (started before the clock),
     once the voice's prompt is ready (the first run's worker builds it, not timed)."""
     broker = redis.Redis.from_url(settings.broker_url)
+    pool = tome_of(app).db
+    before = settled_transactions(settings.sqlalchemy_url, pool)
+    polls = 0  # the bench's own status reads: one transaction each, not Tome's
     worker = _WorkerProcess(settings, folder, concurrency=processes)
     try:
         worker.wait_ready()
-        meter = _Meter(worker, settings.sqlalchemy_url, broker)
-        _wait_voice(app, voice_id)
+        meter = _Meter(worker, broker)
+        polls += _wait_voice(app, voice_id)
         meter.start()
-        answer = app.test_client().post("/v1/jobs", json=_job_body(script_of(chunks)), headers=headers)
+        answer = app.test_client().post(
+            "/v1/jobs", json=_job_body(script_of(chunks, processes)), headers=headers
+        )
         if answer.status_code != 202 or not answer.json:
             raise RuntimeError(f"the job answered {answer.status_code}: {answer.json}")
         job_id = uuid.UUID(answer.json["id"])
@@ -348,15 +380,17 @@ def run_job(
         while time.monotonic() < deadline:
             with sessions() as session:
                 status = session.scalar(select(Job.status).where(Job.id == job_id)) or ""
+            polls += 1
             if stitching_at is None and status in ("stitching", *TERMINAL):
                 stitching_at = time.perf_counter()
             if status in TERMINAL:
                 break
             time.sleep(POLL_SECONDS)
-        cpu, transactions, commands = meter.stop()
+        cpu, commands = meter.stop()
     finally:
         worker.stop()
         broker.close()
+    transactions = settled_transactions(settings.sqlalchemy_url, pool) - before - polls
     with sessions() as session:
         job = session.get(Job, job_id)
         assert job is not None
@@ -364,7 +398,7 @@ def run_job(
     render = (stitching_at or time.perf_counter()) - polled
     error = job.error if status in TERMINAL else f"not finished after {JOB_TIMEOUT:.0f} s ({worker.log_path})"
     return JobRun(processes, job.chunks_total, job.status, error, wall, min(render, wall), cpu,
-                  transactions, commands)  # fmt: skip
+                  transactions, commands, job.chunks_reused)  # fmt: skip
 
 
 # -- 3. the API under load -------------------------------------------------------------------------------
@@ -582,6 +616,8 @@ def problems_of(figures: Figures, chunks: int) -> list[str]:
             problems.append(f"{label}: the job ended {run.status}: {run.error}")
         elif run.chunks != chunks:
             problems.append(f"{label}: the job has {run.chunks} chunks, expected {chunks}")
+        elif run.reused:
+            problems.append(f"{label}: {run.reused} chunks were reused, not rendered")
     if figures.api is not None:
         for name, load in (("submissions", figures.api.submit), ("polls", figures.api.poll)):
             problems += [f"orchestration API {name}: {p}" for p in load.unexpected[:3]]

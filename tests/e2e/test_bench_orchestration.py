@@ -28,8 +28,10 @@ def test_the_constant_engine_renders_its_tone_for_any_text() -> None:
     assert float(abs(waves[1]).max()) > 0.2
 
 
-def test_the_bench_script_is_one_chunk_a_paragraph() -> None:
-    assert split_sentences(script_of(3).split("\n\n")[1]) == ["Line 1 of the long test."]
+def test_the_bench_script_is_one_chunk_a_paragraph_and_each_run_has_its_own() -> None:
+    assert split_sentences(script_of(3).split("\n\n")[1]) == ["Line 1 of run 0 of the long test."]
+    # a paragraph shared by two runs would be reused by the second (worker.jobs.reuse), not rendered
+    assert not set(script_of(3, 1).split("\n\n")) & set(script_of(3, 2).split("\n\n"))
 
 
 def test_the_bench_runs_a_tiny_job_and_load_on_postgres_and_redis(services: Services, tmp_path: Path) -> None:
@@ -49,6 +51,7 @@ def test_the_bench_runs_a_tiny_job_and_load_on_postgres_and_redis(services: Serv
     assert (run.status, run.chunks, run.processes) == ("succeeded", CHUNKS, 1)
     assert run.wall_s > 0
     assert run.transactions > 0
+    assert run.reused == 0
     assert run.redis_commands > 0
     assert figures.round_trip_ms > 0
     assert figures.api is not None
