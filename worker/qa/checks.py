@@ -145,6 +145,11 @@ class QaPolicy:
     # 14 words on calibration seeds 7 and 21, while a dropped word there ("Chapter" of "Chapter
     # twenty-one", 1 error in 3) stayed under ``min_errors``.
     max_exact_words: int = 10
+    # speaker (worker.qa.speaker; engines with a speaker encoder: Qwen3-TTS): cosine similarity of the
+    # chunk's speaker embedding to the voice's at least this. 0 = off: the score is measured and recorded
+    # on every chunk, never held to a limit. Not calibrated: only a tiny random-weight Qwen3 checkpoint
+    # exists here (every input scores 0.98-1.0 on it), so a job sets it from its own engine's figures.
+    min_speaker_similarity: float = 0.0
 
     def to_json(self) -> dict[str, object]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
