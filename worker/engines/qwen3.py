@@ -72,6 +72,8 @@ MAX_BATCH = 32
 CPU_BATCH = 8
 MEMORY_HEADROOM = 0.7
 CUDA_DTYPE_BYTES = 2  # bfloat16: load_model's dtype on CUDA
+# The shortest audio the speaker encoder embeds (its mel front end's window is 1024 samples at 24 kHz).
+MIN_EMBEDDING_SECONDS = 0.1
 FRAMES_PER_CHAR = 0.9  # 12.5 codec frames per second over about 14 spoken characters per second
 
 # Files that define the checkpoint's identity (config + weights + tokenizer), relative to the model dir.
@@ -427,6 +429,27 @@ class Qwen3Engine:
         ):
             raise EngineError(f"ref_spk_embedding must be {self._layout.embedding_dim} finite float32 values")
         return np.ascontiguousarray(emb)
+
+    def speaker_embedding(self, audio: Waveform, sample_rate: int) -> npt.NDArray[np.float32]:
+        """The speaker-encoder x-vector of ``audio`` (mono float32 at ``sample_rate``), computed as
+        ``encode_speaker`` computes a prompt's (resampled to the encoder's rate, same mel front end): the
+        chunk QA's speaker check (worker.qa.speaker) compares a rendered chunk's with the voice's.
+        :class:`EngineError` under :data:`MIN_EMBEDDING_SECONDS` of audio."""
+        check_sample_rate(sample_rate)
+        wav = np.nan_to_num(np.asarray(audio, dtype=np.float32).reshape(-1), nan=0.0, posinf=0.0, neginf=0.0)
+        if wav.size < MIN_EMBEDDING_SECONDS * sample_rate:
+            raise EngineError(f"audio shorter than {MIN_EMBEDDING_SECONDS} s has no speaker embedding")
+        with self._generate_lock:
+            model = self.model.model
+            target = int(model.speaker_encoder_sample_rate)
+            if int(sample_rate) != target:
+                import librosa  # the qwen3 extra's dependency (qwen_tts resamples references with it)
+
+                wav = librosa.resample(y=wav, orig_sr=int(sample_rate), target_sr=target)
+            emb = model.extract_speaker_embedding(
+                audio=np.ascontiguousarray(wav, dtype=np.float32), sr=target
+            )
+        return np.ascontiguousarray(emb.detach().to("cpu").float().numpy().reshape(-1), dtype=np.float32)
 
     def prompt_item(self, prompt: SpeakerPrompt) -> VoiceClonePromptItem:
         return prompt_from_arrays(

@@ -6,7 +6,9 @@ flagged, as the job's policy says; a chunk with no audio at all (empty, silent, 
 Policy per job (``options["qa"]``, see webapi.schemas.QaOptions), with per-engine defaults: the cheap
 checks always run (tens of milliseconds a chunk); the transcript check (pocketsphinx, ~0.8 s of CPU a
 chunk) is on by default for neural engines, whose failures are dropped, invented or repeated words, and
-off for espeak, which reads every word it is given: its failures are the ones the cheap checks see.
+off for espeak, which reads every word it is given: its failures are the ones the cheap checks see. An
+engine with a speaker encoder (Qwen3-TTS) also gets the speaker check (worker.qa.speaker): its score is
+recorded on every chunk; it fails only under the job's ``min_speaker_similarity`` (default 0: off).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from worker.qa.checks import (
     median_f0,
     policy_for,
 )
+from worker.qa.speaker import speaker_encoder
 from worker.qa.transcript import PocketsphinxRecogniser, Recogniser
 
 log = logging.getLogger(__name__)
@@ -120,17 +123,21 @@ MIN_PITCH_CHUNKS = 3
 
 
 def assess(
-    wave: Any, sample_rate: int, request: SynthesisRequest, settings: QaSettings, expected: Expected
+    engine: Engine, wave: Any, request: SynthesisRequest, settings: QaSettings, expected: Expected
 ) -> QaResult:
+    """The chunk's checks; with the speaker check where the engine has a speaker encoder (its score is
+    recorded even when the policy's ``min_speaker_similarity`` is 0, off)."""
     rate, f0 = expected.rate, expected.f0_hz
+    encoder = speaker_encoder(engine)
     return assess_chunk(
         wave,
-        sample_rate,
+        engine.sample_rate,
         request.text,
         policy=settings.policy,
         rate=rate,
         expected_f0_hz=f0,
         recogniser=recogniser() if settings.transcript else None,
+        speaker=None if encoder is None else (encoder, request.prompt),
     )
 
 
@@ -161,13 +168,13 @@ def review(
         if not settings.enabled:
             takes.append(Take(wave, marks, None, 1))
             continue
-        best = Take(wave, marks, assess(wave, engine.sample_rate, request, settings, hold), 1)
+        best = Take(wave, marks, assess(engine, wave, request, settings, hold), 1)
         renders = 1
         while not best.passed and renders <= settings.max_rerenders:
             retry = replace(request, seed=(request.seed + 7919 * renders) & 0x7FFFFFFF)
             ((wave2, marks2),) = synthesize(engine, [retry])
             renders += 1
-            take = Take(wave2, marks2, assess(wave2, engine.sample_rate, retry, settings, hold), renders)
+            take = Take(wave2, marks2, assess(engine, wave2, retry, settings, hold), renders)
             if _better(take, best):
                 best = take
         takes.append(replace(best, renders=renders))

@@ -4,7 +4,9 @@
   thresholds (per-engine defaults), the voice's speaking rate measured from its chunks.
 * :mod:`.transcript`: the transcript check behind the :class:`Recogniser` protocol, and the embedded
   offline recogniser (pocketsphinx constrained to the chunk's text).
-* :mod:`.assess`: both in one call, for the render step.
+* :mod:`.speaker`: the speaker check, for engines with their own speaker encoder (Qwen3-TTS): cosine
+  similarity of the chunk's speaker embedding to the voice's (off by default: not calibrated).
+* :mod:`.assess`: all of them in one call, for the render step.
 * :mod:`.faults`: a fault-injecting engine wrapper for tests and ``bench/qa.py``.
 """
 
@@ -20,6 +22,7 @@ from worker.qa.checks import (
     median_f0,
     policy_for,
 )
+from worker.qa.speaker import SpeakerEncoder, check_speaker, speaker_encoder, speaker_similarity
 from worker.qa.transcript import PocketsphinxRecogniser, Recogniser, TranscriptResult, check_transcript
 
 __all__ = [
@@ -29,12 +32,16 @@ __all__ = [
     "QaPolicy",
     "QaResult",
     "Recogniser",
+    "SpeakerEncoder",
     "SpeakingRate",
     "TranscriptResult",
     "assess_chunk",
     "check_audio",
+    "check_speaker",
     "check_transcript",
     "measure_speaking_rate",
     "median_f0",
     "policy_for",
+    "speaker_encoder",
+    "speaker_similarity",
 ]

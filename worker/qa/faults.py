@@ -55,6 +55,9 @@ class FaultKind(StrEnum):
     OTHER_VOICE = "other_voice"
 
 
+# Attributes of the wrapped engine that the wrapper exposes as its own: its speaker encoder.
+_FORWARDED = frozenset({"speaker_embedding", "embedding_of"})
+
 # Which fault (if any) to inject into a request's rendering.
 FaultPlan = Callable[[SynthesisRequest], FaultKind | None]
 
@@ -120,6 +123,13 @@ class FaultyEngine:
     @property
     def version(self) -> str:
         return f"{self.inner.version}/faulty"
+
+    def __getattr__(self, name: str) -> object:
+        """The wrapped engine's speaker encoder (worker.qa.speaker), when it has one, so that the QA of a
+        faulty rendering can embed it; nothing else is forwarded (word times would bypass the faults)."""
+        if name in _FORWARDED:
+            return getattr(self.inner, name)
+        raise AttributeError(name)
 
     def encode_speaker(
         self, audio: Waveform, sample_rate: int, ref_text: str
