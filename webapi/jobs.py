@@ -353,6 +353,10 @@ def _delivery(body: JobCreate) -> Delivery:
         raise Invalid(str(exc), code="validation_error", field=exc.field) from exc
 
 
+# Thresholds on a similarity in [0, 1]: above 1 no chunk could pass (every one re-rendered, then flagged).
+_UNIT_THRESHOLDS = frozenset({"min_speaker_similarity"})
+
+
 def _qa_options(body: JobCreate) -> dict[str, object]:
     """The job's QA policy as stored; thresholds must be known names and finite numbers (422 naming
     ``qa.thresholds`` otherwise)."""
@@ -360,7 +364,10 @@ def _qa_options(body: JobCreate) -> dict[str, object]:
     thresholds = body.qa.thresholds or {}
     bad = sorted(name for name, value in thresholds.items() if not math.isfinite(value) or abs(value) > 1e6)
     if bad:
-        raise Invalid(f"QA thresholds must be finite numbers: {', '.join(bad)[:200]}", field="qa.thresholds")
+        raise Invalid(
+            f"QA thresholds must be finite numbers within 1e6 of 0: {', '.join(bad)[:200]}",
+            field="qa.thresholds",
+        )
     defaults = QaPolicy()
     for name, value in thresholds.items():
         kind = type(getattr(defaults, name, None))
@@ -369,6 +376,10 @@ def _qa_options(body: JobCreate) -> dict[str, object]:
             raise Invalid(f"unknown QA threshold {name[:60]!r}; known: {known}", field="qa.thresholds")
         if kind is int and (value != int(value) or value < 0):
             raise Invalid(f"QA threshold {name} must be a whole number >= 0", field="qa.thresholds")
+        if name in _UNIT_THRESHOLDS and not 0 <= value <= 1:
+            raise Invalid(
+                f"QA threshold {name} is a cosine similarity: between 0 (off) and 1", field="qa.thresholds"
+            )
     if thresholds:
         qa["thresholds"] = {
             name: int(value) if isinstance(getattr(defaults, name), int) else float(value)

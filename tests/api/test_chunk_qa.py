@@ -195,6 +195,8 @@ def test_qa_off_checks_nothing(
         ({"thresholds": {"min_errors": 2.5}}, "qa.thresholds"),
         ({"thresholds": {"plausible_chars_per_second": 3}}, "qa.thresholds"),
         ({"thresholds": {"max_wer": 1e300}}, "qa.thresholds"),
+        ({"thresholds": {"min_speaker_similarity": 1.5}}, "qa.thresholds"),  # no chunk could pass
+        ({"thresholds": {"min_speaker_similarity": -0.2}}, "qa.thresholds"),
     ],
 )
 def test_bad_qa_options_are_a_422_naming_the_field(
