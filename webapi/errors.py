@@ -109,7 +109,7 @@ def register_error_handlers(app: Flask) -> None:
         # The database restarting or overloaded is not the caller's fault and not a bug: 503, try again.
         from webapi.extensions import tome
 
-        tome().sessions.remove()
+        tome().end_session()
         log.warning("database unavailable: %s", error)
         response = jsonify(
             {"error": {"code": "unavailable", "message": "the database is unavailable; retry"}}
@@ -121,6 +121,6 @@ def register_error_handlers(app: Flask) -> None:
     def _unexpected(error: Exception) -> tuple[Response, int]:
         from webapi.extensions import tome
 
-        tome().sessions.remove()
+        tome().end_session()
         log.exception("unhandled error: %s", error)
         return jsonify({"error": {"code": "internal", "message": "internal server error"}}), 500

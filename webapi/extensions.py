@@ -40,6 +40,18 @@ class Tome:
     def engine(self) -> Engine:
         return get_engine(self.settings.engine, self.settings)
 
+    def end_session(self) -> None:
+        """Close this thread's database session (end of a request, or an error answered).
+
+        A connection the database dropped meanwhile (a restart) cannot run the closing ROLLBACK: nothing
+        was left to commit, SQLAlchemy invalidates the connection, and the session is forgotten so that
+        the thread's next request starts on a fresh one, instead of the error escaping the request."""
+        try:
+            self.sessions.remove()
+        except DBAPIError as exc:
+            log.warning("closing a request's database session failed: %s", exc.orig or exc)
+            self.sessions.registry.clear()
+
     def enqueue(self, name: str, args: list[Any]) -> None:
         """Send a task after its rows are committed. A broker outage loses nothing: the sweeper re-sends
         whatever the database says is still waiting."""
@@ -61,14 +73,7 @@ def init_tome(app: Flask, settings: Settings) -> Tome:
 
     @app.teardown_appcontext
     def _remove_session(_exc: BaseException | None) -> None:
-        try:
-            state.sessions.remove()
-        except DBAPIError as exc:
-            # The database dropped the connection after the response was made (a restart): its closing
-            # ROLLBACK fails. Nothing was left to commit; SQLAlchemy has invalidated the connection, and the
-            # session is forgotten so that the thread's next request starts on a fresh one.
-            log.warning("closing a request's database session failed: %s", exc.orig or exc)
-            state.sessions.registry.clear()
+        state.end_session()
 
     return state
 

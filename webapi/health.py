@@ -39,7 +39,7 @@ def healthz() -> tuple[Response, int]:
     try:
         tome().sessions.execute(text("SELECT 1"))
     except Exception as exc:
-        tome().sessions.remove()
+        tome().end_session()
         database = type(exc).__name__
     try:
         tome().storage.ping()
@@ -79,7 +79,7 @@ def _database() -> str:
         tome().sessions.execute(text("SELECT 1"))
         return "ok"
     except Exception as exc:
-        tome().sessions.remove()
+        tome().end_session()
         return type(exc).__name__
 
 
