@@ -40,7 +40,8 @@ from worker.voices.prompts import (
     VoiceCacheFailed,
     VoiceNotReady,
     ensure_ready,
-    load_ready_prompt,
+    prompt_of_row,
+    voice_rows,
 )
 
 log = logging.getLogger(__name__)
@@ -64,15 +65,12 @@ def _render(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -
     if running is None:
         return 0
     qa = running.qa
-    prompts = _load_prompts(rt, job_id, seqs, running.voices, enqueue)
+    prompts = _load_prompts(rt, job_id, seqs, running.voices, running.voice_rows, enqueue)
     if prompts is None:
         return 0
     token, claimed = _claim(rt, job_id, seqs)
     if not claimed:
         maybe_begin_stitch(rt, job_id, enqueue)
-        return 0
-    if not actions.still_running(rt, job_id):  # cancelled since the claim: skip the engine
-        actions.release(rt, [c.id for c in claimed], token)
         return 0
     engine = rt.engine(running.engine)
     requests = {
@@ -86,7 +84,13 @@ def _render(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -
         for c in claimed
     }
     keys = _content_keys(engine, claimed, requests, {v: p.key for v, p in prompts.items()})
-    done = reuse.take_rendered(rt, job_id, running.owner, claimed, keys, token, checked=qa.enabled)
+    with rt.sessions() as session:  # one read: still running (not cancelled since the claim), and donors
+        running_now = state.is_running(session, job_id)
+        found = reuse.donor_rows(session, running.owner, keys) if running_now else []
+    if not running_now:  # cancelled since the claim: skip the engine
+        actions.release(rt, [c.id for c in claimed], token)
+        return 0
+    done = reuse.take_rendered(rt, job_id, claimed, keys, token, found, checked=qa.enabled)
     rest = [c for c in claimed if c.seq not in done]
     left: int | None = None  # the job's chunks not done after this task's completion, if it knows
     if rest:
@@ -154,6 +158,7 @@ class _Running:
     qa: quality.QaSettings
     owner: str
     voices: frozenset[uuid.UUID]  # the voices of the task's chunks that may still be claimed
+    voice_rows: dict[uuid.UUID, Any]  # what loading their prompts needs of them (worker.voices.prompts)
     chapters: bool  # the job stitches chapters one by one (it has chapter rows)
 
 
@@ -168,17 +173,21 @@ def _running_job(rt: Runtime, job_id: uuid.UUID, seqs: list[int]) -> _Running | 
             return None
         job, chapters = found
         options = dict(job.options)
-        voices = session.scalars(
-            select(Chunk.voice_id)
-            .where(Chunk.job_id == job_id, Chunk.seq.in_(seqs), state.claimable(utcnow()))
-            .distinct()
+        voices = frozenset(
+            session.scalars(
+                select(Chunk.voice_id)
+                .where(Chunk.job_id == job_id, Chunk.seq.in_(seqs), state.claimable(utcnow()))
+                .distinct()
+            )
         )
+        rows = voice_rows(session, voices)
         return _Running(
             job.engine,
             float(options.get("speed", 1.0)),
             quality.QaSettings.of(options, job.engine),
             job.owner,
-            frozenset(voices),
+            voices,
+            rows,
             bool(chapters),
         )
 
@@ -196,7 +205,12 @@ def _rate_params(speed: float, rate: float | None) -> dict[str, float]:
 
 
 def _load_prompts(
-    rt: Runtime, job_id: uuid.UUID, seqs: list[int], voices: frozenset[uuid.UUID], enqueue: Enqueue
+    rt: Runtime,
+    job_id: uuid.UUID,
+    seqs: list[int],
+    voices: frozenset[uuid.UUID],
+    rows: dict[uuid.UUID, Any],
+    enqueue: Enqueue,
 ) -> dict[uuid.UUID, LoadedPrompt] | None:
     """The prompt, language and cache key of every voice in ``voices`` (those the unfinished chunks of
     ``seqs`` use). None if the job failed (a voice's build failed) or the chunks were sent back to wait
@@ -205,7 +219,7 @@ def _load_prompts(
     not_ready: list[uuid.UUID] = []
     for voice_id in sorted(voices):
         try:
-            prompts[voice_id] = load_ready_prompt(rt, voice_id)
+            prompts[voice_id] = prompt_of_row(rt, voice_id, rows.get(voice_id))
         except VoiceCacheFailed as exc:
             actions.fail(rt, job_id, str(exc), enqueue)
             return None

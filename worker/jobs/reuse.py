@@ -19,8 +19,10 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Row, select
+from sqlalchemy.orm import Session
 
 from models import Chunk, ChunkStatus, Job, unit_of_work
 from worker.jobs import state
@@ -59,21 +61,13 @@ class _Donor:
     qa: dict[str, object] | None
 
 
-def take_rendered(
-    rt: Runtime,
-    job_id: uuid.UUID,
-    owner: str,
-    claimed: Sequence[state.Claimed],
-    keys: Mapping[int, str],
-    token: str,
-    *,
-    checked: bool,
-) -> list[int]:
-    """Complete every claimed chunk (id -> key in ``keys``) whose audio the job's owner already has under
-    the same key; returns their seqs. Only audio that passed QA is taken (with ``checked``, only audio
-    that was checked at all); a donor whose file is gone is skipped (the chunk renders)."""
-    with rt.sessions() as session:
-        found = session.execute(
+def donor_rows(session: Session, owner: str, keys: Mapping[int, str]) -> list[Row[Any]]:
+    """The owner's done, unflagged chunks with audio under any of ``keys``' content keys: the candidates
+    :func:`take_rendered` takes audio from (read in the caller's transaction)."""
+    if not keys:
+        return []
+    return list(
+        session.execute(
             select(
                 Chunk.content_key,
                 Chunk.audio_path,
@@ -92,6 +86,23 @@ def take_rendered(
                 Chunk.flagged.is_(False),
             )
         ).all()
+    )
+
+
+def take_rendered(
+    rt: Runtime,
+    job_id: uuid.UUID,
+    claimed: Sequence[state.Claimed],
+    keys: Mapping[int, str],
+    token: str,
+    found: Sequence[Row[Any]],
+    *,
+    checked: bool,
+) -> list[int]:
+    """Complete every claimed chunk (id -> key in ``keys``) whose audio one of ``found``
+    (:func:`donor_rows`) holds under the same key; returns their seqs. Only audio that passed QA is taken
+    (with ``checked``, only audio that was checked at all); a donor whose file is gone is skipped (the
+    chunk renders)."""
     donors: dict[str, _Donor] = {}
     for r in found:
         if checked and not r.qa:

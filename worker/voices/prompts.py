@@ -12,12 +12,14 @@ import logging
 import os
 import time
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Row, select
+from sqlalchemy.orm import Session
 
 from models import CacheStatus, Voice, unit_of_work, utcnow
 from worker import counters, observe
@@ -50,8 +52,10 @@ __all__ = [
     "load_voice_prompt",
     "process_lru",
     "prompt_from_embedding_file",
+    "prompt_of_row",
     "publish_build",
     "request_build",
+    "voice_rows",
 ]
 
 log = logging.getLogger(__name__)
@@ -265,13 +269,27 @@ def load_ready_prompt(rt: Runtime, voice_id: uuid.UUID) -> LoadedPrompt:
     """The current prompt of a ready voice, its language and cache key: from this process's LRU when it
     is there (no file read), else from its file, checked against the engine's shapes. VoiceNotReady
     otherwise."""
-    engine = rt.engine()
     with rt.sessions() as session:
-        row = session.execute(
-            select(Voice.cache_status, Voice.cache_key, Voice.cache_path, Voice.language, Voice.audio_sha256)
-            .add_columns(Voice.ref_text, Voice.deleted_at, Voice.name)
-            .where(Voice.id == voice_id)
-        ).one_or_none()
+        row = voice_rows(session, [voice_id]).get(voice_id)
+    return prompt_of_row(rt, voice_id, row)
+
+
+def voice_rows(session: Session, voice_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, Row[Any]]:
+    """What :func:`prompt_of_row` needs of each voice, by id, in one query (in the caller's transaction)."""
+    wanted = sorted(set(voice_ids))
+    if not wanted:
+        return {}
+    rows = session.execute(
+        select(Voice.id, Voice.cache_status, Voice.cache_key, Voice.cache_path, Voice.language)
+        .add_columns(Voice.audio_sha256, Voice.ref_text, Voice.deleted_at, Voice.name)
+        .where(Voice.id.in_(wanted))
+    ).all()
+    return {row.id: row for row in rows}
+
+
+def prompt_of_row(rt: Runtime, voice_id: uuid.UUID, row: Row[Any] | None) -> LoadedPrompt:
+    """:func:`load_ready_prompt` for a voice whose row (:func:`voice_rows`; None: no such voice) is read."""
+    engine = rt.engine()
     if row is None:
         raise VoiceCacheFailed(f"voice {voice_id} does not exist")
     if row.deleted_at is not None:
