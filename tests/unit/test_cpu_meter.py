@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 
@@ -52,3 +53,19 @@ def test_a_thread_the_work_starts_is_counted() -> None:
     assert meter.seconds() > 0.02
     worker.join()
     assert meter.seconds() >= 0.18
+
+
+def test_a_collection_the_work_triggers_does_not_scan_the_heap_that_was_there_before() -> None:
+    """The test process's heap (every module the suite imported) is not the measured work's: a full
+    collection during the work scans only what the work allocated."""
+    heap = [[i] for i in range(2_000_000)]  # containers the collector must visit
+    started = time.process_time()
+    gc.collect()
+    whole = time.process_time() - started
+    meter = CpuMeter()
+    gc.collect()
+    cost = meter.seconds()
+    del heap
+    assert whole > 0.02, whole  # the heap is big enough for its scan to show
+    assert cost < whole / 4, (cost, whole)
+    assert gc.get_freeze_count() == 0  # the heap is collectable again once the work is measured

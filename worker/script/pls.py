@@ -52,6 +52,15 @@ def read_pls(data: bytes, *, case_sensitive: bool = False) -> PlsLexicon:
     alphabet = root.get("alphabet", "ipa")
     if alphabet.lower() not in _ALPHABETS:
         raise LexiconError(f"the alphabet {alphabet!r} is not supported: use ipa", None, "alphabet")
+    # Counted before any entry is checked (about 0.3 ms each): a document far over the limit is refused
+    # at the cost of parsing it, not of checking the first MAX_ENTRIES entries.
+    counted = sum(1 for _ in root.iter(f"{{{PLS_NS}}}grapheme"))
+    if counted > MAX_ENTRIES:
+        raise LexiconError(
+            f"a lexicon holds at most {MAX_ENTRIES} entries; this one has {counted} graphemes",
+            None,
+            "entries",
+        )
     entries: list[Entry] = []
     for number, lexeme in enumerate(root, start=1):
         if lexeme.tag != f"{{{PLS_NS}}}lexeme":
