@@ -4,24 +4,18 @@ chaos battery, where PostgreSQL restarts while clients poll their jobs."""
 
 from __future__ import annotations
 
-import psycopg
 import pytest
 from flask import Response
 from sqlalchemy import text
 
 from tests.conftest import bearer
 from tests.support.apps import app_on
-from tests.support.services import Services
+from tests.support.services import Services, terminate_backend
 from webapi.cli import mint_key
 from webapi.extensions import tome
 from worker.config import Settings
 
 pytestmark = pytest.mark.postgres
-
-
-def _terminate(admin_url: str, pid: int) -> None:
-    with psycopg.connect(admin_url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as c:
-        c.execute("SELECT pg_terminate_backend(%s)", (pid,))
 
 
 def test_a_connection_dropped_before_the_session_closes_fails_no_request(
@@ -37,7 +31,7 @@ def test_a_connection_dropped_before_the_session_closes_fails_no_request(
             # drops that connection now, as a restart does.
             if not killed:
                 pid = tome().sessions.execute(text("SELECT pg_backend_pid()")).scalar_one()
-                _terminate(services.pg_url, pid)
+                terminate_backend(services.pg_url, pid)
                 killed.append(pid)
             return response
 
@@ -69,7 +63,7 @@ def test_a_request_on_a_connection_dropped_between_requests_is_a_503_and_the_nex
 
         client = app.test_client()
         assert client.get("/v1/jobs", headers=headers).status_code == 200
-        _terminate(services.pg_url, pids[-1])  # back in the pool, now dead
+        terminate_backend(services.pg_url, pids[-1])  # back in the pool, now dead
         dropped = client.get("/v1/jobs", headers=headers)
         assert dropped.status_code == 503, dropped.data
         assert dropped.headers["Retry-After"]

@@ -57,3 +57,9 @@ def postgres_database(admin_url: str) -> Iterator[str]:
     finally:
         with psycopg.connect(_libpq(admin_url), autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def terminate_backend(admin_url: str, pid: int) -> None:
+    """Drop PostgreSQL backend ``pid`` as a server restart drops every connection."""
+    with psycopg.connect(_libpq(admin_url), autocommit=True) as conn:
+        conn.execute("SELECT pg_terminate_backend(%s)", (pid,))

@@ -3,19 +3,13 @@ replaced, not handed out: what pool_pre_ping did on every checkout, without its 
 
 from __future__ import annotations
 
-import psycopg
 import pytest
 from sqlalchemy import exc, text
 
 from models import db
-from tests.support.services import Services, postgres_database
+from tests.support.services import Services, postgres_database, terminate_backend
 
 pytestmark = pytest.mark.postgres
-
-
-def _kill(admin_url: str, pid: int) -> None:
-    with psycopg.connect(admin_url.replace("postgresql+psycopg://", "postgresql://"), autocommit=True) as c:
-        c.execute("SELECT pg_terminate_backend(%s)", (pid,))
 
 
 def test_a_connection_killed_while_idle_is_replaced_before_use(
@@ -27,7 +21,7 @@ def test_a_connection_killed_while_idle_is_replaced_before_use(
         try:
             with engine.connect() as conn:
                 pid = conn.execute(text("SELECT pg_backend_pid()")).scalar_one()
-            _kill(services.pg_url, pid)  # as a server restart does to every pooled connection
+            terminate_backend(services.pg_url, pid)  # as a server restart does to every pooled connection
             with engine.connect() as conn:
                 assert conn.execute(text("SELECT pg_backend_pid()")).scalar_one() != pid
         finally:
@@ -43,7 +37,7 @@ def test_a_busy_connection_is_not_pinged_and_a_dead_one_fails_once_then_the_pool
         try:
             with engine.connect() as conn:
                 pid = conn.execute(text("SELECT pg_backend_pid()")).scalar_one()
-            _kill(services.pg_url, pid)
+            terminate_backend(services.pg_url, pid)
             with pytest.raises(exc.OperationalError), engine.connect() as conn:
                 conn.execute(text("SELECT 1"))  # not pinged: the dead connection is used and fails
             with engine.connect() as conn:  # the failure invalidated the pool: a new connection
