@@ -8,9 +8,9 @@ Every format is decoded back with the bundled ffmpeg (WAV with soundfile too).
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
-import queue
 import threading
 import time
 import uuid
@@ -48,45 +48,73 @@ MAGIC = {"mp3": b"\xff", "opus": b"OggS", "aac": b"\xff", "flac": b"fLaC", "wav"
 
 
 class ThreadWorker:
-    """One thread running the messages the app sends, in order, as one worker process would."""
+    """One thread running the messages the app sends, in order, as one worker process would.
+
+    Every change of state happens under one condition, so a test can hold the worker and then take a
+    message back out of its queue without racing the thread for it, and ``drain`` cannot see an empty
+    queue between the thread taking a message and starting to run it.
+    """
 
     def __init__(self, settings: Settings) -> None:
         self.rt = Runtime(settings)
-        self.messages: queue.Queue[tuple[str, list[Any]] | None] = queue.Queue()
         self.ran: list[tuple[str, Any]] = []
-        self.hold = threading.Event()  # set: messages wait in the queue
-        self.idle = threading.Event()
+        self._state = threading.Condition()
+        self._pending: collections.deque[tuple[str, list[Any]]] = collections.deque()
+        self._held = False  # held: messages stay in the queue
+        self._running = False
+        self._stopping = False
         self.thread = threading.Thread(target=self._run, name="test-worker", daemon=True)
         self.thread.start()
 
     def enqueue(self, name: str, args: list[Any]) -> None:
-        self.messages.put((name, args))
+        with self._state:
+            self._pending.append((name, args))
+            self._state.notify_all()
+
+    def hold(self) -> None:
+        with self._state:
+            self._held = True
+
+    def release(self) -> None:
+        with self._state:
+            self._held = False
+            self._state.notify_all()
+
+    def take(self, timeout: float = 5.0) -> tuple[str, list[Any]]:
+        """The oldest message not yet run, taken out of the queue (the worker must be held)."""
+        with self._state:
+            assert self._held, "take() races the worker thread unless it is held"
+            assert self._state.wait_for(lambda: bool(self._pending), timeout), "no message was sent"
+            return self._pending.popleft()
 
     def _run(self) -> None:
         while True:
-            self.idle.set()
-            message = self.messages.get()
-            self.idle.clear()
-            if message is None:
-                return
-            while self.hold.is_set():
-                time.sleep(0.01)
-            name, args = message
+            with self._state:
+                self._state.wait_for(lambda: self._stopping or (self._pending and not self._held))
+                if self._stopping:
+                    return
+                name, args = self._pending.popleft()
+                self._running = True
             try:
                 self.ran.append((name, dispatch.run(self.rt, name, args, lambda _n, _a: None)))
             except Exception as exc:
                 self.ran.append((name, exc))
+            finally:
+                with self._state:
+                    self._running = False
+                    self._state.notify_all()
 
     def drain(self, timeout: float = 30.0) -> None:
         """Until every message sent so far has run."""
-        deadline = time.monotonic() + timeout
-        while not (self.messages.empty() and self.idle.is_set()):
-            assert time.monotonic() < deadline, "the worker thread is stuck"
-            time.sleep(0.02)
+        with self._state:
+            assert not self._held, "a held worker never drains"
+            done = self._state.wait_for(lambda: not self._pending and not self._running, timeout)
+            assert done, "the worker thread is stuck"
 
     def stop(self) -> None:
-        self.hold.clear()
-        self.messages.put(None)
+        with self._state:
+            self._stopping = True
+            self._state.notify_all()
         self.thread.join(timeout=30)
         close_engine(self.rt.db)
 
@@ -347,11 +375,11 @@ def test_a_voice_without_a_prompt_is_built_once_by_the_request_then_cached(
 ) -> None:
     worker = stack.worker
     assert worker is not None
-    worker.hold.set()  # the upload's build message waits behind (say) book work ...
+    worker.hold()  # the upload's build message waits behind (say) book work ...
     voice = stack.voice("alice", "fresh", reference_audio)
-    message = worker.messages.get(timeout=5)
+    message = worker.take()
     assert message == (BUILD_VOICE, [voice["id"]])  # ... and is taken out: the speech request builds it
-    worker.hold.clear()
+    worker.release()
     assert (
         stack.client.get(f"/v1/voices/{voice['id']}", headers=stack.key("alice")).json["cache_status"]
         == "pending"
