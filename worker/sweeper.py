@@ -7,6 +7,7 @@ import contextlib
 import logging
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -39,6 +40,11 @@ log = logging.getLogger(__name__)
 TEMP_FILE_AGE = timedelta(hours=1)
 # How old an object in the bucket must be before it can be an orphan: longer than any upload-then-commit.
 ORPHAN_GRACE = timedelta(hours=1)
+# How often a sweeping process lists the bucket for orphans: a listing reads every key of every job and
+# voice, too much for every 30-second pass, and nothing younger than ORPHAN_GRACE can be removed anyway.
+ORPHAN_INTERVAL = timedelta(minutes=15)
+# Ids asked of the database at once while looking for orphans.
+_ID_BATCH = 500
 
 
 @dataclass
@@ -59,26 +65,59 @@ class SweepReport:
     chapters_started: int = 0
     chapters_reissued: int = 0
     failed_jobs: list[str] = field(default_factory=list)
+    failed_steps: list[str] = field(default_factory=list)
+
+
+# When this process last listed the bucket for orphans (per bucket and prefix).
+_orphans_listed: dict[str, datetime] = {}
 
 
 def sweep(rt: Runtime, enqueue: Enqueue, now: datetime | None = None) -> SweepReport:
-    """One pass of every step below; each is safe to repeat and independent of the others."""
+    """One pass of every step below; each is safe to repeat and independent of the others, so a step
+    that fails (a storage error, an object the bucket should not hold) is logged and named in the
+    report, and the steps after it still run: lost messages are re-sent even when expiry cannot work."""
     now = now or utcnow()
     report = SweepReport()
-    _sweep_voices(rt, enqueue, now, report)
-    report.outputs_expired = expire_outputs(rt, now)
-    report.chunk_folders_removed = expire_chunks(rt, now)
-    report.webhooks_sent = _resend_webhooks(rt, enqueue, now)
-    report.temp_files_removed = remove_stale_temp_files(rt.layout.root, now - TEMP_FILE_AGE)
-    report.stored_orphans_removed = remove_stored_orphans(rt, now)
-    report.jobs_restarted = _restart_queued_jobs(rt, enqueue, now)
-    _resend_overdue_chunks(rt, enqueue, now, report)
-    report.render_tasks_scheduled = schedule(rt, enqueue)
-    _resume_chapters(rt, enqueue, now, report)
-    _resume_stitches(rt, enqueue, now, report)
-    if any(value for value in vars(report).values() if isinstance(value, int)):
+
+    def step(name: str, run: Callable[[], object]) -> None:
+        try:
+            run()
+        except Exception:
+            log.exception("sweep: the step %r failed; the other steps still ran", name)
+            report.failed_steps.append(name)
+
+    def counted(attribute: str, run: Callable[[], int]) -> Callable[[], None]:
+        return lambda: setattr(report, attribute, run())
+
+    step("voices", lambda: _sweep_voices(rt, enqueue, now, report))
+    step("expire outputs", counted("outputs_expired", lambda: expire_outputs(rt, now)))
+    step("expire chunks", counted("chunk_folders_removed", lambda: expire_chunks(rt, now)))
+    step("webhooks", counted("webhooks_sent", lambda: _resend_webhooks(rt, enqueue, now)))
+    step(
+        "temp files",
+        counted("temp_files_removed", lambda: remove_stale_temp_files(rt.layout.root, now - TEMP_FILE_AGE)),
+    )
+    step("stored orphans", counted("stored_orphans_removed", lambda: _remove_orphans_when_due(rt, now)))
+    step("queued jobs", counted("jobs_restarted", lambda: _restart_queued_jobs(rt, enqueue, now)))
+    step("overdue chunks", lambda: _resend_overdue_chunks(rt, enqueue, now, report))
+    step("schedule", counted("render_tasks_scheduled", lambda: schedule(rt, enqueue)))
+    step("chapters", lambda: _resume_chapters(rt, enqueue, now, report))
+    step("stitches", lambda: _resume_stitches(rt, enqueue, now, report))
+    if report.failed_steps or any(value for value in vars(report).values() if isinstance(value, int)):
         log.info("sweep: %s", report)
     return report
+
+
+def _remove_orphans_when_due(rt: Runtime, now: datetime) -> int:
+    """:func:`remove_stored_orphans` at most every ORPHAN_INTERVAL in this process."""
+    if rt.storage.kind == "local":
+        return 0
+    where = f"{rt.settings.s3_endpoint_url}/{rt.settings.s3_bucket}/{rt.settings.s3_prefix}"
+    last = _orphans_listed.get(where)
+    if last is not None and timedelta(0) <= now - last < ORPHAN_INTERVAL:
+        return 0
+    _orphans_listed[where] = now
+    return remove_stored_orphans(rt, now)
 
 
 def _restart_queued_jobs(rt: Runtime, enqueue: Enqueue, now: datetime) -> int:
@@ -292,11 +331,15 @@ def remove_stored_orphans(rt: Runtime, now: datetime, grace: timedelta = ORPHAN_
     cutoff = now - grace
     removed = storage.abort_stale_uploads(cutoff)
     for root, live in (("jobs", _live_jobs), ("voices", _live_voices)):
-        old: dict[str, list[str]] = defaultdict(list)
+        old: dict[uuid.UUID, list[str]] = defaultdict(list)
         for stored in storage.list_objects(root):
-            if stored.modified < cutoff:
-                old[stored.key.split("/")[1]].append(stored.key)
-        alive = live(rt, list(old))
+            owner_id = _tome_id(stored.key)
+            if owner_id is not None and stored.modified < cutoff:
+                old[owner_id].append(stored.key)
+        ids = list(old)
+        alive: set[uuid.UUID] = set()
+        for start in range(0, len(ids), _ID_BATCH):
+            alive |= live(rt, ids[start : start + _ID_BATCH])
         for owner_id, keys in old.items():
             if owner_id in alive:
                 continue
@@ -306,15 +349,24 @@ def remove_stored_orphans(rt: Runtime, now: datetime, grace: timedelta = ORPHAN_
     return removed
 
 
-def _live_jobs(rt: Runtime, ids: list[str]) -> set[str]:
-    with rt.sessions() as session:
-        found = session.scalars(select(Job.id).where(Job.id.in_([uuid.UUID(i) for i in ids])))
-        return {str(i) for i in found}
+def _tome_id(key: str) -> uuid.UUID | None:
+    """The job's or voice's id of a key Tome wrote (``jobs/<id>/...``, ``voices/<id>/...``, the id as
+    Tome writes it); None for any other object (a folder marker, another program's file): never removed."""
+    parts = key.split("/")
+    if len(parts) < 3 or not parts[2]:
+        return None
+    try:
+        found = uuid.UUID(parts[1])
+    except ValueError:
+        return None
+    return found if str(found) == parts[1] else None
 
 
-def _live_voices(rt: Runtime, ids: list[str]) -> set[str]:
+def _live_jobs(rt: Runtime, ids: list[uuid.UUID]) -> set[uuid.UUID]:
     with rt.sessions() as session:
-        found = session.scalars(
-            select(Voice.id).where(Voice.id.in_([uuid.UUID(i) for i in ids]), Voice.deleted_at.is_(None))
-        )
-        return {str(i) for i in found}
+        return set(session.scalars(select(Job.id).where(Job.id.in_(ids))))
+
+
+def _live_voices(rt: Runtime, ids: list[uuid.UUID]) -> set[uuid.UUID]:
+    with rt.sessions() as session:
+        return set(session.scalars(select(Voice.id).where(Voice.id.in_(ids), Voice.deleted_at.is_(None))))

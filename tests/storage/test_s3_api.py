@@ -27,7 +27,7 @@ from webapi.cli import mint_key
 from worker.config import load_settings
 from worker.storage.check import StorageUnavailable
 from worker.storage.s3 import S3Storage
-from worker.sweeper import expire_outputs, remove_stored_orphans, sweep
+from worker.sweeper import ORPHAN_INTERVAL, expire_outputs, remove_stored_orphans, sweep
 from worker.task_names import BUILD_VOICE, START_JOB
 
 HOSTILE_TITLE = "../../voices/x/../../../etc/passwd %2e%2e/\\..\x00"
@@ -229,3 +229,68 @@ def test_an_endpoint_that_stops_answering_is_a_503_naming_the_store_not_a_500(
     health = client.get("/healthz")
     assert health.status_code == 503
     assert "cannot be reached" in health.json["storage"]
+
+
+def test_objects_tome_did_not_write_are_left_alone_and_never_stop_the_sweep(
+    s3_app: tuple[Flask, str], s3_server: S3Server, reference_audio: tuple[bytes, str]
+) -> None:
+    """A folder marker a console made, another program's file, an id in another spelling: none is an
+    orphan of Tome's (nothing says it is Tome's to delete), and none makes the sweep raise."""
+    app, bucket = s3_app
+    client = app.test_client()
+    user = bearer(mint_key(app, owner="alice", name="t", admin=False))
+    job = _finished(app, client, user, reference_audio[0])
+    dead = uuid.uuid4()
+    foreign = [
+        "jobs/.keep",
+        "jobs/",
+        "voices/readme.txt",
+        "voices/not-a-uuid/prompt.safetensors",
+        f"jobs/{str(dead).upper()}/chunks/000000-x.wav",  # Tome writes ids in lower case
+        f"jobs/{dead.hex}/output.mp3",  # ... with hyphens
+        f"jobs/{dead}",  # an object named like a job's folder
+    ]
+    orphan = f"jobs/{dead}/chunks/000000-dead.wav"
+    s3 = s3_server.client()
+    for key in [*foreign, orphan]:
+        s3.put_object(Bucket=bucket, Key=key, Body=b"x")
+    rt = tome_of(app).runtime
+    report = sweep(rt, lambda *_: None, utcnow() + timedelta(hours=2))
+    assert report.failed_steps == []
+    assert report.stored_orphans_removed == 1
+    keys = s3_server.keys(bucket)
+    assert orphan not in keys
+    assert set(foreign) <= set(keys)
+    assert any(k.startswith(f"jobs/{job['id']}/") for k in keys)  # the live job keeps its files
+    # the bucket is listed for orphans at most every ORPHAN_INTERVAL, not on every 30-second pass
+    late = f"jobs/{uuid.uuid4()}/chunks/000000-late.wav"
+    s3.put_object(Bucket=bucket, Key=late, Body=b"x")
+    soon = sweep(rt, lambda *_: None, utcnow() + timedelta(hours=2, minutes=1))
+    assert soon.stored_orphans_removed == 0
+    assert late in s3_server.keys(bucket)
+    due = sweep(rt, lambda *_: None, utcnow() + timedelta(hours=2) + ORPHAN_INTERVAL + timedelta(minutes=1))
+    assert due.stored_orphans_removed == 1
+    assert late not in s3_server.keys(bucket)
+
+
+def test_a_step_that_fails_does_not_stop_the_others(
+    s3_app: tuple[Flask, str], s3_server: S3Server, reference_audio: tuple[bytes, str]
+) -> None:
+    """The bucket is gone: the bucket's steps fail, are named in the report and logged, and a queued job
+    whose start message was lost is still sent again (it is the database's work, not the bucket's)."""
+    app, bucket = s3_app
+    client = app.test_client()
+    user = bearer(mint_key(app, owner="alice", name="t", admin=False))
+    assert upload_voice(client, user, reference_audio[0]).status_code == 202
+    job = submit_job(client, user, "narrator", script=SCRIPT, script_format="markdown")
+    assert job.status_code == 202, job.json
+    s3 = s3_server.client()
+    for key in s3_server.keys(bucket):
+        s3.delete_object(Bucket=bucket, Key=key)
+    s3.delete_bucket(Bucket=bucket)
+    sent: list[tuple[str, list[Any]]] = []
+    later = utcnow() + timedelta(hours=2)
+    report = sweep(tome_of(app).runtime, lambda name, args: sent.append((name, args)), later)
+    assert report.failed_steps == ["stored orphans"]
+    assert (START_JOB, [job.json["id"]]) in sent
+    assert report.jobs_restarted == 1
