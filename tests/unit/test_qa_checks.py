@@ -158,6 +158,29 @@ def test_another_voice_fails_the_pitch(engine: EspeakEngine, clean: npt.NDArray[
     assert check_audio(clean, SR, TEXT, expected_f0_hz=DEFAULT_F0_MEDIAN_HZ).passed
 
 
+ALTO = {
+    "f0_median_hz": np.asarray([190.0], dtype=np.float32),
+    "f0_range_st": np.asarray([4.0], dtype=np.float32),
+    "words_per_minute": np.asarray([180.0], dtype=np.float32),
+}
+LOW_VOICE = {**ALTO, "f0_median_hz": np.asarray([103.0], dtype=np.float32)}  # ~10.6 semitones under
+
+
+@pytest.mark.parametrize("heading", ["chapter seventeen", "chapter seventy-one", "chapter sixty-one"])
+def test_a_headings_falling_intonation_is_not_another_voice(engine: EspeakEngine, heading: str) -> None:
+    """Two words' median F0 follows their fall (about 4 semitones under the voice's median here): short
+    speech gets the wider ``max_pitch_shift_short_st``, and another voice is still told apart."""
+    wave = engine.synthesize([SynthesisRequest(heading, ALTO)])[0]
+    result = check_audio(wave, SR, heading, expected_f0_hz=190.0)
+    pitch = result.check("pitch")
+    assert pitch is not None
+    assert pitch.score is not None, "enough voiced speech to be judged"
+    assert pitch.score < -QaPolicy().max_pitch_shift_st, "falls further than a long chunk may"
+    assert pitch.passed, pitch.reason
+    low = engine.synthesize([SynthesisRequest(heading, LOW_VOICE)])[0]
+    assert "pitch" in failed(check_audio(low, SR, heading, expected_f0_hz=190.0))
+
+
 def test_level_against_the_job(clean: npt.NDArray[np.float32]) -> None:
     quiet = (clean * 0.1).astype(np.float32)  # -20 dB
     result = check_audio(quiet, SR, TEXT, expected_level_db=check_audio(clean, SR, TEXT).level_db)
