@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 import threading
+from dataclasses import fields
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
@@ -408,3 +409,13 @@ def test_compose_comment_gives_the_s3_command() -> None:
     text = (ROOT / "docker-compose.yml").read_text()
     assert " ".join(f"{key}={value}" for key, value in S3_ENV.items()) in text
     assert "docker compose --profile s3 up -d --build" in text
+
+
+def test_every_storage_setting_reaches_every_tome_service() -> None:
+    """A setting compose does not pass through cannot be set in a compose deployment at all."""
+    storage = {f"TOME_{f.name.upper()}" for f in fields(Settings) if f.name.startswith(("s3_", "storage"))}
+    assert "TOME_S3_PUBLIC_ENDPOINT_URL" in storage
+    for name, service in active("s3").items():
+        if name in ("api", "worker", "sweeper"):
+            missing = (storage | {"AWS_SESSION_TOKEN"}) - set(service["environment"])
+            assert not missing, (name, sorted(missing))

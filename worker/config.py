@@ -7,6 +7,7 @@ the espeak engine. Production sets ``TOME_DATABASE_URL`` (PostgreSQL) and ``TOME
 from __future__ import annotations
 
 import os
+import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -35,6 +36,10 @@ class Settings:
     # Downloads from S3: 0 proxies the bytes through the API (Range kept); N > 0 answers a 302 to a URL
     # presigned for N seconds (the client then asks the bucket itself, Range included).
     s3_presign_seconds: int = 0
+    # The endpoint presigned URLs name, when clients reach the bucket at another address than Tome's
+    # processes do (compose's MinIO is http://minio:9000 inside, a published host name outside); empty:
+    # s3_endpoint_url.
+    s3_public_endpoint_url: str = ""
     database_url: str = ""  # empty: sqlite:///<data_dir>/tome.db
     broker_url: str = "filesystem://"
     queue: str = "tome"
@@ -133,6 +138,7 @@ class Settings:
             endpoint_url=self.s3_endpoint_url,
             region=self.s3_region,
             part_bytes=self.s3_part_mib * 1024 * 1024,
+            public_endpoint_url=self.s3_public_endpoint_url,
         )
 
     @property
@@ -206,6 +212,14 @@ class Settings:
             raise ConfigError("TOME_S3_PART_MIB must be 5-5120 (S3's part size limits)")
         if not 0 <= self.s3_presign_seconds <= 7 * 24 * 3600:
             raise ConfigError("TOME_S3_PRESIGN_SECONDS must be 0 (proxy) to 604800 (S3's limit)")
+        for name, url in (
+            ("TOME_S3_ENDPOINT_URL", self.s3_endpoint_url),
+            ("TOME_S3_PUBLIC_ENDPOINT_URL", self.s3_public_endpoint_url),
+        ):
+            if url and not _is_endpoint_url(url):
+                raise ConfigError(
+                    f"{name}={url[:200]!r}: an http:// or https:// URL of a host, e.g. http://minio:9000"
+                )
 
     def _validate_queues(self) -> None:
         # Queue names end up in ``celery worker --queues a,b``, which splits on commas.
@@ -252,3 +266,19 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
     if overrides:
         settings = replace(settings, **overrides)
     return settings.validate()
+
+
+def _is_endpoint_url(url: str) -> bool:
+    """http(s)://host[:port][/path], nothing else (no credentials, query or fragment)."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port_ok = parts.port is None or 0 < parts.port < 65536
+    except ValueError:
+        return False
+    return (
+        parts.scheme in ("http", "https")
+        and bool(parts.hostname)
+        and port_ok
+        and not (parts.username or parts.password or parts.query or parts.fragment)
+        and not any(c.isspace() or ord(c) < 32 for c in url)
+    )

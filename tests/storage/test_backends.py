@@ -197,6 +197,21 @@ def test_storage_settings_are_checked() -> None:
         load_settings({"TOME_STORAGE": "nfs"})
     with pytest.raises(ConfigError, match="TOME_S3_PRESIGN_SECONDS"):
         load_settings({"TOME_S3_PRESIGN_SECONDS": "-1"})
+    for bad in (
+        "minio:9000",
+        "ftp://minio",
+        "http://",
+        "http://user:secret@minio:9000",
+        "http://minio:9000/?x=1",
+        "http://minio:99999",
+        "http://minio:9000/\nHost: evil",
+    ):
+        with pytest.raises(ConfigError, match="TOME_S3_PUBLIC_ENDPOINT_URL"):
+            load_settings({"TOME_S3_PUBLIC_ENDPOINT_URL": bad})
+        with pytest.raises(ConfigError, match="TOME_S3_ENDPOINT_URL"):
+            load_settings({"TOME_S3_ENDPOINT_URL": bad})
+    good = "https://files.example.test:8443/s3"
+    assert load_settings({"TOME_S3_PUBLIC_ENDPOINT_URL": good}).s3_public_endpoint_url == good
     assert load_settings({}).storage == "local"
 
 

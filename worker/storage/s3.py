@@ -53,6 +53,7 @@ class S3Storage:
         region: str = "",
         part_bytes: int = 8 * 1024 * 1024,
         connect_timeout: float = 5.0,
+        public_endpoint_url: str = "",
     ) -> None:
         if not bucket:
             raise StorageError("TOME_STORAGE=s3 needs TOME_S3_BUCKET")
@@ -69,6 +70,15 @@ class S3Storage:
         self.endpoint_url = endpoint_url
         self.client: Any = boto3.session.Session().client(
             "s3", endpoint_url=endpoint_url or None, region_name=region or None, config=config
+        )
+        # Presigned URLs are signed for the host they name: with a public endpoint, by a client of its own
+        # (signing makes no request).
+        self.presigner: Any = (
+            boto3.session.Session().client(
+                "s3", endpoint_url=public_endpoint_url, region_name=region or None, config=config
+            )
+            if public_endpoint_url
+            else self.client
         )
         self.transfer = TransferConfig(
             multipart_threshold=part_bytes, multipart_chunksize=part_bytes, max_concurrency=2
@@ -233,7 +243,7 @@ class S3Storage:
             "ResponseContentType": mimetype,
             "ResponseContentDisposition": f'attachment; filename="{download_name}"',
         }
-        url: str = self.client.generate_presigned_url("get_object", Params=params, ExpiresIn=seconds)
+        url: str = self.presigner.generate_presigned_url("get_object", Params=params, ExpiresIn=seconds)
         return url
 
     def list_objects(self, root: str) -> Iterator[StoredObject]:
