@@ -247,6 +247,11 @@ def test_an_endpoint_that_stops_answering_is_a_503_naming_the_store_not_a_500(
     health = client.get("/healthz")
     assert health.status_code == 503
     assert "cannot be reached" in health.json["storage"]
+    ready = client.get("/readyz")
+    assert ready.status_code == 503
+    assert ready.json["down"] == ["storage"]
+    assert "cannot be reached" in ready.json["checks"]["storage"]
+    assert client.get("/livez").status_code == 200  # the process answers: no restart would help
 
 
 def test_objects_tome_did_not_write_are_left_alone_and_never_stop_the_sweep(
