@@ -13,6 +13,9 @@ speaker-prompt cache does and saves.
 3. Stitch (``bench/stitch.py``; ``--stitch-hours``, 0 skips it): hours of speech-like chunks stitched by
    Tome to MP3 and to M4B with chapters, beside pydub ``AudioSegment`` accumulation on the same chunks:
    peak memory and speed as a multiple of real time, each case in its own process.
+   Storage (``bench/storage_stitch.py``; ``--storage-minutes``, 0 skips it): the same stitch's peak memory
+   with the chunks and the book in an S3 bucket (moto's server) beside the local disk, on a book and one
+   10x longer: memory must not grow with the book (each backend within 15% + 16 MB).
 4. Chapters (``bench/chapters.py``; ``--chapters-words``, 0 skips it): a long multi-chapter book to MP3 on
    real workers, with espeak and with espeak-paced (a GPU's pace): time to first chapter, render time,
    the book's wall time and their ratio (issue 12's target: within 1.2x), from the database rows.
@@ -33,7 +36,7 @@ once, or a prompt file was read more often than there are processes rendering (t
 benchmark guards), or a job did not succeed, or a qwen3 batch rendered a request without audio or not in
 one generate call, or a chapters job did not succeed or had no chapter ready before the book, or a speech
 request did not answer audio or a voice was encoded other than once, or an orchestration job did not succeed
-or the API answered an error under load.
+or the API answered an error under load, or a stitch's memory grew with the book on either storage backend.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ from bench.scene import Scene, create_scene
 from bench.speech import VOICES as SPEECH_VOICES
 from bench.speech import run_speech_bench
 from bench.stitch import run_stitch_bench
+from bench.storage_stitch import run_storage_stitch_bench
 from bench.voice_cache import (
     ENCODE_REPEATS,
     HIT_REPEATS,
@@ -219,6 +223,14 @@ def main(argv: list[str] | None = None) -> int:
         help="hours of chunks the stitch section masters and encodes; 0 skips it (default 10)",
     )
     parser.add_argument(
+        "--storage-minutes",
+        type=float,
+        default=6.0,
+        metavar="M",
+        help="minutes of the storage section's short book (the long one is 10x), local disk and S3; "
+        "0 skips it (default 6)",
+    )
+    parser.add_argument(
         "--chapters-words",
         type=non_negative,
         default=CHAPTER_WORDS,
@@ -271,6 +283,15 @@ def main(argv: list[str] | None = None) -> int:
                 for line in stitch_lines:
                     print(line)
                 problems += stitch_problems
+            if args.storage_minutes > 0:
+                print(
+                    f"[storage] stitch memory, local disk and S3 (moto on 127.0.0.1): "
+                    f"{args.storage_minutes:g} and {args.storage_minutes * 10:g} minutes"
+                )
+                storage_problems, storage_lines = run_storage_stitch_bench(args.storage_minutes)
+                for line in storage_lines:
+                    print(line)
+                problems += storage_problems
             if args.chapters_words > 0:
                 print(f"[chapters] time to first chapter: {args.chapters_words:,} words on real workers")
                 chapter_problems, chapter_lines, chapter_summary = run_chapters_bench(

@@ -117,6 +117,16 @@ def main() -> int:
         print(json.dumps(run_case(args.case, args.root, args.endpoint, args.bucket, paths, args.job)))
         return 0
 
+    problems, lines = run_storage_stitch_bench(args.minutes)
+    print("\n".join(lines))
+    for problem in problems:
+        print("NOT FLAT:", problem)
+    return 1 if problems else 0
+
+
+def run_storage_stitch_bench(minutes: float = 6.0) -> tuple[list[str], list[str]]:
+    """Both backends, a book of ``minutes`` and one 10x longer: the problems (memory not flat) and the
+    report's lines."""
     from tests.support.s3 import moto_server
 
     rows: dict[tuple[str, str], dict[str, float]] = {}
@@ -124,14 +134,14 @@ def main() -> int:
         bucket = server.new_bucket()
         for kind in ("local", "s3"):
             root = Path(tmp) / kind
-            for label, minutes in (("short", args.minutes), ("10x", args.minutes * 10)):
+            for label, length in (("short", minutes), ("10x", minutes * 10)):
                 job = str(uuid.uuid4())
-                paths = write_book(kind, root, server.endpoint_url, bucket, minutes, job)
+                paths = write_book(kind, root, server.endpoint_url, bucket, length, job)
                 rows[(kind, label)] = measure(kind, root, server.endpoint_url, bucket, paths, job)
-    print(f"{'backend':8} {'book':6} {'chunks':>7} {'audio min':>10} {'wall s':>8} {'peak RSS MB':>12}")
+    lines = [f"{'backend':8} {'book':6} {'chunks':>7} {'audio min':>10} {'wall s':>8} {'peak RSS MB':>12}"]
     for (kind, label), r in rows.items():
-        print(f"{kind:8} {label:6} {r['chunks']:7.0f} {r['audio_s'] / 60:10.1f} {r['wall_s']:8.1f} "
-              f"{r['python_mb']:12.1f}")  # fmt: skip
+        lines.append(f"{kind:8} {label:6} {r['chunks']:7.0f} {r['audio_s'] / 60:10.1f} {r['wall_s']:8.1f} "
+                     f"{r['python_mb']:12.1f}")  # fmt: skip
     factor, slack = FLAT
     problems = []
     for kind in ("local", "s3"):
@@ -140,10 +150,8 @@ def main() -> int:
             problems.append(f"{kind}: {long:.0f} MB on the 10x book against {short:.0f} MB")
     for label in ("short", "10x"):  # boto3's import: a constant, not growth
         local, s3 = rows[("local", label)]["python_mb"], rows[("s3", label)]["python_mb"]
-        print(f"{label}: S3 costs {s3 - local:+.1f} MB over the local disk")
-    for problem in problems:
-        print("NOT FLAT:", problem)
-    return 1 if problems else 0
+        lines.append(f"{label}: S3 costs {s3 - local:+.1f} MB over the local disk")
+    return [f"storage stitch memory not flat: {p}" for p in problems], lines
 
 
 if __name__ == "__main__":
