@@ -41,6 +41,7 @@ from worker.audio.presets import Delivery, DeliveryError, resolve
 from worker.jobs import intake
 from worker.jobs import state as jobs
 from worker.jobs.plan import ScriptPlan
+from worker.logs import log_context
 from worker.qa.checks import QaPolicy
 from worker.storage.atomic import atomic_file
 from worker.task_names import DELIVER_WEBHOOK, PLAN_JOB, START_JOB
@@ -247,12 +248,13 @@ def create_job() -> tuple[Response, int]:
     if earlier is not None:
         return _accepted(earlier)
     tome().enqueue(START_JOB, [str(job.id)])
-    log.info(
-        "job %s: accepted, %d chunks in %d chapters",
-        job.id,
-        len(script_plan.specs),
-        len(script_plan.chapters),
-    )
+    with log_context(job_id=job.id, voice_id=voice.id):
+        log.info(
+            "job %s: accepted, %d chunks in %d chapters",
+            job.id,
+            len(script_plan.specs),
+            len(script_plan.chapters),
+        )
     return _accepted(job)
 
 
@@ -273,7 +275,8 @@ def _accept_for_planning(
     if earlier is not None:
         return _accepted(earlier)
     tome().enqueue(PLAN_JOB, [str(job.id)])
-    log.info("job %s: accepted, %d characters to plan", job.id, len(script))
+    with log_context(job_id=job.id, voice_id=voice.id):
+        log.info("job %s: accepted, %d characters to plan", job.id, len(script))
     return _accepted(job)
 
 

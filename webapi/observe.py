@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from contextvars import Token
 
 from flask import Flask, Response, g, request
 
 from webapi.extensions import tome
 from worker import counters
-from worker.logs import clean_request_id, reset_request_id, set_request_id
+from worker.logs import clean_request_id, log_context, reset_request_id, set_request_id
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,11 @@ def register_request_observation(app: Flask) -> None:
         g.tome_started = time.perf_counter()
         g.request_id = clean_request_id(request.headers.get(HEADER))
         g.tome_request_token = set_request_id(g.request_id)
+        # a request about one job or voice: its log lines carry that id (only a well-formed one: the
+        # path is the client's, and a log field must not carry whatever it typed)
+        ids = {name: _uuid_or_none((request.view_args or {}).get(name)) for name in ("job_id", "voice_id")}
+        g.tome_log_context = log_context(**ids)
+        g.tome_log_context.__enter__()
 
     @app.after_request
     def _end(response: Response) -> Response:
@@ -50,9 +56,19 @@ def register_request_observation(app: Flask) -> None:
 
     @app.teardown_request
     def _forget(_exc: BaseException | None) -> None:
+        context = g.pop("tome_log_context", None)
+        if context is not None:
+            context.__exit__(None, None, None)
         token: Token[str] | None = g.pop("tome_request_token", None)
         if token is not None:
             reset_request_id(token)
+
+
+def _uuid_or_none(value: object) -> str | None:
+    try:
+        return str(uuid.UUID(str(value))) if value is not None else None
+    except ValueError:
+        return None
 
 
 def route_label() -> str:

@@ -33,6 +33,7 @@ from worker.audio.stream import PcmStream, SpeechFormat
 from worker.jobs import limits, speech
 from worker.jobs.plan import PlanError, PlanRequest, live_voices
 from worker.jobs.speech_stream import SpeechStream
+from worker.logs import log_context
 from worker.script import ReadOptions
 from worker.task_names import SPEAK
 from worker.voices.prompts import VoiceCacheFailed, ensure_ready
@@ -151,7 +152,8 @@ def create_speech() -> Response:
     )
     stream.start()
     state.enqueue(SPEAK, [str(job.id)])
-    log.info("speech %s: %d chunks, %s", job.id, len(speech_plan.specs), body.response_format)
+    with log_context(job_id=job.id):
+        log.info("speech %s: %d chunks, %s", job.id, len(speech_plan.specs), body.response_format)
     try:
         stream.wait_first()
     except speech.SpeechError as exc:

@@ -31,6 +31,7 @@ from worker.engines.base import EmbeddingEngine, embedding_engine
 from worker.jobs.lexicons import LexiconNotFound
 from worker.jobs.lexicons import find as find_lexicons
 from worker.jobs.state import jobs_using_voice
+from worker.logs import log_context
 from worker.qa.reference import TRANSCRIPT_CODES, check_reference, without
 from worker.storage.atomic import atomic_file
 from worker.storage.backend import StorageError, local_copy
@@ -301,11 +302,12 @@ def create_voice() -> tuple[Response, int]:
     except BaseException:
         state.storage.remove_folder(folder)
         raise
-    if speaker is None:
-        state.enqueue(BUILD_VOICE, [str(voice_id)])
-        log.info("voice %s uploaded by %s (%.1f s)", voice_id, owner, ref.duration)
-    else:
-        log.info("voice %s made from a speaker embedding by %s", voice_id, owner)
+    with log_context(voice_id=voice_id):
+        if speaker is None:
+            state.enqueue(BUILD_VOICE, [str(voice_id)])
+            log.info("voice %s uploaded by %s (%.1f s)", voice_id, owner, ref.duration)
+        else:
+            log.info("voice %s made from a speaker embedding by %s", voice_id, owner)
     response = jsonify(voice_out(voice).model_dump(mode="json"))
     response.headers["Location"] = f"/v1/voices/{voice_id}"
     return response, 202

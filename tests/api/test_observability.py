@@ -127,6 +127,53 @@ def test_a_log_line_made_while_serving_carries_the_request_id(
     assert HEX_ID.fullmatch(ids[1])
 
 
+def test_a_request_about_one_job_or_voice_logs_with_its_id_and_a_malformed_id_is_not_logged(
+    app: Flask, client: FlaskClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    def logs(job_id: str) -> str:
+        logging.getLogger("webapi.test").warning("about a job")
+        return "ok"
+
+    def voice_logs(voice_id: str) -> str:
+        logging.getLogger("webapi.test").warning("about a voice")
+        return "ok"
+
+    app.add_url_rule("/_test_jobs/<job_id>", view_func=logs)
+    app.add_url_rule("/_test_voices/<voice_id>", view_func=voice_logs)
+    job, voice = uuid.uuid4(), uuid.uuid4()
+    with caplog.at_level(logging.WARNING, logger="webapi.test"):
+        client.get(f"/_test_jobs/{str(job).upper()}")
+        client.get(f"/_test_voices/{voice}")
+        client.get("/_test_jobs/x%0Ainjected%20line")
+    records = [r.__dict__ for r in caplog.records if r.name == "webapi.test"]
+    assert records[0]["job_id"] == str(job)  # one spelling, whatever the URL's
+    assert records[1]["voice_id"] == str(voice)
+    assert "injected" not in str(records[2]["job_id"])
+    assert "injected" not in str(records[2]["voice_id"])
+    # and outside the request, no id lingers
+    logging.getLogger("webapi.test").warning("after")
+    assert str(job) not in str(caplog.records[-1].__dict__["job_id"])
+
+
+def test_a_new_job_logs_with_its_own_id_and_its_voices(
+    app: Flask,
+    client: FlaskClient,
+    user: dict[str, str],
+    reference_audio: tuple[bytes, str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    voice = upload_voice(client, user, reference_audio[0])
+    assert voice.status_code == 202
+    with caplog.at_level(logging.INFO, logger="webapi.jobs"):
+        job = submit_job(client, user, "narrator", script="The fog came in before dawn.")
+    assert job.status_code == 202, job.json
+    accepted = [
+        r.__dict__ for r in caplog.records if r.name == "webapi.jobs" and "accepted" in r.getMessage()
+    ]
+    assert accepted[0]["job_id"] == job.json["id"]
+    assert accepted[0]["voice_id"] == voice.json["id"]
+
+
 # --- /metrics ------------------------------------------------------------------------------------------
 
 
