@@ -24,6 +24,18 @@ def _post_json(port: int, key: str, body: dict[str, object]) -> tuple[int, dict[
     return answer.status, json.loads(answer.body)
 
 
+def _seed_voice(app: Flask, key: str, reference_audio: tuple[bytes, str]) -> None:
+    """A voice "narrator" for ``key``'s owner, through the app's own client."""
+    audio, transcript = reference_audio
+    uploaded = app.test_client().post(
+        "/v1/voices",
+        data={"name": "narrator", "ref_text": transcript, "audio": (io.BytesIO(audio), "r.wav")},
+        headers={"Authorization": f"Bearer {key}"},
+        content_type="multipart/form-data",
+    )
+    assert uploaded.status_code == 202
+
+
 def test_the_apis_own_log_lines_reach_gunicorns_log(
     app: Flask, settings: Settings, tmp_path: Path, reference_audio: tuple[bytes, str]
 ) -> None:
@@ -33,14 +45,7 @@ def test_the_apis_own_log_lines_reach_gunicorns_log(
         status, body = _post_json(server.port, key, {"title": "x", "script": "Hi.", "voice": "Nobody"})
         assert status == 422, body
         # An accepted job logs "job <id>: accepted": seed a voice row straight through the app's client.
-        audio, transcript = reference_audio
-        uploaded = app.test_client().post(
-            "/v1/voices",
-            data={"name": "narrator", "ref_text": transcript, "audio": (io.BytesIO(audio), "r.wav")},
-            headers={"Authorization": f"Bearer {key}"},
-            content_type="multipart/form-data",
-        )
-        assert uploaded.status_code == 202
+        _seed_voice(app, key, reference_audio)
         status, body = _post_json(server.port, key, {"title": "x", "script": "Hi.", "voice": "narrator"})
         assert status == 202, body
         server.wait_for(server.stderr, f"webapi.jobs: job {body['id']}: accepted")
@@ -52,14 +57,7 @@ def test_with_json_logs_the_apis_lines_carry_the_request_and_job_ids(
     """TOME_LOG_FORMAT=json under gunicorn: one JSON object a line, with the request id the client sent
     and the job it created."""
     key = mint_key(app, owner="alice", name="test", admin=False)
-    audio, transcript = reference_audio
-    uploaded = app.test_client().post(
-        "/v1/voices",
-        data={"name": "narrator", "ref_text": transcript, "audio": (io.BytesIO(audio), "r.wav")},
-        headers={"Authorization": f"Bearer {key}"},
-        content_type="multipart/form-data",
-    )
-    assert uploaded.status_code == 202
+    _seed_voice(app, key, reference_audio)
     as_json = dataclasses.replace(settings, log_format="json")
     with running_api(as_json, tmp_path, lambda bind: api_command(bind, workers=1)) as server:
         headers = {
