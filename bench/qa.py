@@ -52,10 +52,12 @@ from worker.script.normalise import normalise
 
 CATCH_TARGET = 0.95
 FALSE_FLAG_TARGET = 0.02
-# The seeds whose books and faults the thresholds were calibrated on (worker.qa.checks.QaPolicy). A report
-# is only honest on other seeds (held out): the default, 31, was never looked at while calibrating.
+# The seeds whose books and faults the thresholds and methods were calibrated on (worker.qa.checks.QaPolicy,
+# worker.qa.transcript.SECOND_OPINION). A report is only honest on other seeds (held out); the default,
+# 137, was first run once the code it reports was final. Spent as held-out seeds by earlier rounds: 31,
+# 43, 59, 131.
 CALIBRATION_SEEDS = (7, 21, 101, 103, 105, 111, 113)
-HELD_OUT_SEED = 31
+HELD_OUT_SEED = 137
 
 # -- the script -------------------------------------------------------------------------------------------
 

@@ -346,3 +346,54 @@ def test_hostile_recognitions_do_not_crash_the_repeat_search() -> None:
         result = check_transcript(Untimed(heard, times), NO_AUDIO, SR, text)
         assert result.repeated == (), result.details()
         json.dumps(result.details())
+
+
+class TwoHearings(Scripted):
+    """A scripted recogniser that hears ``again`` when asked for a second opinion (None: it has none)."""
+
+    def __init__(self, heard: str, again: str | None) -> None:
+        super().__init__(heard)
+        self.again = again
+        self.asked_again = 0
+
+    def recognise_again(self, audio: npt.ArrayLike, sample_rate: int, expected: str) -> Recognised | None:
+        self.asked_again += 1
+        if self.again is None:
+            return None
+        return Scripted(self.again).recognise(audio, sample_rate, expected)
+
+
+def test_a_second_hearing_is_asked_only_when_the_first_fails_and_can_clear_a_mishearing() -> None:
+    text = "the keeper climbed the stairs every evening and counted each step"
+    perfect = TwoHearings(text, again="never asked")
+    assert check_transcript(perfect, NO_AUDIO, SR, text).passed
+    assert perfect.asked_again == 0
+    misheard = TwoHearings("the keeper climbed the stars every evening in counted each stop", again=text)
+    result = check_transcript(misheard, NO_AUDIO, SR, text)
+    assert misheard.asked_again == 1
+    assert result.passed
+    first = result.details()["first_hearing"]
+    assert isinstance(first, dict)
+    assert first["reasons"], "the first hearing's failure is kept in the chunk's record"
+    assert "stars" in str(first["heard"])
+    json.dumps(result.details())
+
+
+def test_when_both_hearings_fail_the_first_is_reported() -> None:
+    text = "the keeper climbed the stairs every evening and counted each step"
+    dropped = "the keeper climbed counted each step"
+    both = check_transcript(TwoHearings(dropped, again="the keeper counted each step"), NO_AUDIO, SR, text)
+    assert not both.passed
+    assert both.heard == dropped
+    assert "first_hearing" not in both.details()
+    assert not check_transcript(TwoHearings(dropped, again=None), NO_AUDIO, SR, text).passed
+
+
+def test_pocketsphinx_listens_again_only_when_it_has_a_second_front_end(engine: EspeakEngine) -> None:
+    wave = engine.synthesize([SynthesisRequest(TEXT, {})])[0]
+    assert PocketsphinxRecogniser(second_opinion=None).recognise_again(wave, SR, TEXT) is None
+    again = PocketsphinxRecogniser().recognise_again(wave, SR, TEXT)
+    assert again is not None
+    expected = words_of(TEXT)
+    errors = sum(1 for e in align_words(expected, list(again.words)) if e.op != "=")
+    assert errors <= 2, again.words  # the warped front end still hears clean speech
