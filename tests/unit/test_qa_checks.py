@@ -214,6 +214,10 @@ def test_policies() -> None:
     assert policy_for("espeak") == QaPolicy()
     assert policy_for("qwen3-tts") == DEFAULT_POLICIES["qwen3-tts"]
     assert policy_for("qwen3-tts").max_pause_s > QaPolicy().max_pause_s
+    # every neural engine gets the neural defaults (Fish Speech breathes and pauses as Qwen3 does), an
+    # unknown one too; only espeak's family keeps the thresholds set on formant speech
+    assert policy_for("fish-speech") == policy_for("qwen3-tts") == policy_for("some-new-cloner")
+    assert policy_for("espeak-paced") == policy_for("espeak-ng-variant") == QaPolicy()
     assert policy_for("espeak", {"max_pause_s": 3.0}).max_pause_s == 3.0
     with pytest.raises(ValueError, match="unknown QA thresholds: nope"):
         policy_for("espeak", {"nope": 1})

@@ -178,40 +178,42 @@ class QaPolicy:
 # Per-engine defaults. Neural engines vary their pacing and pauses more than espeak (and breathe):
 # wider duration, pause and edge limits, a looser transcript test (a stronger recogniser is expected
 # there, but pocketsphinx on natural speech mishears more than on espeak's clean formants).
+NEURAL_POLICY = QaPolicy(
+    max_short=0.35,
+    max_long=0.40,
+    duration_slack_s=0.6,
+    max_pause_s=2.0,
+    max_edge_s=0.8,
+    max_noise_s=0.6,
+    max_hiss_s=0.5,  # a breath is unvoiced, flat-ish sound: neural voices breathe between sentences
+    max_rumble_s=0.4,
+    max_pitch_shift_st=4.0,
+    max_pitch_shift_short_st=7.0,
+    max_wer=0.30,
+    min_errors=4,
+    max_missing_run=5,
+    max_missing_tail=3,
+    max_unexplained_s=0.8,
+    # Not calibrated on neural speech yet, so as lenient as before these checks existed: sound is
+    # what the activity detector calls speech (a cloned voice may carry its reference's room tone
+    # 30-40 dB down), only a cut at near speech level is a cut-off ending, and no exact-words rule.
+    sound_range_db=0.0,
+    max_end_level_db=-10.0,
+    max_exact_words=0,
+)
 DEFAULT_POLICIES: Mapping[str, QaPolicy] = {
     "espeak": QaPolicy(),
     "espeak-paced": QaPolicy(),
-    "qwen3-tts": QaPolicy(
-        max_short=0.35,
-        max_long=0.40,
-        duration_slack_s=0.6,
-        max_pause_s=2.0,
-        max_edge_s=0.8,
-        max_noise_s=0.6,
-        max_hiss_s=0.5,  # a breath is unvoiced, flat-ish sound: neural voices breathe between sentences
-        max_rumble_s=0.4,
-        max_pitch_shift_st=4.0,
-        max_pitch_shift_short_st=7.0,
-        max_wer=0.30,
-        min_errors=4,
-        max_missing_run=5,
-        max_missing_tail=3,
-        max_unexplained_s=0.8,
-        # Not calibrated on neural speech yet, so as lenient as before these checks existed: sound is
-        # what the activity detector calls speech (a cloned voice may carry its reference's room tone
-        # 30-40 dB down), only a cut at near speech level is a cut-off ending, and no exact-words rule.
-        sound_range_db=0.0,
-        max_end_level_db=-10.0,
-        max_exact_words=0,
-    ),
+    "qwen3-tts": NEURAL_POLICY,
+    "fish-speech": NEURAL_POLICY,  # a neural voice cloner too; no weights here to calibrate it apart
 }
 
 
 def policy_for(engine: str, overrides: Mapping[str, object] | None = None) -> QaPolicy:
-    """The engine's default policy (espeak's for an engine without one), with a job's overrides."""
-    base = DEFAULT_POLICIES.get(
-        engine, DEFAULT_POLICIES["qwen3-tts" if engine.startswith("qwen") else "espeak"]
-    )
+    """The engine's default policy, with a job's overrides. An engine without one of its own gets
+    espeak's if it is of espeak's family (rule-based, formant speech), else the neural one: espeak's
+    thresholds were set on speech that never breathes, hesitates or varies its pauses."""
+    base = DEFAULT_POLICIES.get(engine) or (QaPolicy() if engine.startswith("espeak") else NEURAL_POLICY)
     return base.with_overrides(overrides) if overrides else base
 
 
