@@ -13,7 +13,7 @@ from typing import Any
 from flask import Blueprint, Response, jsonify, request, url_for
 from sqlalchemy import select
 
-from models import Chunk, ChunkStatus, Job, JobStatus, Voice, unit_of_work, utcnow
+from models import Chunk, ChunkStatus, Job, JobKind, JobStatus, Voice, unit_of_work, utcnow
 from webapi.auth import require_key
 from webapi.errors import Conflict, Gone, Invalid, NotFound
 from webapi.extensions import tome
@@ -29,6 +29,16 @@ from worker.task_names import RENDER_CHUNKS, STITCH_CHAPTER
 
 bp = Blueprint("job_qa", __name__, url_prefix="/v1/jobs")
 bp.before_request(require_key)
+
+# A chunk's sequence number is a 32-bit column: a larger one in a URL names no chunk (and must never reach
+# the database, where it does not fit in the parameter).
+MAX_SEQ = 2**31 - 1
+
+
+def _seq_in_range(job_id: str, seq: int) -> int:
+    if seq > MAX_SEQ:
+        raise NotFound(f"job {job_id} has no chunk {str(seq)[:24]}: sequence numbers stop at {MAX_SEQ}")
+    return seq
 
 
 def _words(qa: Mapping[str, Any], key: str) -> list[str]:
@@ -93,6 +103,7 @@ def job_qa(job_id: str) -> Response:
 )
 def chunk_audio(job_id: str, seq: int) -> Response:
     job = owned_job(job_id)
+    seq = _seq_in_range(job_id, seq)
     chunk = tome().sessions.scalars(select(Chunk).where(Chunk.job_id == job.id, Chunk.seq == seq)).first()
     if chunk is None:
         raise NotFound(f"job {job_id} has no chunk {seq}")
@@ -115,7 +126,13 @@ def chunk_audio(job_id: str, seq: int) -> Response:
 )
 def rerender_chunk(job_id: str, seq: int) -> tuple[Response, int]:
     job = owned_job(job_id)
+    seq = _seq_in_range(job_id, seq)
     asked = json_body(RerenderIn) if request.content_length else RerenderIn()
+    if job.kind == JobKind.SPEECH:
+        raise Conflict(
+            "a speech request's audio was streamed to its client and not kept: send the request again",
+            code="not_rerenderable",
+        )
     if job.expired_at is not None:
         raise Gone(f"the audio of this job expired at {job.expired_at:%Y-%m-%dT%H:%M:%SZ}", code="expired")
     if job.status != JobStatus.SUCCEEDED:

@@ -341,7 +341,7 @@ class RerenderIn(Strict):
 class JobQaQuery(Strict):
     flagged: bool = Field(False, description="Only the flagged chunks")
     limit: int = Field(1000, ge=1, le=5000)
-    offset: int = Field(0, ge=0)
+    offset: int = Field(0, ge=0, le=2**63 - 1)
 
 
 class JobOut(BaseModel):

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
-from sqlalchemy import select
+from sqlalchemy import select, update
 
-from models import Chunk
+from models import Chunk, Job, JobKind
 from tests.api.helpers import submit_job, upload_voice
 from tests.conftest import bearer
 from tests.support.apps import tome_of
@@ -179,3 +179,39 @@ def test_rerender_is_refused_where_it_cannot_apply(
     second = client.post(url, headers=user)  # the job is running again: one revision at a time
     assert second.status_code == 409
     assert second.json["error"]["code"] == "not_ready"
+
+
+def test_numbers_too_large_for_the_database_are_a_4xx_never_a_500(
+    make_app: Callable[..., Flask], reference_audio: tuple[bytes, str]
+) -> None:
+    _, client, user, _, job = _finished(make_app, reference_audio)
+    base = f"/v1/jobs/{job['id']}"
+    for huge in (2**31, 2**63, 10**30):
+        answer = client.post(f"{base}/chunks/{huge}/rerender", headers=user)
+        assert answer.status_code == 404, answer.json
+        assert "no chunk" in answer.json["error"]["message"]
+        assert len(answer.json["error"]["message"]) < 200
+        assert client.get(f"{base}/chunks/{huge}/audio", headers=user).status_code == 404
+    for offset in (2**63, 10**30):
+        answer = client.get(f"{base}/qa?offset={offset}", headers=user)
+        assert answer.status_code == 422, answer.json
+        assert "offset" in json.dumps(answer.json["error"])
+    assert client.get(f"{base}/qa?offset={2**63 - 1}", headers=user).json["chunks"] == []
+    assert client.get(f"{base}/chunks/{2**31 - 1}/audio", headers=user).status_code == 404
+    assert client.get(f"{base}", headers=user).json["status"] == "succeeded"
+
+
+def test_a_speech_requests_chunks_cannot_be_rendered_again(
+    make_app: Callable[..., Flask], reference_audio: tuple[bytes, str]
+) -> None:
+    """Its audio was streamed and not kept: a re-render would stitch a book it never had (the job then
+    failed with "stitching started before every chunk was done")."""
+    app, client, user, _, job = _finished(make_app, reference_audio)
+    with tome_of(app).sessions.begin():
+        tome_of(app).sessions.execute(
+            update(Job).where(Job.id == uuid.UUID(job["id"])).values(kind=JobKind.SPEECH.value)
+        )
+    answer = client.post(f"/v1/jobs/{job['id']}/chunks/1/rerender", headers=user)
+    assert answer.status_code == 409, answer.json
+    assert answer.json["error"]["code"] == "not_rerenderable"
+    assert client.get(f"/v1/jobs/{job['id']}", headers=user).json["status"] == "succeeded"
