@@ -217,3 +217,40 @@ def test_non_finite_thresholds_are_refused(
     response = client.post("/v1/jobs", data=body, headers={**user, "Content-Type": "application/json"})
     assert response.status_code == 422, response.json
     assert response.json["error"]["field"] == "qa.thresholds"
+
+
+def test_a_take_much_quieter_than_the_voices_other_chunks_is_rendered_again(
+    make_app: Callable[..., Flask],
+    reference_audio: tuple[bytes, str],
+    inject: Callable[[Fault, int], list[int]],
+) -> None:
+    """Loudness outliers against the job: once three chunks of the voice passed, a take 20 dB under their
+    speech level fails ``level`` (the render step levels chunks afterwards, but a whispering or distant
+    take is a fault a listener hears)."""
+    app = make_app(chunks_per_task=1)
+    _, client, user = _app(lambda **_: app, reference_audio)
+    seen = inject(lambda wave, take: (wave * 0.1).astype(wave.dtype), 1)
+    script = "\n\n".join(
+        [
+            "The fog came in before dawn.",
+            "Doctor Hale counted the boats on the quay.",
+            "By noon the wind had turned, and the gulls went quiet.",
+            "The lamps were lit along the sea wall.",
+            TARGET,
+        ]
+    )
+    job = submit_job(client, user, "narrator", script=script, script_format="markdown")
+    assert job.status_code == 202, job.json
+    inline = Inline(tome_of(app).runtime)
+    inline.enqueue(START_JOB, [job.json["id"]])
+    inline.run()
+    done = client.get(f"/v1/jobs/{job.json['id']}", headers=user).json
+    assert done["status"] == "succeeded", done["error"]
+    assert seen == [1, 2]
+    assert done["qa"]["chunks_rerendered"] == 1
+    report = client.get(done["qa"]["url"], headers=user).json
+    (target,) = [c for c in report["chunks"] if TARGET in c["text"]]
+    assert target["renders"] == 2
+    level = next(c for c in target["checks"] if c["name"] == "level")
+    assert level["passed"] is True
+    assert abs(level["score"]) < 3

@@ -153,3 +153,24 @@ def test_a_donor_whose_audio_is_gone_is_rendered_again(
         again = _run(app, client, user, _book(CHAPTERS))
     assert again["progress"]["chunks_reused"] == 0
     assert len(engine.texts) == again["progress"]["chunks_total"]
+
+
+def test_audio_checked_less_than_a_job_asks_is_rendered_again(
+    make_app: Callable[..., Flask], reference_audio: tuple[bytes, str]
+) -> None:
+    """espeak's jobs skip the transcript check by default: their chunks do not stand for a job that asks
+    for it (a doubled or dropped phrase would pass unheard), while a job that asks no more reuses them."""
+    app, client, user = _setup(make_app, reference_audio[0], "careful")
+    cheap = _run(app, client, user, _book(CHAPTERS))
+    assert cheap["progress"]["chunks_reused"] == 0
+    with _Counted() as engine:
+        heard = _run(app, client, user, _book(CHAPTERS), qa={"transcript": True})
+    assert heard["progress"]["chunks_reused"] == 0
+    assert len(engine.texts) == heard["progress"]["chunks_total"]
+    checks = {c["name"] for c in _chunks(app, heard["id"])[1].qa["checks"]}
+    assert "words" in checks
+    # now checked with the transcript: a job with or without it reuses that audio
+    again = _run(app, client, user, _book(CHAPTERS), qa={"transcript": True})
+    assert again["progress"]["chunks_reused"] == again["progress"]["chunks_total"]
+    last = _run(app, client, user, _book(CHAPTERS))
+    assert last["progress"]["chunks_reused"] == cheap["progress"]["chunks_total"]

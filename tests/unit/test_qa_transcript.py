@@ -396,4 +396,4 @@ def test_pocketsphinx_listens_again_only_when_it_has_a_second_front_end(engine: 
     assert again is not None
     expected = words_of(TEXT)
     errors = sum(1 for e in align_words(expected, list(again.words)) if e.op != "=")
-    assert errors <= 2, again.words  # the warped front end still hears clean speech
+    assert errors <= 2, again.words  # at the faster frame rate it still hears clean speech

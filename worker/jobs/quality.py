@@ -33,6 +33,7 @@ from worker.qa.checks import (
     SpeakingRate,
     measure_speaking_rate,
     median_f0,
+    median_level,
     policy_for,
 )
 from worker.qa.speaker import speaker_encoder
@@ -68,6 +69,14 @@ class QaSettings:
             on_fail=str(qa.get("on_fail", "flag")),
             policy=policy_for(engine, qa.get("thresholds") or None),
         )
+
+    @property
+    def required_checks(self) -> frozenset[str]:
+        """The checks a chunk reused from an earlier job must have passed for this job: any (``audio``,
+        every QA record has it) when QA is on, and the transcript's when this job runs it."""
+        if not self.enabled:
+            return frozenset()
+        return frozenset({"audio", "words"} if self.transcript else {"audio"})
 
 
 @dataclass(frozen=True)
@@ -109,14 +118,16 @@ class Expected:
 
     rate: SpeakingRate | None = None
     f0_hz: float | None = None
+    level_db: float | None = None  # the speech level of the voice's chunks in this job (loudness outliers)
 
     @classmethod
     def learnt(cls, passed: Sequence[tuple[str, Mapping[str, Any]]]) -> Expected:
         """From ``(spoken text, stored QA)`` of the voice's chunks that passed (at the same rate)."""
         speech = [(text, float(qa.get("speech_s") or 0.0)) for text, qa in passed]
-        pitches = [qa.get("f0_median_hz") for _, qa in passed]
-        f0 = median_f0(pitches) if len(passed) >= MIN_PITCH_CHUNKS else None
-        return cls(measure_speaking_rate(speech), f0)
+        enough = len(passed) >= MIN_PITCH_CHUNKS
+        f0 = median_f0([qa.get("f0_median_hz") for _, qa in passed]) if enough else None
+        level = median_level([qa.get("level_db") for _, qa in passed]) if enough else None
+        return cls(measure_speaking_rate(speech), f0, level)
 
 
 MIN_PITCH_CHUNKS = 3
@@ -127,15 +138,15 @@ def assess(
 ) -> QaResult:
     """The chunk's checks; with the speaker check where the engine has a speaker encoder (its score is
     recorded even when the policy's ``min_speaker_similarity`` is 0, off)."""
-    rate, f0 = expected.rate, expected.f0_hz
     encoder = speaker_encoder(engine)
     return assess_chunk(
         wave,
         engine.sample_rate,
         request.text,
         policy=settings.policy,
-        rate=rate,
-        expected_f0_hz=f0,
+        rate=expected.rate,
+        expected_f0_hz=expected.f0_hz,
+        expected_level_db=expected.level_db,
         recogniser=recogniser() if settings.transcript else None,
         speaker=None if encoder is None else (encoder, request.prompt),
     )

@@ -90,7 +90,7 @@ def _render(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -
     if not running_now:  # cancelled since the claim: skip the engine
         actions.release(rt, [c.id for c in claimed], token)
         return 0
-    done = reuse.take_rendered(rt, job_id, claimed, keys, token, found, checked=qa.enabled)
+    done = reuse.take_rendered(rt, job_id, claimed, keys, token, found, required=qa.required_checks)
     rest = [c for c in claimed if c.seq not in done]
     left: int | None = None  # the job's chunks not done after this task's completion, if it knows
     if rest:

@@ -51,6 +51,14 @@ def content_key(
     return hashlib.sha256(json.dumps(identity, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
+def _checks_of(qa: object) -> frozenset[str]:
+    """The names of the checks a stored QA record holds (none for a chunk rendered with QA off)."""
+    checks = qa.get("checks") if isinstance(qa, Mapping) else None
+    if not isinstance(checks, list):
+        return frozenset()
+    return frozenset(str(c.get("name")) for c in checks if isinstance(c, Mapping))
+
+
 @dataclass(frozen=True)
 class _Donor:
     path: str
@@ -97,15 +105,16 @@ def take_rendered(
     token: str,
     found: Sequence[Row[Any]],
     *,
-    checked: bool,
+    required: frozenset[str] = frozenset(),
 ) -> list[int]:
     """Complete every claimed chunk (id -> key in ``keys``) whose audio one of ``found``
-    (:func:`donor_rows`) holds under the same key; returns their seqs. Only audio that passed QA is taken
-    (with ``checked``, only audio that was checked at all); a donor whose file is gone is skipped (the
-    chunk renders)."""
+    (:func:`donor_rows`) holds under the same key; returns their seqs. Only audio that passed QA is taken,
+    and only audio whose QA record holds every check named in ``required`` (the checks this job runs:
+    audio an earlier job checked without the transcript does not stand for a job that asks for it); a
+    donor whose file is gone is skipped (the chunk renders)."""
     donors: dict[str, _Donor] = {}
     for r in found:
-        if checked and not r.qa:
+        if required and not required <= _checks_of(r.qa):
             continue
         if r.content_key not in donors and r.duration is not None and _kept(rt, str(r.audio_path)):
             donors[r.content_key] = _Donor(

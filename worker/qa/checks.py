@@ -59,6 +59,7 @@ __all__ = [
     "check_audio",
     "measure_speaking_rate",
     "median_f0",
+    "median_level",
     "policy_for",
     "spoken_units",
 ]
@@ -342,6 +343,12 @@ def measure_speaking_rate(
 def median_f0(values: Iterable[float | None]) -> float | None:
     """The median of the chunks' median F0 (``QaResult.f0_median_hz`` of the chunks that passed)."""
     known = [v for v in values if v is not None and math.isfinite(v) and v > 0]
+    return float(np.median(known)) if known else None
+
+
+def median_level(values: Iterable[object]) -> float | None:
+    """The median speech level (dBFS, ``QaResult.level_db``) of the chunks that passed."""
+    known = [float(v) for v in values if isinstance(v, int | float) and math.isfinite(v) and v < 0]
     return float(np.median(known)) if known else None
 
 
