@@ -31,6 +31,7 @@ from worker.qa.checks import (
     QaPolicy,
     QaResult,
     SpeakingRate,
+    is_rule_based,
     measure_speaking_rate,
     median_f0,
     median_level,
@@ -42,7 +43,6 @@ from worker.qa.transcript import PocketsphinxRecogniser, Recogniser
 log = logging.getLogger(__name__)
 
 FATAL_CHECKS = frozenset({"audio", "silence"})  # no usable audio: never counts as done
-_RULE_BASED = ("espeak",)  # engines whose words are read by rule: no transcript check by default
 DEFAULT_MAX_RERENDERS = 2
 
 
@@ -64,7 +64,8 @@ class QaSettings:
         transcript = qa.get("transcript")
         return cls(
             enabled=bool(qa.get("enabled", True)),
-            transcript=not engine.startswith(_RULE_BASED) if transcript is None else bool(transcript),
+            # an engine that reads by rule says every word it is given: no transcript check by default
+            transcript=not is_rule_based(engine) if transcript is None else bool(transcript),
             max_rerenders=int(qa.get("max_rerenders", DEFAULT_MAX_RERENDERS)),
             on_fail=str(qa.get("on_fail", "flag")),
             policy=policy_for(engine, qa.get("thresholds") or None),

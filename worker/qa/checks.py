@@ -57,6 +57,7 @@ __all__ = [
     "QaResult",
     "SpeakingRate",
     "check_audio",
+    "is_rule_based",
     "measure_speaking_rate",
     "median_f0",
     "median_level",
@@ -210,11 +211,17 @@ DEFAULT_POLICIES: Mapping[str, QaPolicy] = {
 }
 
 
+def is_rule_based(engine: str) -> bool:
+    """Whether ``engine`` reads by rule (espeak's family: formant speech, every word it is given), as
+    opposed to a neural voice cloner."""
+    return engine.startswith("espeak")
+
+
 def policy_for(engine: str, overrides: Mapping[str, object] | None = None) -> QaPolicy:
     """The engine's default policy, with a job's overrides. An engine without one of its own gets
-    espeak's if it is of espeak's family (rule-based, formant speech), else the neural one: espeak's
-    thresholds were set on speech that never breathes, hesitates or varies its pauses."""
-    base = DEFAULT_POLICIES.get(engine) or (QaPolicy() if engine.startswith("espeak") else NEURAL_POLICY)
+    espeak's if it is rule-based, else the neural one: espeak's thresholds were set on speech that never
+    breathes, hesitates or varies its pauses."""
+    base = DEFAULT_POLICIES.get(engine) or (QaPolicy() if is_rule_based(engine) else NEURAL_POLICY)
     return base.with_overrides(overrides) if overrides else base
 
 
