@@ -79,28 +79,26 @@ def sweep(rt: Runtime, enqueue: Enqueue, now: datetime | None = None) -> SweepRe
     now = now or utcnow()
     report = SweepReport()
 
-    def step(name: str, run: Callable[[], object]) -> None:
+    def step(name: str, run: Callable[[], int | None]) -> int:
+        """``run()``'s count (0 for a step that fills the report itself, or fails)."""
         try:
-            run()
+            return run() or 0
         except Exception:
             log.exception("sweep: the step %r failed; the other steps still ran", name)
             report.failed_steps.append(name)
-
-    def counted(attribute: str, run: Callable[[], int]) -> Callable[[], None]:
-        return lambda: setattr(report, attribute, run())
+            return 0
 
     step("voices", lambda: _sweep_voices(rt, enqueue, now, report))
-    step("expire outputs", counted("outputs_expired", lambda: expire_outputs(rt, now)))
-    step("expire chunks", counted("chunk_folders_removed", lambda: expire_chunks(rt, now)))
-    step("webhooks", counted("webhooks_sent", lambda: _resend_webhooks(rt, enqueue, now)))
-    step(
-        "temp files",
-        counted("temp_files_removed", lambda: remove_stale_temp_files(rt.layout.root, now - TEMP_FILE_AGE)),
+    report.outputs_expired = step("expire outputs", lambda: expire_outputs(rt, now))
+    report.chunk_folders_removed = step("expire chunks", lambda: expire_chunks(rt, now))
+    report.webhooks_sent = step("webhooks", lambda: _resend_webhooks(rt, enqueue, now))
+    report.temp_files_removed = step(
+        "temp files", lambda: remove_stale_temp_files(rt.layout.root, now - TEMP_FILE_AGE)
     )
-    step("stored orphans", counted("stored_orphans_removed", lambda: _remove_orphans_when_due(rt, now)))
-    step("queued jobs", counted("jobs_restarted", lambda: _restart_queued_jobs(rt, enqueue, now)))
+    report.stored_orphans_removed = step("stored orphans", lambda: _remove_orphans_when_due(rt, now))
+    report.jobs_restarted = step("queued jobs", lambda: _restart_queued_jobs(rt, enqueue, now))
     step("overdue chunks", lambda: _resend_overdue_chunks(rt, enqueue, now, report))
-    step("schedule", counted("render_tasks_scheduled", lambda: schedule(rt, enqueue)))
+    report.render_tasks_scheduled = step("schedule", lambda: schedule(rt, enqueue))
     step("chapters", lambda: _resume_chapters(rt, enqueue, now, report))
     step("stitches", lambda: _resume_stitches(rt, enqueue, now, report))
     if report.failed_steps or any(value for value in vars(report).values() if isinstance(value, int)):

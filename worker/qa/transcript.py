@@ -251,12 +251,10 @@ def check_transcript(
     if heard_again is None:
         return first
     again = _score(recogniser.name, heard_again, text, policy)
-    chosen = again if again.passed else first
-    return replace(
-        chosen,
-        seconds=time.perf_counter() - started,
-        first_hearing=replace(first, first_hearing=None) if chosen is again else None,
-    )
+    seconds = time.perf_counter() - started
+    if not again.passed:
+        return replace(first, seconds=seconds)
+    return replace(again, seconds=seconds, first_hearing=first)
 
 
 def _score(name: str, result: Recognised, text: str, policy: QaPolicy) -> TranscriptResult:
