@@ -79,6 +79,9 @@ class Job(Base):
     # 0 for the first output; +1 each time a chunk of the finished job is rendered again on request
     # (its previous output stays downloadable until the new one is published)
     revision: Mapped[int] = mapped_column(Integer, default=0)
+    # The last chunk rendered again on request: {"seq", "revision", "error"}; ``error`` names why the new
+    # take was refused, in which case the chunk kept its previous take (worker.jobs.rerender).
+    rerender: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
     error: Mapped[str | None] = mapped_column(Text, default=None)
     idempotency_key: Mapped[str | None] = mapped_column(String(200), default=None)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
@@ -101,6 +104,11 @@ class Job(Base):
     webhook_delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
     webhook_next_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
     webhook_error: Mapped[str | None] = mapped_column(Text, default=None)
+    # The ``job.flagged`` event (a job that succeeded with chunks kept though they failed QA): its own
+    # delivery record, so that it is retried without sending the end event again.
+    flags_webhook_attempts: Mapped[int] = mapped_column(Integer, default=0)
+    flags_webhook_delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
+    flags_webhook_next_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
     api_key_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, default=None)
     # A long script waiting to be planned by a worker (worker.jobs.intake); None once planned.
     script: Mapped[str | None] = mapped_column(Text, default=None)
@@ -153,6 +161,9 @@ class Chunk(Base):
     qa: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
     flagged: Mapped[bool] = mapped_column(Boolean, default=False)
     error: Mapped[str | None] = mapped_column(Text, default=None)
+    # While the chunk is rendered again on request: what it was (text, source_text, seed, qa, flagged;
+    # its audio columns are untouched until the new take is stored), restored if the new take fails.
+    previous: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
 
 
 class ChapterStatus(enum.StrEnum):

@@ -64,6 +64,7 @@ def _chunk_out(job_id: str, chunk: Chunk) -> ChunkQaOut:
         missing_words=_words(qa, "missing"),
         extra_words=_words(qa, "extra"),
         audio_url=url_for("job_qa.chunk_audio", job_id=job_id, seq=chunk.seq) if chunk.audio_path else None,
+        error=chunk.error,
     )
 
 

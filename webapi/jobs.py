@@ -13,7 +13,7 @@ from flask import Blueprint, Response, jsonify, request, url_for
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from models import ChapterStatus, Job, JobChapter, JobKind, JobStatus, Voice, utcnow
+from models import ACTIVE, ChapterStatus, Job, JobChapter, JobKind, JobStatus, Voice, utcnow
 from webapi import scripts
 from webapi.auth import current_principal, require_key
 from webapi.errors import Conflict, Gone, Invalid, NotFound
@@ -31,6 +31,7 @@ from webapi.schemas import (
     OutputOut,
     Progress,
     QaSummary,
+    RerenderOut,
     WebhookOut,
 )
 from webapi.stored_files import send_stored
@@ -95,6 +96,26 @@ def file_out(job: Job, entry: dict[str, Any]) -> FileOut:
     )
 
 
+def _rerender_out(job: Job) -> RerenderOut | None:
+    last = job.rerender if isinstance(job.rerender, dict) else None
+    if last is None or not isinstance(last.get("seq"), int):
+        return None
+    error = last.get("error")
+    if error:
+        state = "refused"
+    elif job.status == JobStatus.SUCCEEDED:
+        state = "published"
+    else:  # rendering, or the job failed or was cancelled with it (the job's status says which)
+        state = "rendering" if job.status in ACTIVE else str(job.status)
+    revision = last.get("revision")
+    return RerenderOut(
+        seq=last["seq"],
+        revision=revision if isinstance(revision, int) else None,
+        state=state,
+        error=str(error) if error else None,
+    )
+
+
 def _chapters_out(job: Job, rows: list[JobChapter] | None) -> list[ChapterOut]:
     """The job's chapters; with ``rows`` (one job's view), each one's state and, while downloadable,
     its files: the early ones while the job renders, a split job's chapter files once it is done."""
@@ -155,6 +176,7 @@ def job_out(job: Job, chapters: list[JobChapter] | None = None) -> JobOut:
             else None,
         ),
         revision=job.revision or 0,
+        rerender=_rerender_out(job),
         chapters=_chapters_out(job, chapters),
         qa=QaSummary(
             chunks_flagged=job.chunks_flagged or 0,

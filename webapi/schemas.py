@@ -301,6 +301,17 @@ class QaCheckOut(BaseModel):
     reason: str
 
 
+class RerenderOut(BaseModel):
+    seq: int
+    revision: int | None = Field(description="The revision the re-render counted")
+    state: str = Field(
+        description="rendering (the previous book still served), published (the new take is in the book), "
+        "or refused (the new take failed: the chunk kept its previous take, the book was stitched again "
+        "from it, and error says why)"
+    )
+    error: str | None
+
+
 class ChunkQaOut(BaseModel):
     seq: int
     chapter: int
@@ -314,6 +325,9 @@ class ChunkQaOut(BaseModel):
     missing_words: list[str] = Field(description="Words of the text not heard (transcript check)")
     extra_words: list[str] = Field(description="Words heard that the text does not have")
     audio_url: str | None = Field(description="The chunk's audio (WAV) while it is kept")
+    error: str | None = Field(
+        None, description="Why its render failed; on a done chunk, why its last re-render was refused"
+    )
 
 
 class JobQaOut(BaseModel):
@@ -369,6 +383,9 @@ class JobOut(BaseModel):
     output: OutputOut
     revision: int = Field(
         0, description="0 for the first book; +1 for each chunk rendered again on request (POST .../rerender)"
+    )
+    rerender: RerenderOut | None = Field(
+        None, description="The last chunk rendered again on request, and what became of it; None if none was"
     )
     chapters: list[ChapterOut]
     qa: QaSummary

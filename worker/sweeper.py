@@ -16,7 +16,7 @@ from sqlalchemy import delete, exists, func, select, update
 
 from models import ACTIVE, TERMINAL, Chunk, Job, JobChapter, RateWindow, Voice, unit_of_work, utcnow
 from worker.filesystem_broker import PARTIAL_PREFIX, TAKEN_PREFIX
-from worker.jobs import actions
+from worker.jobs import actions, rerender
 from worker.jobs import state as jobs
 from worker.jobs.chapters import begin_chapter
 from worker.jobs.scheduler import schedule
@@ -142,11 +142,9 @@ def _resend_overdue_chunks(rt: Runtime, enqueue: Enqueue, now: datetime, report:
                 f"chunk {chunk.seq} failed after {chunk.attempts} attempts "
                 "(its worker was lost or timed out each time)"
             )
-            with unit_of_work(rt.sessions) as session:
-                if jobs.fail_chunk(session, chunk.chunk_id, None, error):
-                    jobs.fail_job(session, chunk.job_id, error, now)
-                    report.chunks_failed += 1
-                    report.failed_jobs.append(str(chunk.job_id))
+            if rerender.fail_chunk(rt, chunk.job_id, (chunk.chunk_id, None), error, enqueue):
+                report.chunks_failed += 1
+                report.failed_jobs.append(str(chunk.job_id))
             continue
         resend[chunk.job_id].append(chunk.seq)
     for job_id, seqs in resend.items():

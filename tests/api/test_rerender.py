@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
@@ -21,6 +22,8 @@ from tests.conftest import bearer
 from tests.support.apps import tome_of
 from tests.support.inline import Inline
 from webapi.cli import mint_key
+from worker.engines import EngineError
+from worker.engines.base import synthesize_timed
 from worker.jobs import render
 from worker.task_names import BUILD_VOICE, START_JOB
 
@@ -46,14 +49,23 @@ def rendered_texts() -> Iterator[list[str]]:
 
 
 def _finished(
-    make_app: Callable[..., Flask], audio: tuple[bytes, str], **output: Any
+    make_app: Callable[..., Flask], audio: tuple[bytes, str], qa: dict[str, Any] | None = None, **output: Any
 ) -> tuple[Flask, FlaskClient, dict[str, str], Inline, dict[str, Any]]:
-    """A finished job; from then on what the API sends runs in the returned Inline."""
+    """A finished job (with ``qa``, its QA policy); from then on what the API sends runs in the returned
+    Inline."""
     app = make_app()
     client = app.test_client()
     user = bearer(mint_key(app, "fixer", "k", admin=False))
     voice = upload_voice(client, user, audio[0], ref_text=audio[1])
-    job = submit_job(client, user, "narrator", script=BOOK, script_format="markdown", output=output)
+    job = submit_job(
+        client,
+        user,
+        "narrator",
+        script=BOOK,
+        script_format="markdown",
+        output=output,
+        **({"qa": qa} if qa else {}),
+    )
     assert job.status_code == 202, job.json
     inline = Inline(tome_of(app).runtime)
     inline.enqueue(BUILD_VOICE, [voice.json["id"]])
@@ -113,6 +125,77 @@ def test_an_edited_chunk_replaces_only_itself_and_the_old_book_stays_until_then(
         assert Path(str(_chunk(app, job["id"], other).audio_path)).read_bytes() == data
     assert after["revision"] == 1
     assert _chunk(app, job["id"], seq).seed is not None  # a take of its own
+
+
+def _refusing_engine(what: str) -> Callable[[Any, Any], Any]:
+    """The real engine's call (``render.synthesize_timed``), except that a request reading "gulls" gets
+    ``what``: silence (no take passes QA) or an engine error (batch by batch and chunk by chunk)."""
+    real = synthesize_timed
+
+    def refusing(engine: Any, requests: Any) -> Any:
+        if any("gulls" in r.text for r in requests):
+            if what == "engine error":
+                raise EngineError("the engine refused this text")
+            return [(np.zeros(engine.sample_rate, dtype=np.float32), []) for _ in requests]
+        return real(engine, requests)
+
+    return refusing
+
+
+@pytest.mark.parametrize("what", ["silence", "engine error"])
+def test_a_refused_rerender_keeps_the_previous_take_and_the_job_succeeds(
+    make_app: Callable[..., Flask],
+    reference_audio: tuple[bytes, str],
+    monkeypatch: pytest.MonkeyPatch,
+    what: str,
+) -> None:
+    """A finished book is never lost to a failed fix: the new take that fails (under a policy that fails
+    chunks, or an engine that refuses the edited text) leaves the chunk as it was, the book is
+    published again from the same audio, and the job and the QA report say why."""
+    app, client, user, inline, job = _finished(
+        make_app, reference_audio, qa={"on_fail": "fail"}, format="wav"
+    )
+    seq = _storm_seq(client, user, job)
+    before = _chunk(app, job["id"], seq)
+    old_audio = Path(str(before.audio_path)).read_bytes()
+    old_text, old_seed = before.text, before.seed
+    old_book = client.get(job["output"]["url"], headers=user).data
+    monkeypatch.setattr(render, "synthesize_timed", _refusing_engine(what))
+
+    edited = "By noon the wind had turned, and the gulls screamed one after another."
+    response = client.post(f"/v1/jobs/{job['id']}/chunks/{seq}/rerender", json={"text": edited}, headers=user)
+    assert response.status_code == 202, response.json
+    assert response.json["rerender"] == {"seq": seq, "revision": 1, "state": "rendering", "error": None}
+    inline.run()
+
+    after = client.get(f"/v1/jobs/{job['id']}", headers=user).json
+    assert after["status"] == "succeeded", after["error"]
+    assert after["error"] is None
+    assert after["rerender"]["state"] == "refused"
+    assert f"chunk {seq}" in after["rerender"]["error"]
+    assert after["progress"]["chunks_done"] == after["progress"]["chunks_total"]
+    kept = _chunk(app, job["id"], seq)
+    assert (kept.status, kept.text, kept.seed, kept.previous) == ("done", old_text, old_seed, None)
+    assert Path(str(kept.audio_path)).read_bytes() == old_audio
+    # the book stitched again from the same chunks: the same audio (WAV: no encoder timestamps)
+    new_book = client.get(after["output"]["url"], headers=user).data
+    assert len(new_book) == len(old_book)
+    assert new_book[-100_000:] == old_book[-100_000:]
+    report = client.get(job["qa"]["url"], headers=user).json
+    row = next(c for c in report["chunks"] if c["seq"] == seq)
+    assert row["status"] == "done"
+    assert row["error"] == after["rerender"]["error"]
+    assert row["text"] == old_text
+    # and the chunk can be rendered again: the refusal left nothing half-done
+    monkeypatch.undo()
+    again = client.post(f"/v1/jobs/{job['id']}/chunks/{seq}/rerender", json={"text": edited}, headers=user)
+    assert again.status_code == 202, again.json
+    inline.run()
+    fixed = client.get(f"/v1/jobs/{job['id']}", headers=user).json
+    assert fixed["status"] == "succeeded"
+    assert fixed["rerender"] == {"seq": seq, "revision": 2, "state": "published", "error": None}
+    assert "gulls screamed" in _chunk(app, job["id"], seq).text
+    assert _chunk(app, job["id"], seq).error is None
 
 
 def _chunks(app: Flask, job_id: str) -> list[Chunk]:

@@ -28,7 +28,7 @@ from worker.audio.loudness import measure
 from worker.audio.timings import stored_words
 from worker.engines import Engine, EngineError, SynthesisRequest, release_memory
 from worker.engines.base import synthesize_timed
-from worker.jobs import actions, quality, reuse, state
+from worker.jobs import actions, quality, rerender, reuse, state
 from worker.jobs.chapters import maybe_stitch_chapters
 from worker.jobs.scheduler import schedule
 from worker.jobs.stitch import maybe_begin_stitch
@@ -113,7 +113,7 @@ def _render(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -
             assert take.result is not None
             reasons = "; ".join(take.result.reasons)
             error = f"chunk {chunk.seq} failed its quality checks in {take.renders} renders: {reasons}"
-            actions.fail(rt, job_id, error, enqueue, chunk=(chunk.id, token))
+            rerender.fail_chunk(rt, job_id, (chunk.id, token), error, enqueue)
             actions.release(rt, [c.id for c in rest], token)
             return len(done)
         stored, left = _store(rt, job_id, engine, rest, takes, token, keys)
@@ -276,7 +276,7 @@ def _synthesize(
                 waves.extend(synthesize_timed(engine, [request]))
             except EngineError as exc:
                 error = f"chunk {chunk.seq} could not be rendered: {exc}"
-                actions.fail(rt, job_id, error, enqueue, chunk=(chunk.id, token))
+                rerender.fail_chunk(rt, job_id, (chunk.id, token), error, enqueue)
                 actions.release(rt, [c.id for c in claimed], token)
                 return None
         return waves

@@ -164,6 +164,7 @@ _COMPLETE = (
         qa=bindparam("b_qa"),
         flagged=bindparam("b_flagged"),
         lease_until=None,
+        previous=None,
     )
 )
 
@@ -603,6 +604,11 @@ def chapters_to_resume(session: Session, now: datetime) -> tuple[list[tuple[uuid
     return [(r.job_id, r.chapter) for r in unclaimed], [(r.job_id, r.chapter) for r in expired]
 
 
+# What a chunk rendered again on request keeps aside (Chunk.previous) to be put back if the new take fails;
+# its audio columns stay as they are until a new take is stored over them.
+_KEPT_BY_RERENDER = (Chunk.text, Chunk.source_text, Chunk.seed, Chunk.qa, Chunk.flagged)
+
+
 def rerender_chunk(
     session: Session,
     job_id: uuid.UUID,
@@ -636,16 +642,23 @@ def rerender_chunk(
             webhook_attempts=0,
             webhook_next_at=None,
             webhook_error=None,
+            flags_webhook_attempts=0,
+            flags_webhook_delivered_at=None,
+            flags_webhook_next_at=None,
         )
     )
     if rows(moved) != 1:
         return False
     chunk = session.execute(
-        select(Chunk.chapter, Chunk.flagged).where(Chunk.job_id == job_id, Chunk.seq == seq)
+        select(Chunk.chapter, *_KEPT_BY_RERENDER).where(Chunk.job_id == job_id, Chunk.seq == seq)
     ).one()
+    revision = session.scalar(select(Job.revision).where(Job.id == job_id))
+    job_values: dict[str, Any] = {"rerender": {"seq": seq, "revision": revision, "error": None}}
     if chunk.flagged:
-        session.execute(update(Job).where(Job.id == job_id).values(chunks_flagged=Job.chunks_flagged - 1))
+        job_values["chunks_flagged"] = Job.chunks_flagged - 1
+    session.execute(update(Job).where(Job.id == job_id).values(**job_values))
     values: dict[str, Any] = {
+        "previous": {column.key: getattr(chunk, column.key) for column in _KEPT_BY_RERENDER},
         "status": ChunkStatus.PENDING.value,
         "seed": seed,
         "attempts": 0,
@@ -665,3 +678,44 @@ def rerender_chunk(
         .values(status=ChapterStatus.PENDING.value, token=None, lease_until=None, attempts=0)
     )
     return True
+
+
+def keep_previous_take(session: Session, chunk_id: int, token: str | None, error: str) -> int | None:
+    """A chunk rendered again on request whose new take failed (``error``) -> done again with what it
+    was before (its audio never changed), counted done (and flagged) again, the job's ``rerender``
+    naming the error; the chunk's chapter, returned, is to be stitched again. None (nothing changed)
+    if the chunk is not a pending or running re-render (under ``token``, when given)."""
+    conditions = [
+        Chunk.id == chunk_id,
+        Chunk.previous.is_not(None),
+        Chunk.audio_path.is_not(None),
+        Chunk.status.in_([ChunkStatus.PENDING.value, ChunkStatus.RUNNING.value]),
+    ]
+    if token is not None:
+        conditions.append(Chunk.attempt_token == token)
+    chunk = session.execute(
+        select(Chunk.job_id, Chunk.seq, Chunk.chapter, Chunk.previous).where(*conditions).with_for_update()
+    ).one_or_none()
+    if chunk is None:
+        return None
+    running = session.scalar(
+        select(Job.rerender).where(Job.id == chunk.job_id, Job.status == JobStatus.RUNNING.value)
+    )
+    if running is None:  # not a running re-render (cancelled, or a first render's chunk)
+        return None
+    kept = {column.key: chunk.previous.get(column.key) for column in _KEPT_BY_RERENDER}
+    session.execute(
+        update(Chunk)
+        .where(*conditions)
+        .values(**kept, status=ChunkStatus.DONE.value, lease_until=None, previous=None, error=error)
+    )
+    session.execute(
+        update(Job)
+        .where(Job.id == chunk.job_id)
+        .values(
+            chunks_done=Job.chunks_done + 1,
+            chunks_flagged=Job.chunks_flagged + int(bool(kept["flagged"])),
+            rerender={**running, "seq": chunk.seq, "error": error},
+        )
+    )
+    return int(chunk.chapter)
