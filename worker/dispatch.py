@@ -83,7 +83,11 @@ def _build(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
 
 
 def _deliver(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
-    return webhooks.deliver(rt, uuid.UUID(str(args[0])))
+    """The job's end event, then (once that is delivered) its ``job.flagged`` event if it has one due."""
+    job_id = uuid.UUID(str(args[0]))
+    ended = webhooks.deliver(rt, job_id)
+    flagged = webhooks.deliver_flags(rt, job_id)
+    return ended if flagged == "not_due" else f"{ended}, flagged: {flagged}"
 
 
 def _speak(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import delete, exists, func, select, update
+from sqlalchemy import delete, exists, func, or_, select, update
 
 from models import ACTIVE, TERMINAL, Chunk, Job, JobChapter, RateWindow, Voice, unit_of_work, utcnow
 from worker.filesystem_broker import PARTIAL_PREFIX, TAKEN_PREFIX
@@ -32,7 +32,7 @@ from worker.task_names import (
     Enqueue,
 )
 from worker.voices import state as voices
-from worker.webhooks import chapter_due_filter, due_filter
+from worker.webhooks import chapter_due_filter, due_filter, flags_due_filter
 
 log = logging.getLogger(__name__)
 
@@ -283,7 +283,13 @@ def expire_chunks(rt: Runtime, now: datetime) -> int:
 def _resend_webhooks(rt: Runtime, enqueue: Enqueue, now: datetime) -> int:
     attempts = rt.settings.webhook_max_attempts
     with rt.sessions() as session:
-        due = list(session.scalars(select(Job.id).where(due_filter(now, attempts)).limit(500)))
+        due = list(
+            session.scalars(
+                select(Job.id)
+                .where(or_(due_filter(now, attempts), flags_due_filter(now, attempts)))
+                .limit(500)
+            )
+        )
         chapters = session.execute(
             select(JobChapter.job_id, JobChapter.chapter).where(chapter_due_filter(now, attempts)).limit(500)
         ).all()

@@ -40,7 +40,7 @@ from sqlalchemy import and_, or_, select, update
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 
-from models import TERMINAL, ApiKey, ChapterStatus, Job, JobChapter, unit_of_work, utcnow
+from models import TERMINAL, ApiKey, ChapterStatus, Chunk, Job, JobChapter, JobStatus, unit_of_work, utcnow
 from worker.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -49,6 +49,8 @@ SIGNATURE_HEADER = "X-Tome-Signature"
 TIMEOUT_SECONDS = 10.0  # to connect, and for each read or write
 MAX_CONNECT_ADDRESSES = 3
 CLAIM = timedelta(seconds=60)
+FLAGGED_EVENT = "job.flagged"
+MAX_FLAGGED_LISTED = 100  # chunks named in one job.flagged event; the QA report lists them all
 DEFAULT_PORTS = frozenset({80, 443})
 SCHEME_PORTS = {"http": 80, "https": 443}
 
@@ -391,6 +393,74 @@ def deliver_chapter(rt: Runtime, job_id: uuid.UUID, chapter: int, *, resolver: R
     return _deliver_claimed(rt, job_id, f"chapter {chapter} webhook", claim, event, outcome, resolver)
 
 
+def flagged_payload(job: Job, flagged: Sequence[Chunk]) -> dict[str, Any]:
+    """The ``job.flagged`` event: a job that succeeded with chunks kept although they failed QA (its
+    policy flags rather than fails), the first of them with why and where to listen to each."""
+    base = f"/v1/jobs/{job.id}"
+    return {
+        "event": FLAGGED_EVENT,
+        "job": {"id": str(job.id), "status": job.status, "title": job.title, "revision": job.revision or 0},
+        "qa": {
+            "chunks_flagged": job.chunks_flagged or 0,
+            "url": f"{base}/qa?flagged=true",
+            "chunks": [
+                {
+                    "seq": c.seq,
+                    "chapter": c.chapter,
+                    "reasons": [str(r) for r in (c.qa or {}).get("reasons", [])],
+                    "audio_url": f"{base}/chunks/{c.seq}/audio",
+                }
+                for c in flagged
+            ],
+        },
+    }
+
+
+def flags_due_filter(now: Any, max_attempts: int) -> Any:
+    """Succeeded jobs with flagged chunks and a webhook whose end event is delivered (so the receiver hears
+    ``job.succeeded`` first) and whose ``job.flagged`` event is not yet, and is due."""
+    return and_(
+        Job.webhook_url.is_not(None),
+        Job.status == JobStatus.SUCCEEDED.value,
+        Job.chunks_flagged > 0,
+        Job.webhook_delivered_at.is_not(None),
+        Job.flags_webhook_delivered_at.is_(None),
+        Job.flags_webhook_attempts < max_attempts,
+        or_(Job.flags_webhook_next_at.is_(None), Job.flags_webhook_next_at <= now),
+    )
+
+
+def deliver_flags(rt: Runtime, job_id: uuid.UUID, *, resolver: Resolver = resolve) -> str:
+    """As :func:`deliver`, for the ``job.flagged`` event (its own attempts and backoff)."""
+
+    def event(session: Session, job: Job) -> tuple[bytes, int, str]:
+        flagged = session.scalars(
+            select(Chunk)
+            .where(Chunk.job_id == job_id, Chunk.flagged.is_(True))
+            .order_by(Chunk.seq)
+            .limit(MAX_FLAGGED_LISTED)
+        ).all()
+        body = json.dumps(flagged_payload(job, flagged), separators=(",", ":")).encode()
+        return body, job.flags_webhook_attempts, message_id(job_id, FLAGGED_EVENT, job.revision)
+
+    def outcome(error: str | None, attempts: int) -> Any:
+        values = (
+            {"flags_webhook_delivered_at": utcnow()}
+            if error is None
+            else {"flags_webhook_next_at": _retry_at(attempts)}
+        )
+        return update(Job).where(Job.id == job_id).values(**values)
+
+    claim = (
+        update(Job)
+        .where(Job.id == job_id, flags_due_filter(utcnow(), rt.settings.webhook_max_attempts))
+        .values(flags_webhook_attempts=Job.flags_webhook_attempts + 1)
+    )
+    return _deliver_claimed(
+        rt, job_id, "flagged webhook", claim, event, outcome, resolver, next_at="flags_webhook_next_at"
+    )
+
+
 def backoff(attempts: int) -> timedelta:
     return timedelta(seconds=min(10 * 2 ** max(attempts - 1, 0), 3600))
 
@@ -441,6 +511,7 @@ def _deliver_claimed(
     event: Callable[[Session, Job], tuple[bytes, int, str]],
     outcome: Callable[[str | None, int], Any],
     resolver: Resolver,
+    next_at: str = "webhook_next_at",
 ) -> str:
     """Run ``claim`` (an UPDATE that matches the event's row only when it is due, and counts the attempt),
     POST the body ``event`` builds in the same transaction, then run ``outcome(error, attempts)``.
@@ -450,7 +521,7 @@ def _deliver_claimed(
     worker killed mid-POST): retries always end."""
     settings = rt.settings
     with unit_of_work(rt.sessions) as session:
-        claimed = session.execute(claim.values(webhook_next_at=utcnow() + CLAIM))
+        claimed = session.execute(claim.values({next_at: utcnow() + CLAIM}))
         assert isinstance(claimed, CursorResult)
         if claimed.rowcount != 1:
             return "not_due"

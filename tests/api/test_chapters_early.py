@@ -20,10 +20,10 @@ from sqlalchemy import select, update
 
 from models import ApiKey, JobChapter, utcnow
 from tests.api.helpers import submit_job, upload_voice
-from tests.api.test_reliability import Receiver
 from tests.conftest import bearer
 from tests.support.apps import tome_of
 from tests.support.inline import Inline
+from tests.support.receiver import Receiver
 from tests.support.s3 import BACKENDS, overrides_for
 from webapi.cli import mint_key
 from worker import webhooks

@@ -20,6 +20,7 @@ from tests.api.helpers import submit_job, upload_voice
 from tests.conftest import bearer
 from tests.support.apps import tome_of
 from tests.support.inline import Inline
+from tests.support.receiver import Receiver
 from webapi.cli import mint_key
 from worker import webhooks
 from worker.jobs import render
@@ -70,9 +71,9 @@ def inject() -> Iterator[Callable[[Fault, int], list[int]]]:
 
 
 def _app(
-    make_app: Callable[..., Flask], audio: tuple[bytes, str]
+    make_app: Callable[..., Flask], audio: tuple[bytes, str], **settings: Any
 ) -> tuple[Flask, FlaskClient, dict[str, str]]:
-    app = make_app()
+    app = make_app(**settings)
     client = app.test_client()
     user = bearer(mint_key(app, "producer", "k", admin=False))
     voice = upload_voice(client, user, audio[0], ref_text=audio[1])
@@ -139,19 +140,36 @@ def test_a_take_that_never_passes_is_flagged_or_fails_the_job_as_asked(
     reference_audio: tuple[bytes, str],
     inject: Callable[[Fault, int], list[int]],
 ) -> None:
-    app, client, user = _app(make_app, reference_audio)
+    app, client, user = _app(make_app, reference_audio, webhook_allow_private=True)
     inject(truncate, 99)
-    flagged = _run(app, client, user, qa={"transcript": True, "max_rerenders": 1})
+    hook = Receiver()
+    try:
+        flagged = _run(app, client, user, qa={"transcript": True, "max_rerenders": 1}, webhook_url=hook.url)
+    finally:
+        hook.close()
     assert flagged["status"] == "succeeded", flagged["error"]
     assert flagged["qa"]["chunks_flagged"] == 1
     assert flagged["qa"]["chunks_rerendered"] == 1
-    # the webhook event of a job that ends with flags says so
-    with tome_of(app).runtime.sessions() as session:
+    # the receiver hears that the job succeeded, then that it ended with a flagged chunk to listen to
+    sent = [(headers, json.loads(body)) for headers, body in hook.requests]
+    sent = [(headers, e) for headers, e in sent if e["event"] != "job.chapter_ready"]
+    events = [e for _, e in sent]
+    assert [e["event"] for e in events] == ["job.succeeded", "job.flagged"]
+    assert events[0]["job"]["qa"] == {"chunks_flagged": 1, "chunks_rerendered": 1}
+    (named,) = events[1]["qa"]["chunks"]
+    assert events[1]["qa"]["chunks_flagged"] == 1
+    assert events[1]["job"]["id"] == flagged["id"]
+    assert named["reasons"]
+    assert client.get(named["audio_url"], headers=user).status_code == 200
+    assert client.get(events[1]["qa"]["url"], headers=user).json["chunks"][0]["seq"] == named["seq"]
+    ids = [headers["webhook-id"] for headers, _ in sent]
+    assert len(set(ids)) == 2, "two events, two ids"
+    with tome_of(app).runtime.sessions() as session:  # delivered once each: nothing left due
         row = session.get(Job, uuid.UUID(flagged["id"]))
         assert row is not None
-        event = webhooks.payload(row)
-    assert event["event"] == "job.succeeded"
-    assert event["job"]["qa"] == {"chunks_flagged": 1, "chunks_rerendered": 1}
+        assert row.flags_webhook_delivered_at is not None
+        assert row.flags_webhook_attempts == 1
+    assert webhooks.deliver_flags(tome_of(app).runtime, uuid.UUID(flagged["id"])) == "not_due"
     report = client.get(f"{flagged['qa']['url']}?flagged=true", headers=user).json
     (chunk,) = report["chunks"]
     assert TARGET in chunk["text"]

@@ -9,7 +9,6 @@ import threading
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
-from http.server import BaseHTTPRequestHandler, HTTPServer
 from typing import Any
 
 import pytest
@@ -22,6 +21,7 @@ from tests.api.helpers import submit_job, upload_voice
 from tests.conftest import bearer
 from tests.support.apps import tome_of
 from tests.support.inline import Inline
+from tests.support.receiver import Receiver
 from webapi import create_app
 from webapi.cli import mint_key
 from worker import webhooks
@@ -104,34 +104,6 @@ def test_webhooks_to_private_addresses_or_odd_schemes_are_refused(
     response = submit_job(client, user, "narrator", webhook_url=url)
     assert response.status_code == 422
     assert response.json["error"]["field"] == "webhook_url"
-
-
-class Receiver:
-    """A local HTTP endpoint that records what it is sent and answers with the status it is told."""
-
-    def __init__(self) -> None:
-        self.requests: list[tuple[dict[str, str], bytes]] = []
-        self.status = 200
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                receiver.requests.append((dict(self.headers), body))
-                self.send_response(receiver.status)
-                self.end_headers()
-
-            def log_message(self, *_: Any) -> None:
-                pass
-
-        self.server = HTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture
