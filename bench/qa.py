@@ -34,8 +34,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from worker.config import load_settings
 from worker.engines.base import SpeakerPrompt, SynthesisRequest
 from worker.engines.espeak import EspeakEngine
+from worker.jobs import quality
 from worker.qa.checks import (
     QaPolicy,
     QaResult,
@@ -47,7 +49,7 @@ from worker.qa.checks import (
     policy_for,
 )
 from worker.qa.faults import FaultKind, FaultyEngine, random_plan
-from worker.qa.transcript import PocketsphinxRecogniser, check_transcript
+from worker.qa.transcript import Recogniser, check_transcript
 from worker.script import Said, make_chunks, parse_document
 from worker.script.normalise import normalise
 
@@ -237,6 +239,7 @@ class QaBench:
     render_s: float = 0.0
     checks_s: float = 0.0
     transcript_s: float = 0.0
+    recogniser: str = "pocketsphinx"
 
     @property
     def caught_share(self) -> float:
@@ -270,7 +273,7 @@ class QaBench:
         n = max(self.chunks, 1)
         out = [
             f"chunk QA on {self.chunks} espeak chunks ({self.audio_s / 60:.1f} min of audio), "
-            f"{sum(self.injected.values())} with an injected fault",
+            f"{sum(self.injected.values())} with an injected fault; transcripts heard by {self.recogniser}",
             "  fault            injected  caught  share   caught by (checks that failed)",
         ]
         for kind in FaultKind:
@@ -309,7 +312,7 @@ def _assess(
     text: str,
     voice: _Voice,
     policy: QaPolicy,
-    recogniser: PocketsphinxRecogniser,
+    recogniser: Recogniser,
     bench: QaBench,
 ) -> QaResult:
     started = time.perf_counter()
@@ -334,10 +337,10 @@ def run_qa_bench(chunks: int = 300, share: float = 0.3, seed: int = 13) -> QaBen
     engine = EspeakEngine()
     names = list(VOICES)
     plan = random_plan(share, seed=seed)
-    recogniser = PocketsphinxRecogniser()
+    recogniser = quality.recogniser(load_settings())  # TOME_QA_RECOGNISER: pocketsphinx unless set
     policy = policy_for(engine.name)
     voices = {name: _Voice(VOICES[name]) for name in names}
-    bench = QaBench()
+    bench = QaBench(recogniser=recogniser.name)
     for chunk in script_chunks(chunks, seed):
         name = names[chunk.chapter % len(names)]
         voice = voices[name]

@@ -7,6 +7,7 @@ the espeak engine. Production sets ``TOME_DATABASE_URL`` (PostgreSQL) and ``TOME
 from __future__ import annotations
 
 import os
+import re
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
@@ -119,6 +120,12 @@ class Settings:
     fish_model_dir: str = ""  # the OpenAudio S1 checkpoint directory; required by that engine
     fish_device: str = ""  # cpu, cuda or cuda:N; empty: cuda:0 when CUDA is available, else cpu
     fish_max_new_tokens: int = 0  # cap on codec frames per chunk (about 21.5 a second); 0: the model's own
+    # The transcript check's recogniser (docs/qa.md): "pocketsphinx" (embedded, English, CPU) or "whisper"
+    # (worker/qa/whisper.py: a Whisper checkpoint in qa_whisper_dir, on qa_whisper_device; empty: cuda:0
+    # when CUDA is available, else cpu).
+    qa_recogniser: str = "pocketsphinx"
+    qa_whisper_dir: str = ""
+    qa_whisper_device: str = ""
     # The espeak-paced engine (worker/engines/paced.py, for the chaos battery).
     paced_seconds_per_chunk: float = 0.25
     paced_warm_up_seconds: float = 0.0
@@ -158,6 +165,7 @@ class Settings:
 
     def validate(self) -> Settings:
         """Refuse settings that would lose or duplicate work (see README, "Reliability")."""
+        self._validate_recogniser()
         if not self.task_soft_time_limit < self.task_time_limit:
             raise ConfigError("TOME_TASK_SOFT_TIME_LIMIT must be below TOME_TASK_TIME_LIMIT")
         if not self.task_time_limit < self.visibility_timeout:
@@ -236,6 +244,27 @@ class Settings:
                 f"TOME_GPU_QUEUE={self.gpu_queue!r} is the same queue as TOME_QUEUE: GPU workers would also "
                 "take stitching and webhooks. Give it another name, or leave it empty for one queue"
             )
+
+    def _validate_recogniser(self) -> None:
+        if self.qa_recogniser not in RECOGNISERS:
+            raise ConfigError(
+                f"TOME_QA_RECOGNISER={self.qa_recogniser!r}: use one of {', '.join(RECOGNISERS)}"
+            )
+        if self.qa_whisper_device and not _DEVICE.fullmatch(self.qa_whisper_device):
+            raise ConfigError(f"TOME_QA_WHISPER_DEVICE={self.qa_whisper_device!r}: use cpu, cuda or cuda:N")
+        if self.qa_recogniser == "whisper":
+            if not self.qa_whisper_dir:
+                raise ConfigError("TOME_QA_RECOGNISER=whisper needs TOME_QA_WHISPER_DIR (a local checkpoint)")
+            from worker.qa.whisper import RecogniserError, check_model_dir  # numpy-only; only when chosen
+
+            try:
+                check_model_dir(Path(self.qa_whisper_dir))
+            except RecogniserError as exc:
+                raise ConfigError(f"TOME_QA_WHISPER_DIR: {exc}") from exc
+
+
+RECOGNISERS = ("pocketsphinx", "whisper")
+_DEVICE = re.compile(r"cpu|cuda(:\d+)?")
 
 
 def _convert(raw: str, default: Any, name: str) -> Any:

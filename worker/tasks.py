@@ -14,7 +14,9 @@ from sqlalchemy.exc import OperationalError
 from worker import counters, dispatch
 from worker.celery_app import REQUEST_ID_HEADER, engine_queue
 from worker.engines import warm_up
+from worker.jobs import quality
 from worker.logs import clean_request_id, log_context
+from worker.qa.whisper import WhisperRecogniser
 from worker.runtime import runtime
 from worker.task_names import (
     BUILD_VOICE,
@@ -83,6 +85,12 @@ def _warm_up(**_: Any) -> None:
         log.info("engine %s warmed up in %.2f s", engine.name, time.perf_counter() - started)
     except Exception:
         log.exception("engine warm-up failed")
+    recogniser = quality.recogniser(runtime().settings)
+    if isinstance(recogniser, WhisperRecogniser):  # load the model now, not in the first chunk's check
+        try:
+            recogniser.warm_up()
+        except Exception:
+            log.exception("the transcript check's recogniser could not be loaded")
 
 
 @worker_process_shutdown.connect

@@ -6,21 +6,25 @@ synthesize function wrapped), as a broken checkpoint or a bad GPU take would pro
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
+from sqlalchemy import select
 
-from models import Job
+from models import Chunk, Job
 from tests.api.helpers import submit_job, upload_voice
 from tests.conftest import bearer
 from tests.support.apps import tome_of
 from tests.support.inline import Inline
 from tests.support.receiver import Receiver
+from tests.support.whisper import tiny_whisper
 from webapi.cli import mint_key
 from worker import webhooks
 from worker.jobs import render
@@ -272,3 +276,78 @@ def test_a_take_much_quieter_than_the_voices_other_chunks_is_rendered_again(
     level = next(c for c in target["checks"] if c["name"] == "level")
     assert level["passed"] is True
     assert abs(level["score"]) < 3
+
+
+def test_a_deployment_set_to_whisper_checks_every_transcript_with_it(
+    make_app: Callable[..., Flask], reference_audio: tuple[bytes, str], tmp_path: Path
+) -> None:
+    """TOME_QA_RECOGNISER=whisper: the transcript check of every chunk runs on the local Whisper model
+    instead of pocketsphinx (a tiny random one here: it hears nonsense, so every chunk is flagged, where
+    the embedded recogniser passes the same book)."""
+    model = tiny_whisper(tmp_path / "whisper")
+    app, client, user = _app(make_app, reference_audio, qa_recogniser="whisper", qa_whisper_dir=str(model))
+    job = _run(app, client, user, qa={"transcript": True, "max_rerenders": 0})
+    assert job["status"] == "succeeded", job["error"]
+    with tome_of(app).runtime.sessions() as session:
+        records = session.scalars(select(Chunk.qa).where(Chunk.job_id == uuid.UUID(job["id"]))).all()
+    assert records
+    assert {r["details"]["transcript"]["recogniser"] for r in records} == {"whisper"}
+    assert job["qa"]["chunks_flagged"] == len(records)
+    report = client.get(job["qa"]["url"], headers=user).json
+    assert all(
+        any(c["name"] == "words" and not c["passed"] for c in row["checks"]) for row in report["chunks"]
+    )
+
+    embedded, eclient, euser = _app(make_app, reference_audio)
+    same = _run(embedded, eclient, euser, qa={"transcript": True, "max_rerenders": 0})
+    assert same["status"] == "succeeded"
+    assert same["qa"]["chunks_flagged"] == 0
+
+
+def test_a_whisper_model_that_cannot_load_fails_the_job_saying_so(
+    make_app: Callable[..., Flask], reference_audio: tuple[bytes, str], tmp_path: Path
+) -> None:
+    """The layout passes the start-up check, the weights are corrupt: no take can be judged, so the job
+    fails at once with the reason, not after its chunks were retried as if their worker were lost."""
+    model = tiny_whisper(tmp_path / "whisper")
+    next(model.glob("*.safetensors")).write_bytes(b"\x00" * 64)
+    app, client, user = _app(make_app, reference_audio, qa_recogniser="whisper", qa_whisper_dir=str(model))
+    job = _run(app, client, user, qa={"transcript": True})
+    assert job["status"] == "failed"
+    assert job["error"].startswith("the transcript check could not run: the worker's recogniser failed")
+    assert str(tmp_path) not in job["error"], "the server's paths stay in the worker log"
+
+
+def test_each_new_take_renews_the_chunks_lease(
+    make_app: Callable[..., Flask], reference_audio: tuple[bytes, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Takes can outlast one lease (three takes of a batch on a slow GPU): before each new take the
+    worker pushes its chunks' lease again, so the sweeper does not take it for dead and render them twice."""
+    app, client, user = _app(make_app, reference_audio)
+    real = render.synthesize_in_halves
+    leases: list[Any] = []
+
+    def silent_target(engine: Any, requests: Any) -> Any:
+        out = real(engine, requests)
+        if any(TARGET in r.text for r in requests):
+            with tome_of(app).runtime.sessions() as session:
+                leases.append(
+                    session.scalar(
+                        select(Chunk.lease_until).where(
+                            Chunk.text.contains(TARGET), Chunk.status == "running"
+                        )
+                    )
+                )
+            time.sleep(0.05)  # the clock moves between takes
+            return [
+                (np.zeros_like(w), []) if TARGET in r.text else (w, m)
+                for r, (w, m) in zip(requests, out, strict=True)
+            ]
+        return out
+
+    monkeypatch.setattr(render, "synthesize_in_halves", silent_target)
+    job = _run(app, client, user, qa={"max_rerenders": 2})
+    assert job["status"] == "failed"  # silence never counts as done
+    assert len(leases) == 3, leases
+    assert all(lease is not None for lease in leases), leases
+    assert leases[0] < leases[1] < leases[2], "renewed before each new take"

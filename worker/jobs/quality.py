@@ -16,14 +16,16 @@ from __future__ import annotations
 import functools
 import logging
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from models import Chunk, ChunkStatus
+from worker.config import Settings
 from worker.engines import Engine, SynthesisRequest
 from worker.engines.base import WordMark
 from worker.qa.assess import assess_chunk
@@ -39,6 +41,7 @@ from worker.qa.checks import (
 )
 from worker.qa.speaker import speaker_encoder
 from worker.qa.transcript import PocketsphinxRecogniser, Recogniser
+from worker.qa.whisper import WhisperRecogniser
 
 log = logging.getLogger(__name__)
 
@@ -56,9 +59,10 @@ class QaSettings:
     max_rerenders: int
     on_fail: str  # "flag" (keep it, flagged) or "fail" (fail the job)
     policy: QaPolicy
+    recogniser: Recogniser | None = None  # the worker's (TOME_QA_RECOGNISER); None: the embedded one
 
     @classmethod
-    def of(cls, options: Mapping[str, Any], engine: str) -> QaSettings:
+    def of(cls, options: Mapping[str, Any], engine: str, recogniser: Recogniser | None = None) -> QaSettings:
         given = options.get("qa")
         qa: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
         transcript = qa.get("transcript")
@@ -69,6 +73,7 @@ class QaSettings:
             max_rerenders=int(qa.get("max_rerenders", DEFAULT_MAX_RERENDERS)),
             on_fail=str(qa.get("on_fail", "flag")),
             policy=policy_for(engine, qa.get("thresholds") or None),
+            recogniser=recogniser,
         )
 
     @property
@@ -104,9 +109,18 @@ class Take:
         return {**self.result.to_json(), "renders": self.renders}
 
 
+def recogniser(settings: Settings | None = None) -> Recogniser:
+    """This process's recogniser for the transcript check, as ``settings`` choose (the embedded
+    pocketsphinx without them); one instance per choice, loaded once."""
+    if settings is None or settings.qa_recogniser == "pocketsphinx":
+        return _recogniser("pocketsphinx", "", "")
+    return _recogniser(settings.qa_recogniser, settings.qa_whisper_dir, settings.qa_whisper_device)
+
+
 @functools.cache
-def recogniser() -> Recogniser:
-    """This process's recogniser (its decoder and dictionary are loaded once)."""
+def _recogniser(kind: str, model_dir: str, device: str) -> Recogniser:
+    if kind == "whisper":
+        return WhisperRecogniser(Path(model_dir), device)
     return PocketsphinxRecogniser()
 
 
@@ -148,7 +162,7 @@ def assess(
         rate=expected.rate,
         expected_f0_hz=expected.f0_hz,
         expected_level_db=expected.level_db,
-        recogniser=recogniser() if settings.transcript else None,
+        recogniser=(settings.recogniser or recogniser()) if settings.transcript else None,
         speaker=None if encoder is None else (encoder, request.prompt),
     )
 
@@ -171,10 +185,11 @@ def review(
     settings: QaSettings,
     synthesize: Any,
     expected: Sequence[Expected],
+    renew: Callable[[], object] | None = None,
 ) -> list[Take]:
     """The take to keep of each request: its first rendering if it passes, else the best of up to
     ``max_rerenders`` more, each with a new seed (``synthesize`` renders a batch as the render step
-    does)."""
+    does). ``renew`` is called before each new take (the render step renews its chunks' leases)."""
     takes = []
     for request, (wave, marks), hold in zip(requests, rendered, expected, strict=True):
         if not settings.enabled:
@@ -183,6 +198,8 @@ def review(
         best = Take(wave, marks, assess(engine, wave, request, settings, hold), 1)
         renders = 1
         while not best.passed and renders <= settings.max_rerenders:
+            if renew is not None:
+                renew()
             retry = replace(request, seed=(request.seed + 7919 * renders) & 0x7FFFFFFF)
             ((wave2, marks2),) = synthesize(engine, [retry])
             renders += 1

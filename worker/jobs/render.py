@@ -33,6 +33,7 @@ from worker.jobs.chapters import maybe_stitch_chapters
 from worker.jobs.scheduler import schedule
 from worker.jobs.stitch import maybe_begin_stitch
 from worker.logs import log_context
+from worker.qa.whisper import RecogniserError
 from worker.runtime import Runtime
 from worker.task_names import BUILD_VOICE, Enqueue
 from worker.voices.prompts import (
@@ -104,9 +105,22 @@ def _render(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -
         with rt.sessions() as session:
             learnt = quality.learnt(session, job_id, {c.voice_id for c in rest}) if qa.enabled else {}
         expected = [learnt.get((c.voice_id, c.rate), quality.Expected()) for c in rest]
-        takes = quality.review(
-            engine, [requests[c.id] for c in rest], waves, qa, synthesize_in_halves, expected
-        )
+        try:
+            takes = quality.review(
+                engine,
+                [requests[c.id] for c in rest],
+                waves,
+                qa,
+                synthesize_in_halves,
+                expected,
+                renew=lambda: _renew_leases(rt, [c.id for c in rest], token),
+            )
+        except RecogniserError:  # a deployment's recogniser that cannot load: no take can be judged
+            log.exception("the transcript check's recogniser failed")  # its paths stay in the worker log
+            error = "the transcript check could not run: the worker's recogniser failed to load (see its log)"
+            actions.fail(rt, job_id, error, enqueue)
+            actions.release(rt, [c.id for c in rest], token)
+            return len(done)
         refused = next(((c, t) for c, t in zip(rest, takes, strict=True) if _refused(t, qa)), None)
         if refused is not None:
             chunk, take = refused
@@ -125,6 +139,12 @@ def _render(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -
     if left is None or left <= 0:
         maybe_begin_stitch(rt, job_id, enqueue)
     return len(done)
+
+
+def _renew_leases(rt: Runtime, chunk_ids: list[int], token: str) -> int:
+    lease = timedelta(seconds=rt.settings.chunk_lease_seconds)
+    with unit_of_work(rt.sessions) as session:
+        return state.renew_leases(session, chunk_ids, token, lease, utcnow())
 
 
 def _content_keys(
@@ -184,7 +204,7 @@ def _running_job(rt: Runtime, job_id: uuid.UUID, seqs: list[int]) -> _Running | 
         return _Running(
             job.engine,
             float(options.get("speed", 1.0)),
-            quality.QaSettings.of(options, job.engine),
+            quality.QaSettings.of(options, job.engine, quality.recogniser(rt.settings)),
             job.owner,
             voices,
             rows,

@@ -291,6 +291,23 @@ def complete_chunks(
     return Completed(done, None if left is None else int(left))
 
 
+def renew_leases(
+    session: Session, chunk_ids: Sequence[int], token: str, lease: timedelta, now: datetime
+) -> int:
+    """Push the lease of the chunks ``token`` still holds to ``now + lease`` (a worker that takes longer
+    than one lease, rendering new takes for QA, is not taken for dead); how many it still holds."""
+    result = session.execute(
+        update(Chunk)
+        .where(
+            Chunk.id.in_(list(chunk_ids)),
+            Chunk.attempt_token == token,
+            Chunk.status == ChunkStatus.RUNNING.value,
+        )
+        .values(lease_until=now + lease)
+    )
+    return rows(result)
+
+
 def release_chunk(session: Session, chunk_id: int, token: str) -> bool:
     """Give a claimed chunk back (transient failure, cancellation) so another attempt can take it."""
     result = session.execute(

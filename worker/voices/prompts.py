@@ -151,7 +151,7 @@ def check_transcript_of(rt: Runtime, claim: BuildClaim) -> list[dict[str, Any]] 
     try:
         with local_copy(rt.storage, claim.audio_path) as reference:
             samples, sample_rate = read_wav(reference)
-        findings = check_reference_transcript(recogniser(), samples, sample_rate, claim.ref_text)
+        findings = check_reference_transcript(recogniser(rt.settings), samples, sample_rate, claim.ref_text)
     except Exception:  # advisory: a recogniser failure must not cost the voice its prompt
         log.exception("voice %s: the transcript check of its reference failed", claim.voice_id)
         return None
