@@ -144,7 +144,7 @@ def rerender_chunk(job_id: str, seq: int) -> tuple[Response, int]:
     chunk = sessions.scalars(select(Chunk).where(Chunk.job_id == job.id, Chunk.seq == seq)).first()
     if chunk is None or chunk.status != ChunkStatus.DONE:
         raise NotFound(f"job {job_id} has no rendered chunk {seq}")
-    text, source = (None, None) if asked.text is None else _read(job, chunk, asked.text)
+    edit = None if asked.text is None else _read(job, chunk, asked.text)
     stale = [
         row.chapter
         for row in chapter_rows(job)
@@ -154,7 +154,7 @@ def rerender_chunk(job_id: str, seq: int) -> tuple[Response, int]:
     seed = asked.seed if asked.seed is not None else secrets.randbelow(2**31)
     with unit_of_work(tome().runtime.sessions) as session:
         moved = state.rerender_chunk(
-            session, job.id, seq, text=text, source=source, seed=seed, stale_chapters=stale, now=utcnow()
+            session, job.id, seq, edit=edit, seed=seed, stale_chapters=stale, now=utcnow()
         )
     if not moved:
         raise Conflict("the job changed meanwhile; GET it and try again", code="not_ready")
@@ -179,16 +179,24 @@ def _lease() -> timedelta:
     return timedelta(seconds=tome().settings.stitch_lease_seconds)
 
 
-def _read(job: Job, chunk: Chunk, text: str) -> tuple[str, str]:
+def _read(job: Job, chunk: Chunk, text: str) -> state.Edit:
     """``text`` as the engine will read it (normalised, the job's and the voice's lexicons applied, as
-    the script was) and as written; 422 naming ``text`` unless it makes exactly one chunk."""
+    the script was) and as written; 422 naming ``text`` unless it makes exactly one chunk.
+
+    Read in the job's own markup: a Markdown job's edit as Markdown (its emphasis is not read out), an
+    SSML job's edit that holds markup as SSML (a fragment is wrapped in ``<speak>``), and then its
+    prosody rate is the chunk's new rate; plain text keeps the chunk's rate (it may sit inside a
+    ``<prosody>`` of the script)."""
     sessions = tome().sessions
     voice = sessions.get(Voice, chunk.voice_id)
     if voice is None:
         raise Invalid("the chunk's voice no longer exists", field="text")
-    asked = replace(
-        plan_request(tome().runtime, job, voice, text), script_format="plain", split_chapters=False
-    )
+    markup = job.script_format == "ssml" and "<" in text
+    if markup:
+        fmt, script = "ssml", text if text.lstrip().startswith("<speak") else f"<speak>{text}</speak>"
+    else:
+        fmt, script = ("markdown" if job.script_format == "markdown" else "plain"), text
+    asked = replace(plan_request(tome().runtime, job, voice, script), script_format=fmt, split_chapters=False)
     try:
         specs = plan(sessions(), asked).specs
     except PlanError as exc:
@@ -198,4 +206,5 @@ def _read(job: Job, chunk: Chunk, text: str) -> tuple[str, str]:
             f"the new text reads as {len(specs)} chunks; a re-render replaces one chunk: shorten it",
             field="text",
         )
-    return specs[0].text, specs[0].source or text
+    spec = specs[0]
+    return state.Edit(spec.text, spec.source or text, spec.rate if markup else chunk.rate)

@@ -49,7 +49,11 @@ def rendered_texts() -> Iterator[list[str]]:
 
 
 def _finished(
-    make_app: Callable[..., Flask], audio: tuple[bytes, str], qa: dict[str, Any] | None = None, **output: Any
+    make_app: Callable[..., Flask],
+    audio: tuple[bytes, str],
+    qa: dict[str, Any] | None = None,
+    script: tuple[str, str] = (BOOK, "markdown"),
+    **output: Any,
 ) -> tuple[Flask, FlaskClient, dict[str, str], Inline, dict[str, Any]]:
     """A finished job (with ``qa``, its QA policy); from then on what the API sends runs in the returned
     Inline."""
@@ -61,8 +65,8 @@ def _finished(
         client,
         user,
         "narrator",
-        script=BOOK,
-        script_format="markdown",
+        script=script[0],
+        script_format=script[1],
         output=output,
         **({"qa": qa} if qa else {}),
     )
@@ -297,4 +301,88 @@ def test_a_speech_requests_chunks_cannot_be_rendered_again(
     answer = client.post(f"/v1/jobs/{job['id']}/chunks/1/rerender", headers=user)
     assert answer.status_code == 409, answer.json
     assert answer.json["error"]["code"] == "not_rerenderable"
+    assert client.get(f"/v1/jobs/{job['id']}", headers=user).json["status"] == "succeeded"
+
+
+SSML_BOOK = (
+    "<speak><p>The fog came in before dawn.</p>"
+    '<p><prosody rate="slow">The boats were late that morning.</prosody></p>'
+    "<p>By noon the wind had turned.</p></speak>"
+)
+
+
+def _seq_reading(app: Flask, job_id: str, words: str) -> int:
+    return next(c.seq for c in _chunks(app, job_id) if words in c.text)
+
+
+def test_an_ssml_jobs_edit_is_read_as_ssml_and_plain_text_keeps_the_chunks_rate(
+    make_app: Callable[..., Flask], reference_audio: tuple[bytes, str], rendered_texts: list[str]
+) -> None:
+    app, client, user, inline, job = _finished(make_app, reference_audio, script=(SSML_BOOK, "ssml"))
+    noon = _seq_reading(app, job["id"], "By noon")
+    url = f"/v1/jobs/{job['id']}/chunks/{noon}/rerender"
+    edited = "By noon the <emphasis>wind</emphasis> had turned &amp; died."
+    answer = client.post(url, json={"text": edited}, headers=user)
+    assert answer.status_code == 202, answer.json
+    chunk = _chunk(app, job["id"], noon)
+    for markup in ("<", "emphasis", "&amp;"):
+        assert markup not in chunk.text
+    assert "wind" in chunk.text
+    inline.run()
+    assert client.get(f"/v1/jobs/{job['id']}", headers=user).json["status"] == "succeeded"
+    assert rendered_texts[-1] == chunk.text  # what the engine read: no markup
+
+    slow = _seq_reading(app, job["id"], "boats")
+    before = _chunk(app, job["id"], slow).rate
+    assert before is not None
+    assert before < 1
+    url = f"/v1/jobs/{job['id']}/chunks/{slow}/rerender"
+    assert client.post(url, json={"text": "The boats were very late."}, headers=user).status_code == 202
+    assert _chunk(app, job["id"], slow).rate == before, "plain text inside a <prosody> keeps its rate"
+    inline.run()
+    faster = '<prosody rate="fast">The boats were very late.</prosody>'
+    assert client.post(url, json={"text": faster}, headers=user).status_code == 202
+    assert (_chunk(app, job["id"], slow).rate or 1) > 1, "an SSML edit sets its own rate"
+    inline.run()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "By noon <emphasis>the wind",  # not well-formed
+        '<!DOCTYPE s [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;">]><speak>&b;</speak>',
+        '<!DOCTYPE s [<!ENTITY x SYSTEM "file:///etc/passwd">]><speak>&x;</speak>',
+        "</speak><speak>Two.</speak><speak>Three.",
+        "<speak>One.<break time='5s'/>Two.</speak>",
+    ],
+)
+def test_hostile_ssml_in_an_edit_is_a_4xx_naming_text(
+    make_app: Callable[..., Flask], reference_audio: tuple[bytes, str], text: str
+) -> None:
+    app, client, user, _, job = _finished(make_app, reference_audio, script=(SSML_BOOK, "ssml"))
+    noon = _seq_reading(app, job["id"], "By noon")
+    answer = client.post(f"/v1/jobs/{job['id']}/chunks/{noon}/rerender", json={"text": text}, headers=user)
+    assert answer.status_code == 422, answer.json
+    assert answer.json["error"]["field"] == "text"
+    assert "root:" not in json.dumps(answer.json)
+    assert client.get(f"/v1/jobs/{job['id']}", headers=user).json["status"] == "succeeded"
+    assert _chunk(app, job["id"], noon).text.startswith("By noon the wind had turned")
+
+
+def test_a_markdown_jobs_edit_is_read_as_markdown(
+    make_app: Callable[..., Flask], reference_audio: tuple[bytes, str]
+) -> None:
+    app, client, user, inline, job = _finished(make_app, reference_audio)
+    seq = _storm_seq(client, user, job)
+    url = f"/v1/jobs/{job['id']}/chunks/{seq}/rerender"
+    answer = client.post(
+        url, json={"text": "By noon the *wind* had turned, and the __gulls__ went quiet."}, headers=user
+    )
+    assert answer.status_code == 202, answer.json
+    chunk = _chunk(app, job["id"], seq)
+    for markup in ("*", "_"):
+        assert markup not in chunk.text
+    for word in ("wind", "gulls"):
+        assert word in chunk.text
+    inline.run()
     assert client.get(f"/v1/jobs/{job['id']}", headers=user).json["status"] == "succeeded"

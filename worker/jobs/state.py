@@ -623,7 +623,16 @@ def chapters_to_resume(session: Session, now: datetime) -> tuple[list[tuple[uuid
 
 # What a chunk rendered again on request keeps aside (Chunk.previous) to be put back if the new take fails;
 # its audio columns stay as they are until a new take is stored over them.
-_KEPT_BY_RERENDER = (Chunk.text, Chunk.source_text, Chunk.seed, Chunk.qa, Chunk.flagged)
+_KEPT_BY_RERENDER = (Chunk.text, Chunk.source_text, Chunk.rate, Chunk.seed, Chunk.qa, Chunk.flagged)
+
+
+@dataclass(frozen=True)
+class Edit:
+    """A chunk's new text for a re-render: as the engine reads it, as written, and its speaking rate."""
+
+    text: str
+    source: str
+    rate: float | None
 
 
 def rerender_chunk(
@@ -631,17 +640,15 @@ def rerender_chunk(
     job_id: uuid.UUID,
     seq: int,
     *,
-    text: str | None,
-    source: str | None,
+    edit: Edit | None,
     seed: int,
     stale_chapters: Sequence[int],
     now: datetime,
 ) -> bool:
-    """succeeded -> running for one chunk rendered again (edited ``text`` as the engine reads it and as
-    written, or the same text) with ``seed``: the chunk back to pending, its chapter and
-    ``stale_chapters`` (whose files are gone) to be stitched again, the revision counted. The book and
-    files of the previous revision stay until the new ones are published. False if the job is not a
-    finished, unexpired job with that chunk done."""
+    """succeeded -> running for one chunk rendered again (its ``edit``, or the same text) with ``seed``:
+    the chunk back to pending, its chapter and ``stale_chapters`` (whose files are gone) to be stitched
+    again, the revision counted. The book and files of the previous revision stay until the new ones are
+    published. False if the job is not a finished, unexpired job with that chunk done."""
     moved = session.execute(
         update(Job)
         .where(
@@ -686,8 +693,8 @@ def rerender_chunk(
         "flagged": False,
         "error": None,
     }
-    if text is not None:
-        values.update(text=text, source_text=source)
+    if edit is not None:
+        values.update(text=edit.text, source_text=edit.source, rate=edit.rate)
     session.execute(update(Chunk).where(Chunk.job_id == job_id, Chunk.seq == seq).values(**values))
     session.execute(
         update(JobChapter)
