@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections import deque
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy import select, update
 
-from models import Chunk, Job, JobKind
+from models import Chunk, Job, JobKind, unit_of_work, utcnow
 from tests.api.helpers import submit_job, upload_voice
 from tests.conftest import bearer
 from tests.support.apps import tome_of
@@ -25,7 +27,9 @@ from webapi.cli import mint_key
 from worker.engines import EngineError
 from worker.engines.base import synthesize_timed
 from worker.jobs import render
-from worker.task_names import BUILD_VOICE, START_JOB
+from worker.jobs.state import claim_chunks
+from worker.sweeper import sweep
+from worker.task_names import BUILD_VOICE, RENDER_CHUNKS, START_JOB
 
 BOOK = (
     "# Harbour\n\nThe fog came in before dawn. Doctor Hale counted the boats on the quay.\n\n"
@@ -386,3 +390,40 @@ def test_a_markdown_jobs_edit_is_read_as_markdown(
         assert word in chunk.text
     inline.run()
     assert client.get(f"/v1/jobs/{job['id']}", headers=user).json["status"] == "succeeded"
+
+
+def test_a_rerender_whose_worker_is_lost_every_time_keeps_the_previous_take(
+    make_app: Callable[..., Flask], reference_audio: tuple[bytes, str]
+) -> None:
+    """The sweeper's path: the chunk used every attempt (its worker killed each time); the finished book
+    is not failed for it."""
+    app, client, user, inline, job = _finished(make_app, reference_audio, format="wav")
+    rt = tome_of(app).runtime
+    seq = _storm_seq(client, user, job)
+    old = _chunk(app, job["id"], seq)
+    old_text, old_audio = old.text, Path(str(old.audio_path)).read_bytes()
+    edited = "By noon the wind had turned, and the gulls screamed one after another."
+    answer = client.post(f"/v1/jobs/{job['id']}/chunks/{seq}/rerender", json={"text": edited}, headers=user)
+    assert answer.status_code == 202, answer.json
+    job_id = uuid.UUID(job["id"])
+    clock = utcnow()
+    for attempt in range(1, rt.settings.max_chunk_attempts + 1):
+        clock += timedelta(seconds=rt.settings.chunk_lease_seconds + 100)
+        lost = [m for m in inline.queue if m[0] == RENDER_CHUNKS]  # lost with the worker that took it
+        inline.queue = deque(m for m in inline.queue if m not in lost)
+        with unit_of_work(rt.sessions) as session:  # a worker takes the chunk ... and is killed
+            _, claimed = claim_chunks(
+                session, job_id, [seq], timedelta(seconds=60), rt.settings.max_chunk_attempts, clock
+            )
+            assert [c.seq for c in claimed] == [seq], f"attempt {attempt} could not claim"
+        report = sweep(rt, inline.enqueue, now=clock + timedelta(seconds=61))
+    assert report.chunks_failed == 0
+    assert report.failed_jobs == []
+    inline.run()  # the chapter and the book stitched again from the previous take
+    after = client.get(f"/v1/jobs/{job['id']}", headers=user).json
+    assert after["status"] == "succeeded", after["error"]
+    assert after["rerender"]["state"] == "refused"
+    assert f"chunk {seq} failed after" in after["rerender"]["error"]
+    kept = _chunk(app, job["id"], seq)
+    assert kept.text == old_text
+    assert Path(str(kept.audio_path)).read_bytes() == old_audio
