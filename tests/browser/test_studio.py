@@ -5,11 +5,14 @@ the admin's view of every owner's caches. Screenshots of each page go to var/tes
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import pytest
 from selenium.webdriver.common.by import By
+from sqlalchemy import update
 
+from models import Job, make_engine
 from tests.browser.conftest import Stack
 from tests.browser.studio import Studio
 from worker.processes import WorkerProcess
@@ -195,6 +198,25 @@ def test_flagged_chunks_can_be_heard_and_rendered_again(
     studio.wait(
         lambda: studio.js("return document.getElementById('job-audio').duration > 0"), what="new book"
     )
+    # a re-render whose new take failed (the worker's path is tested in tests/api/test_rerender.py; here
+    # its record is set as that path leaves it): the page says why and that the previous take stayed
+    engine = make_engine(stack.settings.sqlalchemy_url)
+    try:
+        with engine.begin() as connection:
+            connection.execute(
+                update(Job)
+                .where(Job.id == uuid.UUID(job_id))
+                .values(
+                    rerender={"seq": 3, "revision": 2, "error": "chunk 3 could not be rendered: <b>no</b>"}
+                )
+            )
+    finally:
+        engine.dispose()
+    studio.go("#/jobs")
+    studio.go(f"#/jobs/{job_id}")
+    error = studio.wait_text("#job-error", "The re-render of chunk 3 was refused, its previous take kept")
+    assert "<b>no</b>" in error.text, "the error is shown as text, never as markup"
+    assert studio.text("#job-status") == "succeeded"
 
 
 def test_an_admin_sees_every_owners_caches_and_rebuilds_them(

@@ -676,8 +676,10 @@
     $("job-progress-text").textContent = text;
     $("job-progress").value = p.percent;
     const error = $("job-error");
-    error.hidden = !job.error;
-    error.textContent = job.error || "";
+    const refused = job.rerender && job.rerender.state === "refused" ? job.rerender : null;
+    error.hidden = !job.error && !refused;
+    error.textContent = job.error
+      || (refused ? `The re-render of chunk ${refused.seq} was refused, its previous take kept: ${refused.error}` : "");
     if (job.error_detail && job.error_detail.line) {
       error.textContent += ` (line ${job.error_detail.line}, column ${job.error_detail.column})`;
     }
