@@ -328,6 +328,10 @@ def payload(job: Job) -> dict[str, Any]:
                 "chunks_flagged": job.chunks_flagged or 0,
                 "chunks_rerendered": job.chunks_rerendered or 0,
             },
+            # 0 for the first book; after a re-render on request, which chunk and, if its new take was
+            # refused (the chunk kept its previous one), why
+            "revision": job.revision or 0,
+            "rerender": job.rerender,
         },
     }
 

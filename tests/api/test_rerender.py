@@ -24,6 +24,7 @@ from tests.conftest import bearer
 from tests.support.apps import tome_of
 from tests.support.inline import Inline
 from webapi.cli import mint_key
+from worker import webhooks
 from worker.engines import EngineError
 from worker.engines.base import synthesize_timed
 from worker.jobs import render
@@ -189,6 +190,13 @@ def test_a_refused_rerender_keeps_the_previous_take_and_the_job_succeeds(
     new_book = client.get(after["output"]["url"], headers=user).data
     assert len(new_book) == len(old_book)
     assert new_book[-100_000:] == old_book[-100_000:]
+    with tome_of(app).runtime.sessions() as session:  # the job's webhook event says so too
+        row_job = session.get(Job, uuid.UUID(job["id"]))
+        assert row_job is not None
+        event = webhooks.payload(row_job)
+    assert event["event"] == "job.succeeded"
+    assert event["job"]["revision"] == 1
+    assert event["job"]["rerender"]["error"] == after["rerender"]["error"]
     report = client.get(job["qa"]["url"], headers=user).json
     row = next(c for c in report["chunks"] if c["seq"] == seq)
     assert row["status"] == "done"
