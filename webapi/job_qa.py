@@ -15,7 +15,7 @@ from sqlalchemy import select
 
 from models import Chunk, ChunkStatus, Job, JobKind, JobStatus, Voice, unit_of_work, utcnow
 from webapi.auth import require_key
-from webapi.errors import Conflict, Gone, Invalid, NotFound
+from webapi.errors import Conflict, Gone, Invalid, NotFound, Unavailable
 from webapi.extensions import tome
 from webapi.jobs import chapter_rows, job_out, owned_job
 from webapi.openapi import Operation, operation
@@ -25,6 +25,7 @@ from webapi.validation import json_body, query
 from worker.jobs import state
 from worker.jobs.intake import plan_request
 from worker.jobs.plan import PlanError, plan
+from worker.storage.backend import StorageError
 from worker.task_names import RENDER_CHUNKS, STITCH_CHAPTER
 
 bp = Blueprint("job_qa", __name__, url_prefix="/v1/jobs")
@@ -144,13 +145,22 @@ def rerender_chunk(job_id: str, seq: int) -> tuple[Response, int]:
     chunk = sessions.scalars(select(Chunk).where(Chunk.job_id == job.id, Chunk.seq == seq)).first()
     if chunk is None or chunk.status != ChunkStatus.DONE:
         raise NotFound(f"job {job_id} has no rendered chunk {seq}")
-    edit = None if asked.text is None else _read(job, chunk, asked.text)
-    stale = [
-        row.chapter
-        for row in chapter_rows(job)
-        if row.chapter != chunk.chapter
-        and not all(tome().storage.exists(str(f.get("path"))) for f in (row.build or {}).get("files", []))
-    ]
+    voice = sessions.get(Voice, chunk.voice_id)
+    if voice is None or voice.deleted_at is not None:
+        raise Conflict(
+            "the chunk's voice was deleted: a new take needs it (the book stays as it is)",
+            code="voice_deleted",
+        )
+    edit = None if asked.text is None else _read(job, chunk, voice, asked.text)
+    try:
+        stale = [
+            row.chapter
+            for row in chapter_rows(job)
+            if row.chapter != chunk.chapter
+            and not all(tome().storage.exists(str(f.get("path"))) for f in (row.build or {}).get("files", []))
+        ]
+    except StorageError as exc:  # the bucket does not answer: nothing was changed
+        raise Unavailable(f"the file store cannot be reached: {exc}", code="storage_unavailable") from exc
     seed = asked.seed if asked.seed is not None else secrets.randbelow(2**31)
     with unit_of_work(tome().runtime.sessions) as session:
         moved = state.rerender_chunk(
@@ -179,7 +189,7 @@ def _lease() -> timedelta:
     return timedelta(seconds=tome().settings.stitch_lease_seconds)
 
 
-def _read(job: Job, chunk: Chunk, text: str) -> state.Edit:
+def _read(job: Job, chunk: Chunk, voice: Voice, text: str) -> state.Edit:
     """``text`` as the engine will read it (normalised, the job's and the voice's lexicons applied, as
     the script was) and as written; 422 naming ``text`` unless it makes exactly one chunk.
 
@@ -188,9 +198,6 @@ def _read(job: Job, chunk: Chunk, text: str) -> state.Edit:
     prosody rate is the chunk's new rate; plain text keeps the chunk's rate (it may sit inside a
     ``<prosody>`` of the script)."""
     sessions = tome().sessions
-    voice = sessions.get(Voice, chunk.voice_id)
-    if voice is None:
-        raise Invalid("the chunk's voice no longer exists", field="text")
     markup = job.script_format == "ssml" and "<" in text
     if markup:
         fmt, script = "ssml", text if text.lstrip().startswith("<speak") else f"<speak>{text}</speak>"

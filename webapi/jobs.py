@@ -39,7 +39,7 @@ from webapi.usage import require_room_for_job
 from webapi.validation import parse_id, query
 from worker.audio import FORMATS, BookTags, Cover
 from worker.audio.presets import Delivery, DeliveryError, resolve
-from worker.jobs import intake
+from worker.jobs import intake, rerender
 from worker.jobs import state as jobs
 from worker.jobs.plan import ScriptPlan
 from worker.logs import log_context
@@ -102,7 +102,7 @@ def _rerender_out(job: Job) -> RerenderOut | None:
         return None
     error = last.get("error")
     if error:
-        state = "refused"
+        state = "cancelled" if last.get("outcome") == "cancelled" else "refused"
     elif job.status == JobStatus.SUCCEEDED:
         state = "published"
     else:  # rendering, or the job failed or was cancelled with it (the job's status says which)
@@ -563,6 +563,14 @@ def job_audio_name(job: Job) -> str:
 def cancel_job(job_id: str) -> Response:
     state = tome()
     job = owned_job(job_id)
+    # A finished book's re-render is what is cancelled, not the book: its chunk keeps the previous take
+    # and the book is published again from it.
+    if job.revision and rerender.give_up(
+        state.runtime, job.id, "cancelled by its owner", state.enqueue, outcome="cancelled"
+    ):
+        state.sessions.expire_all()
+        log.info("job %s: its re-render cancelled by its owner", job.id)
+        return jsonify(job_out(state.sessions.get(Job, job.id) or job).model_dump(mode="json"))
     if not jobs.cancel_job(state.sessions(), job.id, utcnow()):
         state.sessions.rollback()
         raise Conflict(f"job is already {job.status}", code="not_cancellable")

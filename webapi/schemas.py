@@ -306,8 +306,8 @@ class RerenderOut(BaseModel):
     revision: int | None = Field(description="The revision the re-render counted")
     state: str = Field(
         description="rendering (the previous book still served), published (the new take is in the book), "
-        "or refused (the new take failed: the chunk kept its previous take, the book was stitched again "
-        "from it, and error says why)"
+        "refused (the new take failed: the chunk kept its previous take, the book was stitched again "
+        "from it, and error says why) or cancelled (POST .../cancel while it rendered: the same, on request)"
     )
     error: str | None
 

@@ -27,7 +27,7 @@ from webapi.cli import mint_key
 from worker import webhooks
 from worker.engines import EngineError
 from worker.engines.base import synthesize_timed
-from worker.jobs import render
+from worker.jobs import render, rerender
 from worker.jobs.state import claim_chunks
 from worker.sweeper import sweep
 from worker.task_names import BUILD_VOICE, RENDER_CHUNKS, START_JOB
@@ -435,3 +435,70 @@ def test_a_rerender_whose_worker_is_lost_every_time_keeps_the_previous_take(
     kept = _chunk(app, job["id"], seq)
     assert kept.text == old_text
     assert Path(str(kept.audio_path)).read_bytes() == old_audio
+
+
+def test_a_rerender_cancelled_by_its_owner_keeps_the_book_and_the_previous_take(
+    make_app: Callable[..., Flask], reference_audio: tuple[bytes, str]
+) -> None:
+    app, client, user, inline, job = _finished(make_app, reference_audio, format="wav")
+    seq = _storm_seq(client, user, job)
+    old = _chunk(app, job["id"], seq)
+    old_text, old_audio = old.text, Path(str(old.audio_path)).read_bytes()
+    edited = "By noon the wind had turned, and the gulls screamed one after another."
+    assert (
+        client.post(
+            f"/v1/jobs/{job['id']}/chunks/{seq}/rerender", json={"text": edited}, headers=user
+        ).status_code
+        == 202
+    )
+    cancelled = client.post(f"/v1/jobs/{job['id']}/cancel", headers=user)
+    assert cancelled.status_code == 200, cancelled.json
+    assert cancelled.json["status"] == "running"  # the book is published again from the previous take
+    assert cancelled.json["rerender"]["state"] == "cancelled"
+    inline.run()  # the render message that was sent finds nothing to render
+    after = client.get(f"/v1/jobs/{job['id']}", headers=user).json
+    assert after["status"] == "succeeded", after["error"]
+    assert after["rerender"]["state"] == "cancelled"
+    assert after["progress"]["chunks_done"] == after["progress"]["chunks_total"]
+    kept = _chunk(app, job["id"], seq)
+    assert kept.text == old_text
+    assert Path(str(kept.audio_path)).read_bytes() == old_audio
+    # a finished book cannot be cancelled; it can be rendered again
+    assert client.post(f"/v1/jobs/{job['id']}/cancel", headers=user).status_code == 409
+    assert client.post(f"/v1/jobs/{job['id']}/chunks/{seq}/rerender", headers=user).status_code == 202
+
+
+def test_a_rerender_whose_job_cannot_go_on_keeps_the_previous_take(
+    make_app: Callable[..., Flask], reference_audio: tuple[bytes, str]
+) -> None:
+    """What the render step does when a job cannot go on (its voice's prompt failed, the recogniser
+    cannot load): a finished book's re-render is given up, the book is not failed."""
+    app, client, user, inline, job = _finished(make_app, reference_audio, format="wav")
+    seq = _storm_seq(client, user, job)
+    assert client.post(f"/v1/jobs/{job['id']}/chunks/{seq}/rerender", headers=user).status_code == 202
+    inline.queue = deque(m for m in inline.queue if m[0] != RENDER_CHUNKS)  # not rendered yet
+    assert (
+        rerender.fail_job(tome_of(app).runtime, uuid.UUID(job["id"]), "the prompt failed", inline.enqueue)
+        is False
+    )
+    inline.run()
+    after = client.get(f"/v1/jobs/{job['id']}", headers=user).json
+    assert after["status"] == "succeeded", after["error"]
+    assert after["rerender"] == {"seq": seq, "revision": 1, "state": "refused", "error": "the prompt failed"}
+    # a job rendering no chunk again is failed as before
+    assert (
+        rerender.fail_job(tome_of(app).runtime, uuid.UUID(job["id"]), "x", inline.enqueue) is False
+    )  # finished
+    assert client.get(f"/v1/jobs/{job['id']}", headers=user).json["status"] == "succeeded"
+
+
+def test_a_chunk_whose_voice_was_deleted_cannot_be_rendered_again(
+    make_app: Callable[..., Flask], reference_audio: tuple[bytes, str]
+) -> None:
+    _, client, user, _, job = _finished(make_app, reference_audio)
+    assert client.delete(f"/v1/voices/{job['voice_id']}", headers=user).status_code == 204
+    answer = client.post(f"/v1/jobs/{job['id']}/chunks/1/rerender", headers=user)
+    assert answer.status_code == 409, answer.json
+    assert answer.json["error"]["code"] == "voice_deleted"
+    assert client.get(f"/v1/jobs/{job['id']}", headers=user).json["status"] == "succeeded"
+    assert client.get(job["output"]["url"], headers=user).status_code == 200

@@ -118,8 +118,8 @@ def _render(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -
         except RecogniserError:  # a deployment's recogniser that cannot load: no take can be judged
             log.exception("the transcript check's recogniser failed")  # its paths stay in the worker log
             error = "the transcript check could not run: the worker's recogniser failed to load (see its log)"
-            actions.fail(rt, job_id, error, enqueue)
             actions.release(rt, [c.id for c in rest], token)
+            rerender.fail_job(rt, job_id, error, enqueue)
             return len(done)
         refused = next(((c, t) for c, t in zip(rest, takes, strict=True) if _refused(t, qa)), None)
         if refused is not None:
@@ -241,7 +241,7 @@ def _load_prompts(
         try:
             prompts[voice_id] = prompt_of_row(rt, voice_id, rows.get(voice_id))
         except VoiceCacheFailed as exc:
-            actions.fail(rt, job_id, str(exc), enqueue)
+            rerender.fail_job(rt, job_id, str(exc), enqueue)
             return None
         except VoiceNotReady:
             not_ready.append(voice_id)

@@ -29,3 +29,29 @@ def fail_chunk(
     log.warning("re-render refused, the previous take kept: %s", error)
     begin_chapter(rt, job_id, chapter, enqueue)
     return False
+
+
+def fail_job(rt: Runtime, job_id: uuid.UUID, error: str, enqueue: Enqueue) -> bool:
+    """The job cannot go on (``error``: its voice was deleted, the recogniser cannot load): a re-render
+    keeps the previous take of its chunk, anything else fails the job (True if this call failed it)."""
+    if give_up(rt, job_id, error, enqueue):
+        return False
+    return actions.fail(rt, job_id, error, enqueue)
+
+
+def give_up(rt: Runtime, job_id: uuid.UUID, error: str, enqueue: Enqueue, outcome: str = "refused") -> bool:
+    """Give up the job's re-render, if it is rendering one: its chunk keeps the previous take (``outcome``
+    and ``error`` recorded on the job), and its chapter and the book are stitched again from it. False if
+    the job renders no chunk again (nothing changed)."""
+    with unit_of_work(rt.sessions) as session:
+        chapters = {
+            chapter
+            for chunk_id in state.rerendering_chunks(session, job_id)
+            if (chapter := state.keep_previous_take(session, chunk_id, None, error, outcome)) is not None
+        }
+    if not chapters:
+        return False
+    log.warning("re-render %s, the previous take kept: %s", outcome, error)
+    for chapter in sorted(chapters):
+        begin_chapter(rt, job_id, chapter, enqueue)
+    return True

@@ -704,11 +704,14 @@ def rerender_chunk(
     return True
 
 
-def keep_previous_take(session: Session, chunk_id: int, token: str | None, error: str) -> int | None:
+def keep_previous_take(
+    session: Session, chunk_id: int, token: str | None, error: str, outcome: str = "refused"
+) -> int | None:
     """A chunk rendered again on request whose new take failed (``error``) -> done again with what it
     was before (its audio never changed), counted done (and flagged) again, the job's ``rerender``
-    naming the error; the chunk's chapter, returned, is to be stitched again. None (nothing changed)
-    if the chunk is not a pending or running re-render (under ``token``, when given)."""
+    naming the error and the ``outcome`` (refused, or cancelled by its owner); the chunk's chapter,
+    returned, is to be stitched again. None (nothing changed) if the chunk is not a pending or running
+    re-render (under ``token``, when given)."""
     conditions = [
         Chunk.id == chunk_id,
         Chunk.previous.is_not(None),
@@ -739,7 +742,20 @@ def keep_previous_take(session: Session, chunk_id: int, token: str | None, error
         .values(
             chunks_done=Job.chunks_done + 1,
             chunks_flagged=Job.chunks_flagged + int(bool(kept["flagged"])),
-            rerender={**running, "seq": chunk.seq, "error": error},
+            rerender={**running, "seq": chunk.seq, "error": error, "outcome": outcome},
         )
     )
     return int(chunk.chapter)
+
+
+def rerendering_chunks(session: Session, job_id: uuid.UUID) -> list[int]:
+    """The ids of the job's chunks being rendered again on request (not done yet)."""
+    return list(
+        session.scalars(
+            select(Chunk.id).where(
+                Chunk.job_id == job_id,
+                Chunk.previous.is_not(None),
+                Chunk.status.in_([ChunkStatus.PENDING.value, ChunkStatus.RUNNING.value]),
+            )
+        )
+    )
