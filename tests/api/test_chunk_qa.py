@@ -351,3 +351,19 @@ def test_each_new_take_renews_the_chunks_lease(
     assert len(leases) == 3, leases
     assert all(lease is not None for lease in leases), leases
     assert leases[0] < leases[1] < leases[2], "renewed before each new take"
+
+
+def test_with_qa_off_audio_with_nothing_in_it_still_never_counts_as_done(
+    make_app: Callable[..., Flask],
+    reference_audio: tuple[bytes, str],
+    inject: Callable[[Fault, int], list[int]],
+) -> None:
+    """A broken checkpoint renders silence: even a job that turned QA off fails rather than succeeding
+    with a silent book (and is not rendered again: QA is off)."""
+    app, client, user = _app(make_app, reference_audio)
+    seen = inject(silence, 99)
+    job = _run(app, client, user, qa={"enabled": False})
+    assert job["status"] == "failed"
+    assert "the audio is silent" in job["error"]
+    assert seen == [1]
+    assert job["output"]["url"] is None

@@ -20,6 +20,7 @@ from worker.qa.checks import (
     median_f0,
     policy_for,
     spoken_units,
+    unusable_audio,
 )
 
 SR = EspeakEngine.sample_rate
@@ -322,3 +323,19 @@ def test_hostile_waveforms_do_not_crash_the_new_checks(clean: npt.NDArray[np.flo
     assert not result.passed  # ten minutes for two sentences: the duration says so
     assert "duration" in failed(result)
     json.dumps(result.to_json())
+
+
+def test_unusable_audio_is_named_and_usable_audio_passes() -> None:
+    rate = 22_050
+    speech = np.sin(np.linspace(0, 2000, rate)) * 0.3
+    assert unusable_audio(speech, rate) is None
+    cases = {
+        "no audio": np.zeros(0),
+        "NaN or infinite": np.concatenate([speech, [np.nan, np.inf]]),
+        "silent": np.full(rate, 1e-6),
+    }
+    for words, audio in cases.items():
+        result = unusable_audio(audio, rate)
+        assert result is not None, words
+        assert not result.passed
+        assert words in " ".join(result.reasons), result.reasons

@@ -38,6 +38,7 @@ from worker.qa.checks import (
     median_f0,
     median_level,
     policy_for,
+    unusable_audio,
 )
 from worker.qa.speaker import speaker_encoder
 from worker.qa.transcript import PocketsphinxRecogniser, Recogniser
@@ -192,8 +193,8 @@ def review(
     does). ``renew`` is called before each new take (the render step renews its chunks' leases)."""
     takes = []
     for request, (wave, marks), hold in zip(requests, rendered, expected, strict=True):
-        if not settings.enabled:
-            takes.append(Take(wave, marks, None, 1))
+        if not settings.enabled:  # no checks but one: audio with nothing in it never counts as done
+            takes.append(Take(wave, marks, unusable_audio(wave, engine.sample_rate, settings.policy), 1))
             continue
         best = Take(wave, marks, assess(engine, wave, request, settings, hold), 1)
         renders = 1

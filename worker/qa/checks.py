@@ -63,6 +63,7 @@ __all__ = [
     "median_level",
     "policy_for",
     "spoken_units",
+    "unusable_audio",
 ]
 
 RateUnit = Literal["chars", "words"]
@@ -416,6 +417,35 @@ def _analyse(x: npt.NDArray[np.float64], sample_rate: int) -> _Frames:
 
 def _fmt_s(seconds: float) -> str:
     return f"{seconds:.2f} s"
+
+
+def unusable_audio(audio: npt.ArrayLike, sample_rate: int, policy: QaPolicy | None = None) -> QaResult | None:
+    """With QA off, still: no samples, NaN or infinite ones, or nothing above ``silence_dbfs`` (what a
+    broken checkpoint renders) is never audio to keep. A failing result naming why, or None when the
+    audio is usable. One pass over the samples, no frame analysis."""
+    policy = policy or QaPolicy()
+    x = np.asarray(audio, dtype=np.float64).reshape(-1)
+    duration = x.size / sample_rate if sample_rate > 0 else 0.0
+    if x.size == 0:
+        return QaResult(
+            (Check("audio", 0.0, "> 0 samples", False, "the engine returned no audio"),), duration
+        )
+    bad = int(np.count_nonzero(~np.isfinite(x)))
+    if bad:
+        reason = f"{bad} of {x.size} samples are NaN or infinite"
+        return QaResult((Check("audio", float(bad), "0 non-finite samples", False, reason),), duration)
+    peak = float(np.max(np.abs(x)))
+    peak_db = 20.0 * math.log10(peak) if peak > 0 else -math.inf
+    if peak_db >= policy.silence_dbfs:
+        return None
+    silence = Check(
+        "silence",
+        0.0,
+        f"a peak above {policy.silence_dbfs:g} dBFS",
+        False,
+        f"the audio is silent (peak {peak_db:.1f} dBFS)",
+    )
+    return QaResult((Check("audio", 0.0, "0 non-finite samples", True), silence), duration)
 
 
 def check_audio(
