@@ -5,6 +5,7 @@ the transcript check on real espeak speech."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,10 +18,10 @@ from worker.qa.reference import (
     ReferenceReport,
     check_reference,
     check_reference_transcript,
-    transcript_checked,
     without,
 )
-from worker.qa.transcript import PocketsphinxRecogniser, Recogniser
+from worker.qa.transcript import PocketsphinxRecogniser, Recogniser, understands
+from worker.qa.whisper import WhisperRecogniser
 
 Wave = npt.NDArray[np.float32]
 
@@ -198,12 +199,13 @@ def test_without_drops_the_named_codes() -> None:
     assert without(stored, frozenset({"transcript_mismatch"})) == [stored[0]]
 
 
-def test_only_english_voices_get_the_transcript_check() -> None:
-    assert transcript_checked("en")
-    assert transcript_checked("en-GB")
-    assert transcript_checked("EN-us")
-    assert not transcript_checked("de")
-    assert not transcript_checked("fr-CA")
+def test_the_embedded_recogniser_hears_english_only_and_a_general_one_any_language() -> None:
+    embedded = PocketsphinxRecogniser()
+    for language in ("en", "en-GB", "EN-us", None):
+        assert understands(embedded, language), language
+    for language in ("de", "fr-CA", "zh"):
+        assert not understands(embedded, language), language
+    assert understands(WhisperRecogniser(Path("/nowhere")), "de")  # no `languages`: any
 
 
 @pytest.fixture(scope="module")

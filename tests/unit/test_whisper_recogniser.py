@@ -124,3 +124,19 @@ def test_a_corrupt_weights_file_is_a_recogniser_error_naming_the_directory(
     next(model.glob("*.safetensors")).write_bytes(b"\x00" * 64)
     with pytest.raises(RecogniserError, match=re.escape(f"cannot load the Whisper model in {model}")):
         load_whisper(model, "cpu")
+
+
+def test_the_transcript_check_runs_by_default_only_where_the_recogniser_hears_the_language(
+    checkpoint: Path,
+) -> None:
+    embedded = PocketsphinxRecogniser()
+    whisper = WhisperRecogniser(checkpoint, "cpu")
+    neural = "qwen3-tts"
+    assert quality.QaSettings.of({}, neural, embedded, "en").transcript
+    assert quality.QaSettings.of({}, neural, None, "en-GB").transcript
+    assert not quality.QaSettings.of({}, neural, embedded, "de").transcript, "English model, German book"
+    assert quality.QaSettings.of({}, neural, whisper, "de").transcript
+    assert not quality.QaSettings.of({}, "espeak", whisper, "en").transcript  # reads by rule
+    asked = {"qa": {"transcript": True}}
+    assert quality.QaSettings.of(asked, neural, embedded, "de").transcript, "asked for: run"
+    assert not quality.QaSettings.of({"qa": {"transcript": False}}, neural, whisper, "en").transcript

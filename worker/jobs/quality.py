@@ -41,7 +41,7 @@ from worker.qa.checks import (
     unusable_audio,
 )
 from worker.qa.speaker import speaker_encoder
-from worker.qa.transcript import PocketsphinxRecogniser, Recogniser
+from worker.qa.transcript import PocketsphinxRecogniser, Recogniser, understands
 from worker.qa.whisper import WhisperRecogniser
 
 log = logging.getLogger(__name__)
@@ -63,14 +63,27 @@ class QaSettings:
     recogniser: Recogniser | None = None  # the worker's (TOME_QA_RECOGNISER); None: the embedded one
 
     @classmethod
-    def of(cls, options: Mapping[str, Any], engine: str, recogniser: Recogniser | None = None) -> QaSettings:
+    def of(
+        cls,
+        options: Mapping[str, Any],
+        engine: str,
+        recogniser: Recogniser | None = None,
+        language: str | None = None,
+    ) -> QaSettings:
+        """A job's QA from its ``options``; ``language`` is what it reads (by default the transcript check
+        runs only where the recogniser hears that language)."""
         given = options.get("qa")
         qa: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
         transcript = qa.get("transcript")
+        if transcript is None:
+            # an engine that reads by rule says every word it is given: no transcript check by default;
+            # nor where the recogniser does not hear the job's language (it would flag every chunk)
+            hearing = recogniser if recogniser is not None else _recogniser("pocketsphinx", "", "")
+            heard = understands(hearing, language)
+            transcript = not is_rule_based(engine) and heard
         return cls(
             enabled=bool(qa.get("enabled", True)),
-            # an engine that reads by rule says every word it is given: no transcript check by default
-            transcript=not is_rule_based(engine) if transcript is None else bool(transcript),
+            transcript=bool(transcript),
             max_rerenders=int(qa.get("max_rerenders", DEFAULT_MAX_RERENDERS)),
             on_fail=str(qa.get("on_fail", "flag")),
             policy=policy_for(engine, qa.get("thresholds") or None),

@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlalchemy import exists, select
 
-from models import Chunk, Job, JobChapter, JobStatus, unit_of_work, utcnow
+from models import Chunk, Job, JobChapter, JobStatus, Voice, unit_of_work, utcnow
 from worker import observe
 from worker.audio import apply_fades, write_wav_atomic
 from worker.audio.dsp import silence_bounds
@@ -201,10 +201,13 @@ def _running_job(rt: Runtime, job_id: uuid.UUID, seqs: list[int]) -> _Running | 
             )
         )
         rows = voice_rows(session, voices)
+        language = options.get("language") or session.scalar(
+            select(Voice.language).where(Voice.id == job.voice_id)
+        )
         return _Running(
             job.engine,
             float(options.get("speed", 1.0)),
-            quality.QaSettings.of(options, job.engine, quality.recogniser(rt.settings)),
+            quality.QaSettings.of(options, job.engine, quality.recogniser(rt.settings), language),
             job.owner,
             voices,
             rows,

@@ -53,7 +53,6 @@ __all__ = [
     "ReferenceReport",
     "check_reference",
     "check_reference_transcript",
-    "transcript_checked",
     "without",
 ]
 
@@ -335,11 +334,6 @@ def _warnings(
 
 
 # -- the transcript check ---------------------------------------------------------------------------------
-
-
-def transcript_checked(language: str) -> bool:
-    """Whether the transcript check applies: the embedded recogniser knows English only."""
-    return language.lower().split("-", 1)[0] == "en"
 
 
 def check_reference_transcript(

@@ -72,6 +72,7 @@ __all__ = [
     "WordEdit",
     "align_words",
     "check_transcript",
+    "understands",
     "words_of",
 ]
 
@@ -105,6 +106,16 @@ class Recogniser(Protocol):
     name: str
 
     def recognise(self, audio: npt.ArrayLike, sample_rate: int, expected: str) -> Recognised: ...
+
+
+def understands(recogniser: Recogniser, language: str | None) -> bool:
+    """Whether ``recogniser`` hears ``language`` (an ISO 639-1 code, or a tag such as ``en-GB``; None:
+    unknown, taken as English). A recogniser lists what it hears in ``languages``; one without that
+    attribute hears any language."""
+    languages = getattr(recogniser, "languages", None)
+    if languages is None:
+        return True
+    return (language or "en").lower().split("-", 1)[0] in languages
 
 
 @runtime_checkable
@@ -621,6 +632,7 @@ class PocketsphinxRecogniser:
     read) and the words it learnt are kept between chunks."""
 
     name = "pocketsphinx"
+    languages = frozenset({"en"})  # the acoustic model and dictionary its wheel ships
 
     def __init__(
         self,

@@ -27,7 +27,8 @@ from worker.audio import AudioError, read_wav
 from worker.engines import Engine, EngineError
 from worker.engines.base import embedding_engine
 from worker.jobs.quality import recogniser
-from worker.qa.reference import check_reference_transcript, transcript_checked
+from worker.qa.reference import check_reference_transcript
+from worker.qa.transcript import understands
 from worker.runtime import Runtime
 from worker.storage.backend import StoredFileMissing, folder_key, local_copy
 from worker.voices import state
@@ -145,13 +146,14 @@ def check_transcript_of(rt: Runtime, claim: BuildClaim) -> list[dict[str, Any]] 
     check could not run. It only ever warns: it never fails a build."""
     with rt.sessions() as session:
         language = session.scalar(select(Voice.language).where(Voice.id == claim.voice_id))
-    if language is None or not transcript_checked(language) or is_embedding_reference(claim.audio_path):
+    hearing = recogniser(rt.settings)
+    if language is None or not understands(hearing, language) or is_embedding_reference(claim.audio_path):
         return []
     started = time.perf_counter()
     try:
         with local_copy(rt.storage, claim.audio_path) as reference:
             samples, sample_rate = read_wav(reference)
-        findings = check_reference_transcript(recogniser(rt.settings), samples, sample_rate, claim.ref_text)
+        findings = check_reference_transcript(hearing, samples, sample_rate, claim.ref_text)
     except Exception:  # advisory: a recogniser failure must not cost the voice its prompt
         log.exception("voice %s: the transcript check of its reference failed", claim.voice_id)
         return None
