@@ -126,6 +126,7 @@ class Chunk(Base):
         UniqueConstraint("job_id", "seq", name="uq_chunks_job_id_seq"),
         Index("ix_chunks_status_lease", "status", "lease_until"),
         Index("ix_chunks_content_key", "content_key"),
+        Index("ix_chunks_take_key", "take_key"),
     )
 
     id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
@@ -147,6 +148,10 @@ class Chunk(Base):
     # What the chunk's audio depends on, hashed (worker.jobs.reuse): a later chunk of the same owner with
     # the same key takes this audio instead of rendering.
     content_key: Mapped[str | None] = mapped_column(String(64), default=None)
+    # Set on a take chosen on request (a re-render's seed) and on chunks that took it: the content key
+    # without the seed, so that a later job reading the same text takes the chosen take rather than the
+    # one its text's seed gives (worker.jobs.reuse).
+    take_key: Mapped[str | None] = mapped_column(String(64), default=None)
     audio_path: Mapped[str | None] = mapped_column(String(500), default=None)
     duration: Mapped[float | None] = mapped_column(Float, default=None)
     audio_bytes: Mapped[int | None] = mapped_column(BigInteger, default=None)  # counts against the owner

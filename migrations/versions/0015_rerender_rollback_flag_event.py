@@ -1,5 +1,6 @@
 """a re-render that fails keeps the chunk's previous take (what it was, kept on the chunk meanwhile; what
-became of the last re-render, on the job), and the ``job.flagged`` webhook event's own delivery record
+became of the last re-render, on the job), a take chosen on request found by later jobs (its key without
+the seed), and the ``job.flagged`` webhook event's own delivery record
 
 Revision ID: 0015
 Revises: 0014
@@ -20,6 +21,8 @@ depends_on = None
 def upgrade() -> None:
     with op.batch_alter_table("chunks", schema=None) as batch_op:
         batch_op.add_column(sa.Column("previous", sa.JSON(), nullable=True))
+        batch_op.add_column(sa.Column("take_key", sa.String(length=64), nullable=True))
+        batch_op.create_index("ix_chunks_take_key", ["take_key"], unique=False)
     with op.batch_alter_table("jobs", schema=None) as batch_op:
         batch_op.add_column(sa.Column("rerender", sa.JSON(), nullable=True))
         batch_op.add_column(
@@ -38,4 +41,6 @@ def downgrade() -> None:
         batch_op.drop_column("flags_webhook_attempts")
         batch_op.drop_column("rerender")
     with op.batch_alter_table("chunks", schema=None) as batch_op:
+        batch_op.drop_index("ix_chunks_take_key")
+        batch_op.drop_column("take_key")
         batch_op.drop_column("previous")

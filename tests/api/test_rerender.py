@@ -502,3 +502,59 @@ def test_a_chunk_whose_voice_was_deleted_cannot_be_rendered_again(
     assert answer.json["error"]["code"] == "voice_deleted"
     assert client.get(f"/v1/jobs/{job['id']}", headers=user).json["status"] == "succeeded"
     assert client.get(job["output"]["url"], headers=user).status_code == 200
+
+
+def test_a_take_chosen_by_a_rerender_is_what_the_next_job_of_the_book_takes(
+    make_app: Callable[..., Flask], reference_audio: tuple[bytes, str], rendered_texts: list[str]
+) -> None:
+    """Fix a chunk, then order the book in another format: the fixed take comes back byte for byte, not
+    the take the text's own seed gives (which the producer rejected), and nothing is rendered again.
+    (espeak renders the same audio whatever the seed, so the take is told by its key and by the engine
+    not being asked: without the chosen take, the chunk's own seed has no audio yet and renders.)"""
+    app, client, user, inline, job = _finished(make_app, reference_audio, format="wav")
+    seq = _storm_seq(client, user, job)
+    rejected = _chunk(app, job["id"], seq).content_key
+    assert (
+        client.post(
+            f"/v1/jobs/{job['id']}/chunks/{seq}/rerender", json={"seed": 12345}, headers=user
+        ).status_code
+        == 202
+    )
+    inline.run()
+    chosen = _chunk(app, job["id"], seq)
+    fixed = Path(str(chosen.audio_path)).read_bytes()
+    assert chosen.content_key != rejected
+    assert chosen.take_key is not None
+    rendered_texts.clear()
+
+    again = submit_job(
+        client, user, "narrator", script=BOOK, script_format="markdown", output={"format": "mp3"}
+    )
+    assert again.status_code == 202, again.json
+    inline.enqueue(START_JOB, [again.json["id"]])
+    inline.run()
+    done = client.get(f"/v1/jobs/{again.json['id']}", headers=user).json
+    assert done["status"] == "succeeded", done["error"]
+    assert rendered_texts == [], "every chunk reused"
+    assert done["progress"]["chunks_reused"] == done["progress"]["chunks_total"]
+    took = _chunk(app, again.json["id"], seq)
+    assert (took.content_key, took.take_key) == (chosen.content_key, chosen.take_key)
+    assert Path(str(took.audio_path)).read_bytes() == fixed
+    # and a third order, from the second job's chunks, still has the fixed take
+    third = submit_job(
+        client, user, "narrator", script=BOOK, script_format="markdown", output={"format": "ogg"}
+    )
+    inline.enqueue(START_JOB, [third.json["id"]])
+    inline.run()
+    assert Path(str(_chunk(app, third.json["id"], seq).audio_path)).read_bytes() == fixed
+    # another owner's book of the same text never takes it
+    other = bearer(mint_key(app, "someone", "k", admin=False))
+    upload_voice(client, other, reference_audio[0], ref_text=reference_audio[1])
+    theirs = submit_job(
+        client, other, "narrator", script=BOOK, script_format="markdown", output={"format": "wav"}
+    )
+    voice_id = theirs.json["voice_id"]
+    inline.enqueue(BUILD_VOICE, [voice_id])
+    inline.enqueue(START_JOB, [theirs.json["id"]])
+    inline.run()
+    assert client.get(f"/v1/jobs/{theirs.json['id']}", headers=other).json["progress"]["chunks_reused"] == 0

@@ -84,14 +84,20 @@ def _render(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -
         )
         for c in claimed
     }
-    keys = _content_keys(engine, claimed, requests, {v: p.key for v, p in prompts.items()})
+    voice_keys = {v: p.key for v, p in prompts.items()}
+    keys = _content_keys(engine, claimed, requests, voice_keys)
+    take_keys = _take_keys(engine, claimed, requests, voice_keys)
+    # a chunk whose seed was asked for renders that take; the others may take one chosen on request
+    chosen = {c.id: take_keys[c.id] for c in claimed if c.seed is None}
     with rt.sessions() as session:  # one read: still running (not cancelled since the claim), and donors
         running_now = state.is_running(session, job_id)
-        found = reuse.donor_rows(session, running.owner, keys) if running_now else []
+        found = reuse.donor_rows(session, running.owner, keys, chosen) if running_now else []
     if not running_now:  # cancelled since the claim: skip the engine
         actions.release(rt, [c.id for c in claimed], token)
         return 0
-    done = reuse.take_rendered(rt, job_id, claimed, keys, token, found, required=qa.required_checks)
+    done = reuse.take_rendered(
+        rt, job_id, claimed, keys, token, found, required=qa.required_checks, takes=chosen
+    )
     rest = [c for c in claimed if c.seq not in done]
     left: int | None = None  # the job's chunks not done after this task's completion, if it knows
     if rest:
@@ -106,7 +112,7 @@ def _render(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -
             learnt = quality.learnt(session, job_id, {c.voice_id for c in rest}) if qa.enabled else {}
         expected = [learnt.get((c.voice_id, c.rate), quality.Expected()) for c in rest]
         try:
-            takes = quality.review(
+            reviewed = quality.review(
                 engine,
                 [requests[c.id] for c in rest],
                 waves,
@@ -121,7 +127,7 @@ def _render(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -
             actions.release(rt, [c.id for c in rest], token)
             rerender.fail_job(rt, job_id, error, enqueue)
             return len(done)
-        refused = next(((c, t) for c, t in zip(rest, takes, strict=True) if _refused(t, qa)), None)
+        refused = next(((c, t) for c, t in zip(rest, reviewed, strict=True) if _refused(t, qa)), None)
         if refused is not None:
             chunk, take = refused
             assert take.result is not None
@@ -130,7 +136,8 @@ def _render(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -
             rerender.fail_chunk(rt, job_id, (chunk.id, token), error, enqueue)
             actions.release(rt, [c.id for c in rest], token)
             return len(done)
-        stored, left = _store(rt, job_id, engine, rest, takes, token, keys)
+        asked = {c.id: take_keys[c.id] for c in rest if c.seed is not None}  # takes chosen on request
+        stored, left = _store(rt, job_id, engine, rest, reviewed, token, keys, asked)
         done += stored
     if running.chapters:
         maybe_stitch_chapters(rt, job_id, done, enqueue)
@@ -164,6 +171,26 @@ def _content_keys(
             requests[c.id].language,
             requests[c.id].params,
             requests[c.id].seed,
+        )
+        for c in claimed
+    }
+
+
+def _take_keys(
+    engine: Engine,
+    claimed: Sequence[state.Claimed],
+    requests: dict[int, SynthesisRequest],
+    voices: dict[uuid.UUID, str],
+) -> dict[int, str]:
+    """Each claimed chunk's take key (its content key without the seed: worker.jobs.reuse), by chunk id."""
+    return {
+        c.id: reuse.take_key(
+            engine.name,
+            engine.version,
+            voices.get(c.voice_id, str(c.voice_id)),
+            c.text,
+            requests[c.id].language,
+            requests[c.id].params,
         )
         for c in claimed
     }
@@ -313,6 +340,7 @@ def _store(
     takes: Sequence[quality.Take],
     token: str,
     keys: dict[int, str],
+    chosen: dict[int, str],
 ) -> tuple[list[int], int | None]:
     """Write each chunk's audio (one file per attempt), then mark the batch done under the claim's token in
     one transaction, unless the job is no longer running (the batch is then given back). Returns the
@@ -342,6 +370,7 @@ def _store(
                 measure(samples, rate).to_json(),
                 words,
                 content_key=keys.get(chunk.id),
+                take_key=chosen.get(chunk.id),
                 qa=take.to_json(),
                 flagged=not take.passed,
                 rerendered=take.renders > 1,

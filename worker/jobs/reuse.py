@@ -6,6 +6,11 @@ times. An edited script, another output format or preset renders only the chunks
 
 Seeds come from the text, not the chunk's position, so that a chunk moved by an edit elsewhere keeps
 its key (and identical sentences in one book sound identical).
+
+A take chosen on request (``POST .../chunks/{seq}/rerender``: a new seed) is also stored under its *take
+key*, the content key without the seed, and a later job reading the same text with the same voice and
+settings takes that chosen take before any other: a fix made once stays fixed in the next format or
+edition, instead of the take its text's seed gives coming back.
 """
 
 from __future__ import annotations
@@ -21,8 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Row, select
+from sqlalchemy import Row, or_, select
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
 
 from models import Chunk, ChunkStatus, Job, unit_of_work
 from worker.jobs import state
@@ -51,6 +57,15 @@ def content_key(
     return hashlib.sha256(json.dumps(identity, ensure_ascii=False).encode("utf-8")).hexdigest()
 
 
+def take_key(
+    engine: str, version: str, voice_key: str, text: str, language: str, params: Mapping[str, float]
+) -> str:
+    """What a chunk's audio depends on but the seed, hashed: the key under which a take chosen on request
+    is found by later jobs."""
+    identity = ["take", engine, version, voice_key, text, language, sorted(params.items())]
+    return hashlib.sha256(json.dumps(identity, ensure_ascii=False).encode("utf-8")).hexdigest()
+
+
 def _checks_of(qa: object) -> frozenset[str]:
     """The names of the checks a stored QA record holds (none for a chunk rendered with QA off)."""
     checks = qa.get("checks") if isinstance(qa, Mapping) else None
@@ -61,6 +76,7 @@ def _checks_of(qa: object) -> frozenset[str]:
 
 @dataclass(frozen=True)
 class _Donor:
+    key: str  # its content key
     path: str
     duration: float
     audio_bytes: int | None
@@ -69,15 +85,22 @@ class _Donor:
     qa: dict[str, object] | None
 
 
-def donor_rows(session: Session, owner: str, keys: Mapping[int, str]) -> list[Row[Any]]:
-    """The owner's done, unflagged chunks with audio under any of ``keys``' content keys: the candidates
-    :func:`take_rendered` takes audio from (read in the caller's transaction)."""
+def donor_rows(
+    session: Session, owner: str, keys: Mapping[int, str], takes: Mapping[int, str] | None = None
+) -> list[Row[Any]]:
+    """The owner's done, unflagged chunks with audio under any of ``keys``' content keys, or chosen on
+    request under any of ``takes``' take keys: the candidates :func:`take_rendered` takes audio from (read
+    in the caller's transaction), latest first."""
     if not keys:
         return []
+    wanted: ColumnElement[bool] = Chunk.content_key.in_(sorted(set(keys.values())))
+    if takes:
+        wanted = or_(wanted, Chunk.take_key.in_(sorted(set(takes.values()))))
     return list(
         session.execute(
             select(
                 Chunk.content_key,
+                Chunk.take_key,
                 Chunk.audio_path,
                 Chunk.duration,
                 Chunk.audio_bytes,
@@ -88,11 +111,12 @@ def donor_rows(session: Session, owner: str, keys: Mapping[int, str]) -> list[Ro
             .join(Job, Job.id == Chunk.job_id)
             .where(
                 Job.owner == owner,
-                Chunk.content_key.in_(sorted(set(keys.values()))),
+                wanted,
                 Chunk.status == ChunkStatus.DONE.value,
                 Chunk.audio_path.is_not(None),
                 Chunk.flagged.is_(False),
             )
+            .order_by(Chunk.id.desc())
         ).all()
     )
 
@@ -106,24 +130,35 @@ def take_rendered(
     found: Sequence[Row[Any]],
     *,
     required: frozenset[str] = frozenset(),
+    takes: Mapping[int, str] | None = None,
 ) -> list[int]:
     """Complete every claimed chunk (id -> key in ``keys``) whose audio one of ``found``
-    (:func:`donor_rows`) holds under the same key; returns their seqs. Only audio that passed QA is taken,
-    and only audio whose QA record holds every check named in ``required`` (the checks this job runs:
-    audio an earlier job checked without the transcript does not stand for a job that asks for it); a
-    donor whose file is gone is skipped (the chunk renders)."""
+    (:func:`donor_rows`) holds: the latest take chosen on request under its take key (``takes``, for
+    chunks whose seed comes from their text), else the audio under the same content key; returns their
+    seqs. Only audio that passed QA is taken, and only audio whose QA record holds every check named in
+    ``required`` (the checks this job runs: audio an earlier job checked without the transcript does not
+    stand for a job that asks for it); a donor whose file is gone is skipped (the chunk renders)."""
     donors: dict[str, _Donor] = {}
+    chosen: dict[str, _Donor] = {}
     for r in found:
-        if required and not required <= _checks_of(r.qa):
+        new_key = r.content_key not in donors
+        new_take = r.take_key is not None and r.take_key not in chosen
+        if not (new_key or new_take) or (required and not required <= _checks_of(r.qa)):
             continue
-        if r.content_key not in donors and r.duration is not None and _kept(rt, str(r.audio_path)):
-            donors[r.content_key] = _Donor(
-                str(r.audio_path), r.duration, r.audio_bytes, r.levels, r.words, r.qa
-            )
+        if r.duration is None or not _kept(rt, str(r.audio_path)):
+            continue
+        candidate = _Donor(
+            str(r.content_key), str(r.audio_path), r.duration, r.audio_bytes, r.levels, r.words, r.qa
+        )
+        donors.setdefault(r.content_key, candidate)
+        if r.take_key is not None:
+            chosen.setdefault(r.take_key, candidate)
     linked: dict[int, tuple[state.Claimed, Path]] = {}
     completions = []
     for chunk in claimed:
-        donor = donors.get(keys[chunk.id])
+        take = (takes or {}).get(chunk.id)
+        found_donor = chosen.get(take) if take is not None else None
+        donor = found_donor if found_donor is not None else donors.get(keys[chunk.id])
         if donor is None:
             continue
         path = rt.layout.chunk_audio(job_id, chunk.seq, token)
@@ -139,9 +174,10 @@ def take_rendered(
                 donor.audio_bytes,
                 dict(donor.levels) if donor.levels is not None else None,
                 donor.words,
-                content_key=keys[chunk.id],
+                content_key=donor.key,
                 reused=True,
                 qa=dict(donor.qa) if donor.qa is not None else None,
+                take_key=take if donor.key != keys[chunk.id] else None,
             )
         )
     if not completions:

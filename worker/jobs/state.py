@@ -161,6 +161,7 @@ _COMPLETE = (
         levels=bindparam("b_levels"),
         words=bindparam("b_words"),
         content_key=bindparam("b_key"),
+        take_key=bindparam("b_take"),
         qa=bindparam("b_qa"),
         flagged=bindparam("b_flagged"),
         lease_until=None,
@@ -184,6 +185,7 @@ class Completion:
     qa: dict[str, Any] | None = None
     flagged: bool = False
     rerendered: bool = False
+    take_key: str | None = None  # a take chosen on request (worker.jobs.reuse)
 
 
 def complete_chunk(
@@ -256,6 +258,7 @@ def complete_chunks(
                 "b_levels": c.levels,
                 "b_words": c.words,
                 "b_key": c.content_key,
+                "b_take": c.take_key,
                 "b_qa": c.qa,
                 "b_flagged": c.flagged,
             }
