@@ -207,6 +207,7 @@ VOICES: dict[str, SpeakerPrompt] = {
 @dataclass
 class _Voice:
     prompt: SpeakerPrompt
+    engine: EspeakEngine
     passed: list[tuple[str, QaResult]] = field(default_factory=list)
 
     def rate(self) -> SpeakingRate:
@@ -215,9 +216,14 @@ class _Voice:
             return measured
         return SpeakingRate.from_words_per_minute(float(self.prompt["words_per_minute"][0]))
 
-    def f0(self) -> float:
+    def f0(self) -> float | None:
+        """As a job: learnt from the voice's chunks that passed, before that the pitch its prompt is read
+        with (worker.jobs.quality.calibrated_pitch)."""
         measured = median_f0(r.f0_median_hz for _, r in self.passed[-50:]) if len(self.passed) >= 3 else None
-        return measured if measured is not None else float(self.prompt["f0_median_hz"][0])
+        if measured is not None:
+            return measured
+        request = SynthesisRequest("", self.prompt, "en", {}, seed=0)
+        return quality.calibrated_pitch(self.engine, request, str(id(self.prompt)))
 
     def level(self) -> float | None:
         """The speech level of the voice's chunks that passed (the job's loudness reference)."""
@@ -339,7 +345,7 @@ def run_qa_bench(chunks: int = 300, share: float = 0.3, seed: int = 13) -> QaBen
     plan = random_plan(share, seed=seed)
     recogniser = quality.recogniser(load_settings())  # TOME_QA_RECOGNISER: pocketsphinx unless set
     policy = policy_for(engine.name)
-    voices = {name: _Voice(VOICES[name]) for name in names}
+    voices = {name: _Voice(VOICES[name], engine) for name in names}
     bench = QaBench(recogniser=recogniser.name)
     for chunk in script_chunks(chunks, seed):
         name = names[chunk.chapter % len(names)]

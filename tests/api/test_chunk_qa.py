@@ -5,6 +5,7 @@ synthesize function wrapped), as a broken checkpoint or a bad GPU take would pro
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 import uuid
@@ -367,3 +368,42 @@ def test_with_qa_off_audio_with_nothing_in_it_still_never_counts_as_done(
     assert "the audio is silent" in job["error"]
     assert seen == [1]
     assert job["output"]["url"] is None
+
+
+def test_another_voice_is_caught_from_a_short_jobs_first_chunk(
+    make_app: Callable[..., Flask], reference_audio: tuple[bytes, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A job too short to learn its voice's pitch from its own chunks (fewer than three passed when the
+    batch is checked): the pitch its prompt is read with stands in, so a chunk read in another voice
+    (an octave up) is caught on the first take; the others pass."""
+    app, client, user = _app(make_app, reference_audio)
+    real = render.synthesize_in_halves
+    takes = [0]  # renders of the target so far
+
+    def other_voice_first(engine: Any, requests: Any) -> Any:
+        higher = {
+            **requests[0].prompt,
+            "f0_median_hz": np.array([float(requests[0].prompt["f0_median_hz"][0]) * 2], np.float32),
+        }
+        swapped = [
+            dataclasses.replace(r, prompt=higher) if TARGET in r.text and takes[0] == 0 else r
+            for r in requests
+        ]
+        if any(TARGET in r.text for r in requests):
+            takes[0] += 1
+        return real(engine, swapped)
+
+    monkeypatch.setattr(render, "synthesize_in_halves", other_voice_first)
+    job = _run(app, client, user, qa={"max_rerenders": 1})
+    assert job["status"] == "succeeded", job["error"]
+    report = client.get(job["qa"]["url"], headers=user).json
+    (target,) = [c for c in report["chunks"] if TARGET in c["text"]]
+    assert target["renders"] == 2, target
+    assert target["passed"] is True
+    assert target["flagged"] is False
+    assert job["qa"]["chunks_rerendered"] == 1
+    others = [c for c in report["chunks"] if TARGET not in c["text"]]
+    assert all(c["passed"] and c["renders"] == 1 for c in others), others
+    pitch = [c for c in target["checks"] if c["name"] == "pitch"]
+    assert pitch
+    assert pitch[0]["passed"]

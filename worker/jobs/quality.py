@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -33,6 +34,7 @@ from worker.qa.checks import (
     QaPolicy,
     QaResult,
     SpeakingRate,
+    check_audio,
     is_rule_based,
     measure_speaking_rate,
     median_f0,
@@ -138,6 +140,44 @@ def _recogniser(kind: str, model_dir: str, device: str) -> Recogniser:
     return PocketsphinxRecogniser()
 
 
+# Read with a voice's prompt when a job has not learnt the voice's pitch yet (worker.jobs.render): book
+# sentences of the usual shapes (a question among them), about 250 letters.
+CALIBRATION_TEXTS = (
+    "The fog came in before dawn, and the old keeper counted the boats along the quay.",
+    "By noon the wind had turned, and the gulls went quiet one after another.",
+    "She opened the letter slowly and read it twice before she put it down.",
+    "Why had nobody told him that the ferry would not sail that evening?",
+    "They walked home together through the narrow streets behind the harbour.",
+)
+_calibrated: dict[tuple[object, ...], float | None] = {}
+_calibration_lock = threading.Lock()
+
+
+def calibrated_pitch(engine: Engine, request: SynthesisRequest, voice_key: str) -> float | None:
+    """The median F0 an engine that reads by rule gives a voice's prompt at the request's settings,
+    measured on :data:`CALIBRATION_TEXTS` read with it: what the pitch check holds the voice's chunks to
+    until the job has learnt it from its own (the first chunks of a job, every chunk of a short one, would
+    otherwise have no pitch check: another voice would pass). Measured, not the prompt's own figure:
+    espeak's rendering sits up to 3 semitones under the reference's median for a lively voice. None for
+    a neural engine (a render is costly, and varies) or when nothing voiced was heard. Kept per process."""
+    if not is_rule_based(engine.name):
+        return None
+    key = (engine.name, engine.version, voice_key, request.language, tuple(sorted(request.params.items())))
+    with _calibration_lock:
+        if key in _calibrated:
+            return _calibrated[key]
+    requests = [replace(request, text=text) for text in CALIBRATION_TEXTS]
+    waves = engine.synthesize(requests)
+    medians = [
+        check_audio(wave, engine.sample_rate, text).f0_median_hz
+        for wave, text in zip(waves, CALIBRATION_TEXTS, strict=True)
+    ]
+    f0 = median_f0(medians)
+    with _calibration_lock:
+        _calibrated[key] = f0
+    return f0
+
+
 @dataclass(frozen=True)
 class Expected:
     """What a voice's chunks should sound like in this job, learnt from its chunks that passed so far
@@ -179,6 +219,15 @@ def assess(
         recogniser=(settings.recogniser or recogniser()) if settings.transcript else None,
         speaker=None if encoder is None else (encoder, request.prompt),
     )
+
+
+def with_calibrated_pitch(
+    expected: Expected, engine: Engine, request: SynthesisRequest, voice_key: str
+) -> Expected:
+    """``expected``, with :func:`calibrated_pitch` where it has learnt no pitch yet."""
+    if expected.f0_hz is not None:
+        return expected
+    return replace(expected, f0_hz=calibrated_pitch(engine, request, voice_key))
 
 
 def _better(a: Take, b: Take) -> bool:

@@ -13,7 +13,7 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -111,6 +111,15 @@ def _render(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -
         with rt.sessions() as session:
             learnt = quality.learnt(session, job_id, {c.voice_id for c in rest}) if qa.enabled else {}
         expected = [learnt.get((c.voice_id, c.rate), quality.Expected()) for c in rest]
+        if qa.enabled:  # until the job has learnt a voice's pitch, the pitch its prompt is read with
+            expected = [
+                e
+                if e.f0_hz is not None
+                else replace(
+                    e, f0_hz=quality.calibrated_pitch(engine, requests[c.id], prompts[c.voice_id].key)
+                )
+                for c, e in zip(rest, expected, strict=True)
+            ]
         try:
             reviewed = quality.review(
                 engine,
