@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import delete, exists, func, or_, select, update
+from sqlalchemy import delete, exists, or_, select, update
 
 from models import ACTIVE, TERMINAL, Chunk, Job, JobChapter, RateWindow, Voice, unit_of_work, utcnow
 from worker.filesystem_broker import PARTIAL_PREFIX, TAKEN_PREFIX
@@ -241,29 +241,37 @@ def expire_outputs(rt: Runtime, now: datetime) -> int:
 def expire_chunks(rt: Runtime, now: datetime) -> int:
     """Remove the chunk audio (the whole folder) of jobs that ended ``chunk_ttl_seconds`` ago, and of an
     owner's oldest ended jobs while their kept chunks weigh more than ``chunk_keep_bytes``; a job's book
-    goes first if it is still there (its expiry is brought forward). Returns how many folders went."""
+    goes first if it is still there (its expiry is brought forward). Returns how many folders went.
+
+    On one disk a reused chunk is a hard link to the same file (worker.jobs.reuse): its bytes are weighed
+    once, with the newest job that holds them (removing an older job's folder frees nothing of them). In
+    a bucket a reuse is a copy, and every copy weighs."""
     settings = rt.settings
     ended = Job.status.in_([s.value for s in TERMINAL])
     kept = exists().where(Chunk.job_id == Job.id, Chunk.audio_path.is_not(None))
     with rt.sessions() as session:
-        rows = session.execute(
-            select(
-                Job.id,
-                Job.owner,
-                Job.finished_at,
-                select(func.coalesce(func.sum(Chunk.audio_bytes), 0))
-                .where(Chunk.job_id == Job.id, Chunk.audio_path.is_not(None))
-                .scalar_subquery()
-                .label("size"),
-            )
-            .where(ended, kept)
-            .order_by(Job.finished_at.desc())
+        jobs_kept = session.execute(
+            select(Job.id, Job.owner, Job.finished_at).where(ended, kept).order_by(Job.finished_at.desc())
         ).all()
+        chunks: dict[uuid.UUID, list[tuple[str | None, int]]] = defaultdict(list)
+        for chunk in session.execute(
+            select(Chunk.job_id, Chunk.content_key, Chunk.audio_bytes)
+            .join(Job, Job.id == Chunk.job_id)
+            .where(ended, Chunk.audio_path.is_not(None))
+        ):
+            chunks[chunk.job_id].append((chunk.content_key, int(chunk.audio_bytes or 0)))
+    shared = rt.storage.kind == "local"
     cutoff = now - timedelta(seconds=settings.chunk_ttl_seconds)
     weight: dict[str, int] = defaultdict(int)
+    weighed: dict[str, set[str]] = defaultdict(set)  # per owner: the content keys counted already
     due: list[uuid.UUID] = []
-    for row in rows:  # newest first: the oldest are over the bound
-        weight[row.owner] += int(row.size or 0)
+    for row in jobs_kept:  # newest first: the oldest are over the bound
+        for key, size in chunks.get(row.id, []):
+            if shared and key is not None:
+                if key in weighed[row.owner]:
+                    continue
+                weighed[row.owner].add(key)
+            weight[row.owner] += size
         if (row.finished_at is not None and row.finished_at < cutoff) or weight[
             row.owner
         ] > settings.chunk_keep_bytes:

@@ -16,7 +16,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy import select, update
 
-from models import ApiKey, Job, unit_of_work, utcnow
+from models import ApiKey, Chunk, Job, unit_of_work, utcnow
 from tests.api.helpers import submit_job, upload_voice
 from tests.conftest import bearer
 from tests.support.apps import tome_of
@@ -291,3 +291,45 @@ def test_a_failed_jobs_chunks_expire_too(
     assert expire_chunks(state.runtime, utcnow()) == 0, "not yet"
     assert expire_chunks(state.runtime, utcnow() + timedelta(seconds=61)) == 1
     assert not folder.exists()
+
+
+def _same_book_twice(
+    make_app: Callable[..., Flask], audio: tuple[bytes, str], **settings: Any
+) -> tuple[Flask, list[str], int]:
+    """One owner's book in two formats (the second job reuses every chunk of the first): the app, the
+    jobs' ids, and the bytes of one job's chunks."""
+    app = make_app(**settings)
+    client = app.test_client()
+    headers = bearer(mint_key(app, "vera", "k", admin=False))
+    upload_voice(client, headers, audio[0], ref_text=audio[1])
+    state = tome_of(app)
+    inline = Inline(state.runtime)
+    ids = []
+    for fmt in ("wav", "mp3"):
+        job = submit_job(client, headers, "narrator", script=SAME_BOOK, output={"format": fmt}).json
+        inline.enqueue(START_JOB, [job["id"]])
+        inline.run()
+        ids.append(job["id"])
+    second = client.get(f"/v1/jobs/{ids[1]}", headers=headers).json
+    assert second["progress"]["chunks_reused"] == second["progress"]["chunks_total"]
+    with state.runtime.sessions() as session:
+        sizes = session.scalars(select(Chunk.audio_bytes).where(Chunk.job_id == uuid.UUID(ids[0])))
+        one_book = sum(int(size or 0) for size in sizes)
+    assert one_book > 0
+    return app, ids, one_book
+
+
+SAME_BOOK = "The first book. It is short. It has three sentences."
+
+
+def test_reused_chunk_audio_on_one_disk_is_weighed_once(
+    make_app: Callable[..., Flask], reference_audio: tuple[bytes, str]
+) -> None:
+    """The same book in two formats: the second job's chunks are hard links to the first's, so the
+    owner's kept chunks weigh one book, not two: under a bound of one and a half books neither job goes;
+    under one book less a byte both do."""
+    _, _, one_book = _same_book_twice(make_app, reference_audio)
+    app, _, _ = _same_book_twice(make_app, reference_audio, chunk_keep_bytes=int(one_book * 1.5))
+    assert expire_chunks(tome_of(app).runtime, utcnow()) == 0, "one book's bytes on disk, under the bound"
+    app, _, _ = _same_book_twice(make_app, reference_audio, chunk_keep_bytes=one_book - 1)
+    assert expire_chunks(tome_of(app).runtime, utcnow()) == 2, "over it: both go"
