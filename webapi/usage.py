@@ -39,7 +39,8 @@ class UsageOut(BaseModel):
 
 
 def current_usage() -> Usage:
-    return usage_of(tome().sessions(), current_principal().owner, utcnow())
+    shared = tome().storage.kind == "local"  # reused chunks are hard links on one disk
+    return usage_of(tome().sessions(), current_principal().owner, utcnow(), shared_chunks=shared)
 
 
 @bp.get("")

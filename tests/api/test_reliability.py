@@ -333,3 +333,27 @@ def test_reused_chunk_audio_on_one_disk_is_weighed_once(
     assert expire_chunks(tome_of(app).runtime, utcnow()) == 0, "one book's bytes on disk, under the bound"
     app, _, _ = _same_book_twice(make_app, reference_audio, chunk_keep_bytes=one_book - 1)
     assert expire_chunks(tome_of(app).runtime, utcnow()) == 2, "over it: both go"
+
+
+def test_reused_chunk_audio_on_one_disk_counts_once_against_the_storage_quota(
+    make_app: Callable[..., Flask], reference_audio: tuple[bytes, str]
+) -> None:
+    app = make_app()
+    client = app.test_client()
+    headers = bearer(mint_key(app, "wes", "k", admin=False))
+    upload_voice(client, headers, reference_audio[0], ref_text=reference_audio[1])
+    inline = Inline(tome_of(app).runtime)
+    used = []
+    jobs = []
+    for fmt in ("wav", "mp3"):
+        job = submit_job(client, headers, "narrator", script=SAME_BOOK, output={"format": fmt}).json
+        inline.enqueue(START_JOB, [job["id"]])
+        inline.run()
+        jobs.append(client.get(f"/v1/jobs/{job['id']}", headers=headers).json)
+        used.append(client.get("/v1/usage", headers=headers).json["stored_bytes"]["used"])
+    assert jobs[1]["progress"]["chunks_reused"] == jobs[1]["progress"]["chunks_total"]
+    with tome_of(app).runtime.sessions() as session:
+        second = session.get(Job, uuid.UUID(jobs[1]["id"]))
+        assert second is not None
+        its_files = int(second.output_bytes or 0) + int(second.files_bytes or 0)
+    assert used[1] - used[0] == its_files, "the second job adds its book and files, not its chunks again"

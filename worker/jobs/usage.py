@@ -51,7 +51,9 @@ class QuotaExceeded(Exception):
         self.code, self.message, self.retry_after = code, message, retry_after
 
 
-def usage_of(session: Session, owner: str, now: datetime) -> Usage:
+def usage_of(session: Session, owner: str, now: datetime, *, shared_chunks: bool = False) -> Usage:
+    """What ``owner`` uses now. ``shared_chunks``: chunk audio reused by later jobs is one file (hard links
+    on one disk), weighed once; in a bucket every copy weighs."""
     references = session.scalar(
         select(
             func.coalesce(
@@ -72,11 +74,28 @@ def usage_of(session: Session, owner: str, now: datetime) -> Usage:
         .join(Job, Job.id == JobChapter.job_id)
         .where(Job.owner == owner, Job.status != JobStatus.SUCCEEDED.value)
     )
-    chunks = session.scalar(
-        select(func.coalesce(func.sum(Chunk.audio_bytes), 0))
-        .join(Job, Job.id == Chunk.job_id)
-        .where(Job.owner == owner, Chunk.audio_path.is_not(None))
-    )
+    kept = (Job.owner == owner, Chunk.audio_path.is_not(None))
+    if shared_chunks:  # one file a content key (a chunk without one is its own file)
+        by_key = (
+            select(func.max(Chunk.audio_bytes).label("size"))
+            .join(Job, Job.id == Chunk.job_id)
+            .where(*kept, Chunk.content_key.is_not(None))
+            .group_by(Chunk.content_key)
+            .subquery()
+        )
+        keyed = session.scalar(select(func.coalesce(func.sum(by_key.c.size), 0)))
+        unkeyed = session.scalar(
+            select(func.coalesce(func.sum(Chunk.audio_bytes), 0))
+            .join(Job, Job.id == Chunk.job_id)
+            .where(*kept, Chunk.content_key.is_(None))
+        )
+        chunks = int(keyed or 0) + int(unkeyed or 0)
+    else:
+        chunks = session.scalar(
+            select(func.coalesce(func.sum(Chunk.audio_bytes), 0))
+            .join(Job, Job.id == Chunk.job_id)
+            .where(*kept)
+        )
     unfinished = session.scalar(
         select(func.count()).where(Job.owner == owner, Job.status.in_([s.value for s in ACTIVE]))
     )
