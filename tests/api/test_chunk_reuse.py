@@ -174,3 +174,32 @@ def test_audio_checked_less_than_a_job_asks_is_rendered_again(
     assert again["progress"]["chunks_reused"] == again["progress"]["chunks_total"]
     last = _run(app, client, user, _book(CHAPTERS))
     assert last["progress"]["chunks_reused"] == cheap["progress"]["chunks_total"]
+
+
+def test_audio_passed_under_other_thresholds_is_rendered_again(
+    make_app: Callable[..., Flask], reference_audio: tuple[bytes, str]
+) -> None:
+    """A job with its own QA thresholds does not take audio that passed under others (the earlier job's
+    could be looser); the next job with the same thresholds reuses its audio. Records written before they
+    named their thresholds stand for the engine's defaults."""
+    app, client, user = _setup(make_app, reference_audio[0], "strict")
+    default = _run(app, client, user, _book(CHAPTERS))
+    total = default["progress"]["chunks_total"]
+    strict = {"thresholds": {"max_pause_s": 1.1, "max_edge_s": 0.45}}
+    with _Counted() as engine:
+        first = _run(app, client, user, _book(CHAPTERS), qa=strict)
+    assert first["progress"]["chunks_reused"] == 0
+    assert len(engine.texts) == total
+    again = _run(app, client, user, _book(CHAPTERS), qa=strict, output={"format": "ogg"})
+    assert again["progress"]["chunks_reused"] == total
+    # the default job's records without their thresholds' digest (as written before): still the defaults'
+    with tome_of(app).sessions.begin():
+        for chunk in _chunks(app, default["id"]):
+            chunk.qa = {k: v for k, v in (chunk.qa or {}).items() if k != "policy"}
+    for chunk in _chunks(app, first["id"]) + _chunks(app, again["id"]):  # only the default job's are left
+        tome_of(app).sessions.delete(chunk)
+    tome_of(app).sessions.commit()
+    with _Counted() as engine:
+        later = _run(app, client, user, _book(CHAPTERS), output={"format": "wav"})
+    assert engine.texts == []
+    assert later["progress"]["chunks_reused"] == total

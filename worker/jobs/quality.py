@@ -13,7 +13,10 @@ recorded on every chunk; it fails only under the job's ``min_speaker_similarity`
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import hashlib
+import json
 import logging
 import threading
 import uuid
@@ -93,12 +96,23 @@ class QaSettings:
         )
 
     @property
+    def policy_digest(self) -> str:
+        """The thresholds this job holds chunks to, hashed (recorded on every chunk it checks): audio an
+        earlier job passed under other thresholds is not reused for it (worker.jobs.reuse)."""
+        return policy_digest(self.policy)
+
+    @property
     def required_checks(self) -> frozenset[str]:
         """The checks a chunk reused from an earlier job must have passed for this job: any (``audio``,
         every QA record has it) when QA is on, and the transcript's when this job runs it."""
         if not self.enabled:
             return frozenset()
         return frozenset({"audio", "words"} if self.transcript else {"audio"})
+
+
+def policy_digest(policy: QaPolicy) -> str:
+    fields = json.dumps(dataclasses.asdict(policy), sort_keys=True, default=str)
+    return hashlib.sha256(fields.encode("utf-8")).hexdigest()[:16]
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from worker.jobs.chapters import maybe_stitch_chapters
 from worker.jobs.scheduler import schedule
 from worker.jobs.stitch import maybe_begin_stitch
 from worker.logs import log_context
+from worker.qa.checks import policy_for
 from worker.qa.whisper import RecogniserError
 from worker.runtime import Runtime
 from worker.task_names import BUILD_VOICE, Enqueue
@@ -96,7 +97,15 @@ def _render(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -
         actions.release(rt, [c.id for c in claimed], token)
         return 0
     done = reuse.take_rendered(
-        rt, job_id, claimed, keys, token, found, required=qa.required_checks, takes=chosen
+        rt,
+        job_id,
+        claimed,
+        keys,
+        token,
+        found,
+        required=qa.required_checks,
+        takes=chosen,
+        policy=(qa.policy_digest, quality.policy_digest(policy_for(engine.name))) if qa.enabled else None,
     )
     rest = [c for c in claimed if c.seq not in done]
     left: int | None = None  # the job's chunks not done after this task's completion, if it knows
@@ -146,7 +155,7 @@ def _render(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -
             actions.release(rt, [c.id for c in rest], token)
             return len(done)
         asked = {c.id: take_keys[c.id] for c in rest if c.seed is not None}  # takes chosen on request
-        stored, left = _store(rt, job_id, engine, rest, reviewed, token, keys, asked)
+        stored, left = _store(rt, job_id, engine, rest, reviewed, token, keys, asked, qa.policy_digest)
         done += stored
     if running.chapters:
         maybe_stitch_chapters(rt, job_id, done, enqueue)
@@ -183,6 +192,11 @@ def _content_keys(
         )
         for c in claimed
     }
+
+
+def _with_policy(record: dict[str, Any] | None, policy: str) -> dict[str, Any] | None:
+    """A chunk's QA record, with the digest of the thresholds it was held to (none when QA was off)."""
+    return None if record is None else {**record, "policy": policy}
 
 
 def _take_keys(
@@ -350,6 +364,7 @@ def _store(
     token: str,
     keys: dict[int, str],
     chosen: dict[int, str],
+    policy: str,
 ) -> tuple[list[int], int | None]:
     """Write each chunk's audio (one file per attempt), then mark the batch done under the claim's token in
     one transaction, unless the job is no longer running (the batch is then given back). Returns the
@@ -380,7 +395,7 @@ def _store(
                 words,
                 content_key=keys.get(chunk.id),
                 take_key=chosen.get(chunk.id),
-                qa=take.to_json(),
+                qa=_with_policy(take.to_json(), policy),
                 flagged=not take.passed,
                 rerendered=take.renders > 1,
             )

@@ -74,6 +74,13 @@ def _checks_of(qa: object) -> frozenset[str]:
     return frozenset(str(c.get("name")) for c in checks if isinstance(c, Mapping))
 
 
+def _policy_of(qa: object, default: str) -> str:
+    """The digest of the thresholds a stored QA record was held to (``default`` for a record without
+    one: written before records carried it, under the engine's default thresholds)."""
+    digest = qa.get("policy") if isinstance(qa, Mapping) else None
+    return digest if isinstance(digest, str) else default
+
+
 @dataclass(frozen=True)
 class _Donor:
     key: str  # its content key
@@ -131,19 +138,24 @@ def take_rendered(
     *,
     required: frozenset[str] = frozenset(),
     takes: Mapping[int, str] | None = None,
+    policy: tuple[str, str] | None = None,
 ) -> list[int]:
     """Complete every claimed chunk (id -> key in ``keys``) whose audio one of ``found``
     (:func:`donor_rows`) holds: the latest take chosen on request under its take key (``takes``, for
     chunks whose seed comes from their text), else the audio under the same content key; returns their
     seqs. Only audio that passed QA is taken, and only audio whose QA record holds every check named in
     ``required`` (the checks this job runs: audio an earlier job checked without the transcript does not
-    stand for a job that asks for it); a donor whose file is gone is skipped (the chunk renders)."""
+    stand for a job that asks for it), and, with ``policy`` (the job's thresholds' digest, and the
+    engine's defaults' for records written before digests were), only audio passed under the same
+    thresholds; a donor whose file is gone is skipped (the chunk renders)."""
     donors: dict[str, _Donor] = {}
     chosen: dict[str, _Donor] = {}
     for r in found:
         new_key = r.content_key not in donors
         new_take = r.take_key is not None and r.take_key not in chosen
         if not (new_key or new_take) or (required and not required <= _checks_of(r.qa)):
+            continue
+        if policy is not None and _policy_of(r.qa, policy[1]) != policy[0]:
             continue
         if r.duration is None or not _kept(rt, str(r.audio_path)):
             continue
