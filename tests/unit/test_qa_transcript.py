@@ -397,3 +397,24 @@ def test_pocketsphinx_listens_again_only_when_it_has_a_second_front_end(engine: 
     expected = words_of(TEXT)
     errors = sum(1 for e in align_words(expected, list(again.words)) if e.op != "=")
     assert errors <= 2, again.words  # at the faster frame rate it still hears clean speech
+
+
+def test_a_long_word_heard_as_a_pair_of_short_ones_is_not_a_repeat() -> None:
+    """The recogniser fills "schoolteacher" with "the to": a two-word repeat of function words, one of
+    which stands in the place of a word of the text, is its mishearing; a doubled "on the" (every word
+    of the text heard) is still a repeat, and so is a doubled pair of content words."""
+    tail = "hidden the broken clock in the lighthouse before the storm came over the hill"
+    text = f"why had the schoolteacher {tail}"
+    misheard = f"why had the to the to {tail}"
+    result = check_transcript(Scripted(misheard), NO_AUDIO, SR, text)
+    assert result.repeated == ()
+    assert ("schoolteacher", "to") in result.substituted or "schoolteacher" in result.missing
+    assert result.passed, result.reasons
+
+    text = "she left the lamp on the table by the door and walked out into the rain"
+    doubled = "she left the lamp on the on the table by the door and walked out into the rain"
+    assert check_transcript(Scripted(doubled), NO_AUDIO, SR, text).repeated == ("on", "the")
+    content = "she left the lamp lamp on the table by the door and walked out into the rain"
+    assert not check_transcript(
+        Scripted(content.replace("lamp lamp", "lamp on lamp on")), NO_AUDIO, SR, text
+    ).passed
