@@ -86,8 +86,7 @@ def _render(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -
         for c in claimed
     }
     voice_keys = {v: p.key for v, p in prompts.items()}
-    keys = _content_keys(engine, claimed, requests, voice_keys)
-    take_keys = _take_keys(engine, claimed, requests, voice_keys)
+    keys, take_keys = _keys(engine, claimed, requests, voice_keys)
     # a chunk whose seed was asked for renders that take; the others may take one chosen on request
     chosen = {c.id: take_keys[c.id] for c in claimed if c.seed is None}
     with rt.sessions() as session:  # one read: still running (not cancelled since the claim), and donors
@@ -172,51 +171,33 @@ def _renew_leases(rt: Runtime, chunk_ids: list[int], token: str) -> int:
         return state.renew_leases(session, chunk_ids, token, lease, utcnow())
 
 
-def _content_keys(
+def _keys(
     engine: Engine,
     claimed: Sequence[state.Claimed],
     requests: dict[int, SynthesisRequest],
     voices: dict[uuid.UUID, str],
-) -> dict[int, str]:
-    """Each claimed chunk's content key (worker.jobs.reuse), by chunk id; ``voices``: each voice's
-    prompt cache key."""
-    return {
-        c.id: reuse.content_key(
+) -> tuple[dict[int, str], dict[int, str]]:
+    """Each claimed chunk's content key and take key (the content key without the seed), by chunk id
+    (worker.jobs.reuse); ``voices``: each voice's prompt cache key."""
+    content: dict[int, str] = {}
+    takes: dict[int, str] = {}
+    for c in claimed:
+        request = requests[c.id]
+        said = (
             engine.name,
             engine.version,
             voices.get(c.voice_id, str(c.voice_id)),
             c.text,
-            requests[c.id].language,
-            requests[c.id].params,
-            requests[c.id].seed,
+            request.language,
         )
-        for c in claimed
-    }
+        content[c.id] = reuse.content_key(*said, request.params, request.seed)
+        takes[c.id] = reuse.take_key(*said, request.params)
+    return content, takes
 
 
 def _with_policy(record: dict[str, Any] | None, policy: str) -> dict[str, Any] | None:
     """A chunk's QA record, with the digest of the thresholds it was held to (none when QA was off)."""
     return None if record is None else {**record, "policy": policy}
-
-
-def _take_keys(
-    engine: Engine,
-    claimed: Sequence[state.Claimed],
-    requests: dict[int, SynthesisRequest],
-    voices: dict[uuid.UUID, str],
-) -> dict[int, str]:
-    """Each claimed chunk's take key (its content key without the seed: worker.jobs.reuse), by chunk id."""
-    return {
-        c.id: reuse.take_key(
-            engine.name,
-            engine.version,
-            voices.get(c.voice_id, str(c.voice_id)),
-            c.text,
-            requests[c.id].language,
-            requests[c.id].params,
-        )
-        for c in claimed
-    }
 
 
 @dataclass(frozen=True)
