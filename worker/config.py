@@ -7,7 +7,6 @@ the espeak engine. Production sets ``TOME_DATABASE_URL`` (PostgreSQL) and ``TOME
 from __future__ import annotations
 
 import os
-import re
 import urllib.parse
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
@@ -250,7 +249,9 @@ class Settings:
             raise ConfigError(
                 f"TOME_QA_RECOGNISER={self.qa_recogniser!r}: use one of {', '.join(RECOGNISERS)}"
             )
-        if self.qa_whisper_device and not _DEVICE.fullmatch(self.qa_whisper_device):
+        from worker.engines.base import is_device  # worker.engines imports this module
+
+        if self.qa_whisper_device and not is_device(self.qa_whisper_device):
             raise ConfigError(f"TOME_QA_WHISPER_DEVICE={self.qa_whisper_device!r}: use cpu, cuda or cuda:N")
         if self.qa_recogniser == "whisper":
             if not self.qa_whisper_dir:
@@ -264,7 +265,6 @@ class Settings:
 
 
 RECOGNISERS = ("pocketsphinx", "whisper")
-_DEVICE = re.compile(r"cpu|cuda(:\d+)?")
 
 
 def _convert(raw: str, default: Any, name: str) -> Any:

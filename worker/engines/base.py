@@ -10,6 +10,7 @@ Engines that know where each word is in what they rendered (espeak does; Qwen3 d
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
@@ -161,3 +162,18 @@ def synthesize_timed(
     if isinstance(engine, TimedEngine):
         return engine.synthesize_timed(batch)
     return [(wave, []) for wave in engine.synthesize(batch)]
+
+
+_DEVICE = re.compile(r"cpu|cuda(:\d+)?")
+
+
+def is_device(name: str) -> bool:
+    """Whether ``name`` is a device a torch model can be put on here: ``cpu``, ``cuda`` or ``cuda:N``."""
+    return _DEVICE.fullmatch(name) is not None
+
+
+def default_device() -> str:
+    """``cuda:0`` when CUDA is available, else ``cpu`` (imports torch: call it where a model loads)."""
+    import torch
+
+    return "cuda:0" if torch.cuda.is_available() else "cpu"

@@ -43,7 +43,6 @@ import importlib.metadata
 import importlib.util
 import json
 import pickle  # only for its exception: torch.load(weights_only=True) raises UnpicklingError
-import re
 import threading
 import types
 import warnings
@@ -54,7 +53,16 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from worker.engines.base import RATE_SCALE, EngineError, SpeakerPrompt, SynthesisRequest, Waveform, rate_scale
+from worker.engines.base import (
+    RATE_SCALE,
+    EngineError,
+    SpeakerPrompt,
+    SynthesisRequest,
+    Waveform,
+    default_device,
+    is_device,
+    rate_scale,
+)
 from worker.engines.reference import check_sample_rate, mono_reference, sine_reference
 from worker.engines.stand_ins import stand_ins
 
@@ -81,7 +89,6 @@ _SAMPLING = {"temperature": (0.0, 2.0, 0.8), "top_p": (0.0, 1.0, 0.8), "repetiti
 
 # Modules that ``audiotools`` (the codec's base classes) imports at import time but the codec never calls
 # here: the torchaudio wheel for this torch does not load. Inert stand-ins exist during the import only.
-_DEVICE = re.compile(r"cpu|cuda(:\d+)?")
 _VQ_MODULE = "tome_fish_vq_manager"  # the name VQManager's module is loaded under (see _vq_manager_class)
 _STAND_IN_MODULES = ("torchaudio", "torchaudio.functional", "torchaudio.transforms")
 
@@ -348,7 +355,7 @@ class FishEngine:
             self.codebook_size = int(config["codebook_size"])
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise EngineError(f"{self.model_dir}/config.json is not a Fish Speech config: {exc}") from exc
-        if device is not None and not _DEVICE.fullmatch(device):
+        if device is not None and not is_device(device):
             raise EngineError(f"TOME_FISH_DEVICE={device!r}: use cpu, cuda or cuda:N")
         self._device = device
         if max_new_tokens is not None and max_new_tokens < 1:
@@ -367,9 +374,7 @@ class FishEngine:
     @property
     def models(self) -> _Models:
         if self._device is None:
-            import torch
-
-            self._device = "cuda:0" if torch.cuda.is_available() else "cpu"
+            self._device = default_device()
         return load_models(self.model_dir, self._device)
 
     def warm_up(self) -> None:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import re
 import threading
 import types
 from collections.abc import Mapping, Sequence
@@ -46,6 +45,8 @@ from worker.engines.base import (
     SpeakerPrompt,
     SynthesisRequest,
     Waveform,
+    default_device,
+    is_device,
     rate_scale,
 )
 from worker.engines.reference import check_sample_rate, mono_reference, sine_reference
@@ -125,20 +126,11 @@ def import_qwen_tts() -> types.ModuleType:
     return cast(types.ModuleType, qwen_tts)
 
 
-_DEVICE = re.compile(r"cpu|cuda(:\d+)?")
-
-
 def check_device(device: str) -> str:
     """``cpu``, ``cuda`` or ``cuda:N``; anything else is an EngineError naming the setting."""
-    if not _DEVICE.fullmatch(device):
+    if not is_device(device):
         raise EngineError(f"{DEVICE_SETTING}={device!r}: use cpu, cuda or cuda:N")
     return device
-
-
-def _default_device() -> str:
-    import torch
-
-    return "cuda:0" if torch.cuda.is_available() else "cpu"
 
 
 _load_lock = threading.Lock()
@@ -149,7 +141,7 @@ def load_model(model_dir: Path, device: str | None = None) -> Qwen3TTSModel:
     """The process-wide ``Qwen3TTSModel`` of ``model_dir`` on ``device`` (loaded on first call)."""
     import torch
 
-    device = device or _default_device()
+    device = device or default_device()
     key = (str(Path(model_dir).resolve()), device)
     with _load_lock:
         model = _models.get(key)
@@ -524,7 +516,7 @@ class Qwen3Engine:
         if self.max_batch_size is not None:
             return self.max_batch_size
         torch = _torch()
-        device = torch.device(self._device or _default_device())
+        device = torch.device(self._device or default_device())
         if device.type != "cuda":
             return CPU_BATCH
         row_bytes = self._layout.bytes_per_frame(CUDA_DTYPE_BYTES) * frames

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from worker.engines.base import default_device
 from worker.qa.signal import resample
 from worker.qa.transcript import Recognised, words_of
 
@@ -89,7 +90,7 @@ def load_whisper(model_dir: Path, device: str = "") -> _Loaded:
         from transformers import WhisperForConditionalGeneration, WhisperProcessor
     except ImportError as exc:
         raise RecogniserError(f"the whisper recogniser needs torch and transformers: {exc}") from exc
-    device = device or ("cuda:0" if torch.cuda.is_available() else "cpu")
+    device = device or default_device()
     key = (str(Path(model_dir).resolve()), device)
     with _load_lock:
         loaded = _loaded.get(key)
