@@ -13,7 +13,7 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -121,11 +121,7 @@ def _render(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -
         expected = [learnt.get((c.voice_id, c.rate), quality.Expected()) for c in rest]
         if qa.enabled:  # until the job has learnt a voice's pitch, the pitch its prompt is read with
             expected = [
-                e
-                if e.f0_hz is not None
-                else replace(
-                    e, f0_hz=quality.calibrated_pitch(engine, requests[c.id], prompts[c.voice_id].key)
-                )
+                quality.with_calibrated_pitch(e, engine, requests[c.id], prompts[c.voice_id].key)
                 for c, e in zip(rest, expected, strict=True)
             ]
         try:
