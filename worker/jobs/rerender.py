@@ -26,8 +26,7 @@ def fail_chunk(
         chapter = state.keep_previous_take(session, chunk[0], chunk[1], error)
     if chapter is None:
         return actions.fail(rt, job_id, error, enqueue, chunk=chunk)
-    log.warning("re-render refused, the previous take kept: %s", error)
-    begin_chapter(rt, job_id, chapter, enqueue)
+    _stitch_again(rt, job_id, {chapter}, "refused", error, enqueue)
     return False
 
 
@@ -51,7 +50,14 @@ def give_up(rt: Runtime, job_id: uuid.UUID, error: str, enqueue: Enqueue, outcom
         }
     if not chapters:
         return False
+    _stitch_again(rt, job_id, chapters, outcome, error, enqueue)
+    return True
+
+
+def _stitch_again(
+    rt: Runtime, job_id: uuid.UUID, chapters: set[int], outcome: str, error: str, enqueue: Enqueue
+) -> None:
+    """The chapters whose re-rendered chunk kept its previous take, stitched again (then the book)."""
     log.warning("re-render %s, the previous take kept: %s", outcome, error)
     for chapter in sorted(chapters):
         begin_chapter(rt, job_id, chapter, enqueue)
-    return True
