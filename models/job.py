@@ -79,8 +79,9 @@ class Job(Base):
     # 0 for the first output; +1 each time a chunk of the finished job is rendered again on request
     # (its previous output stays downloadable until the new one is published)
     revision: Mapped[int] = mapped_column(Integer, default=0)
-    # The last chunk rendered again on request: {"seq", "revision", "error"}; ``error`` names why the new
-    # take was refused, in which case the chunk kept its previous take (worker.jobs.rerender).
+    # The last chunk rendered again on request (it counted ``revision``): {"seq", "error", "outcome"};
+    # ``error`` names why the new take was refused or cancelled (``outcome``), in which case the chunk kept
+    # its previous take (worker.jobs.rerender).
     rerender: Mapped[dict[str, Any] | None] = mapped_column(JSON, default=None)
     error: Mapped[str | None] = mapped_column(Text, default=None)
     idempotency_key: Mapped[str | None] = mapped_column(String(200), default=None)

@@ -107,10 +107,9 @@ def _rerender_out(job: Job) -> RerenderOut | None:
         state = "published"
     else:  # rendering, or the job failed or was cancelled with it (the job's status says which)
         state = "rendering" if job.status in ACTIVE else str(job.status)
-    revision = last.get("revision")
     return RerenderOut(
         seq=last["seq"],
-        revision=revision if isinstance(revision, int) else None,
+        revision=job.revision,  # the last re-render is what counted the job's revision
         state=state,
         error=str(error) if error else None,
     )

@@ -652,6 +652,11 @@ def rerender_chunk(
     the chunk back to pending, its chapter and ``stale_chapters`` (whose files are gone) to be stitched
     again, the revision counted. The book and files of the previous revision stay until the new ones are
     published. False if the job is not a finished, unexpired job with that chunk done."""
+    chunk = session.execute(
+        select(Chunk.chapter, *_KEPT_BY_RERENDER).where(Chunk.job_id == job_id, Chunk.seq == seq)
+    ).one_or_none()
+    if chunk is None:
+        return False
     moved = session.execute(
         update(Job)
         .where(
@@ -663,7 +668,9 @@ def rerender_chunk(
         .values(
             status=JobStatus.RUNNING.value,
             chunks_done=Job.chunks_done - 1,
+            chunks_flagged=Job.chunks_flagged - int(bool(chunk.flagged)),
             revision=Job.revision + 1,
+            rerender={"seq": seq, "error": None},
             updated_at=now,
             webhook_delivered_at=None,
             webhook_attempts=0,
@@ -676,14 +683,6 @@ def rerender_chunk(
     )
     if rows(moved) != 1:
         return False
-    chunk = session.execute(
-        select(Chunk.chapter, *_KEPT_BY_RERENDER).where(Chunk.job_id == job_id, Chunk.seq == seq)
-    ).one()
-    revision = session.scalar(select(Job.revision).where(Job.id == job_id))
-    job_values: dict[str, Any] = {"rerender": {"seq": seq, "revision": revision, "error": None}}
-    if chunk.flagged:
-        job_values["chunks_flagged"] = Job.chunks_flagged - 1
-    session.execute(update(Job).where(Job.id == job_id).values(**job_values))
     values: dict[str, Any] = {
         "previous": {column.key: getattr(chunk, column.key) for column in _KEPT_BY_RERENDER},
         "status": ChunkStatus.PENDING.value,
@@ -707,6 +706,14 @@ def rerender_chunk(
     return True
 
 
+def _rerendering() -> tuple[ColumnElement[bool], ...]:
+    """A chunk being rendered again on request, its new take not stored yet."""
+    return (
+        Chunk.previous.is_not(None),
+        Chunk.status.in_([ChunkStatus.PENDING.value, ChunkStatus.RUNNING.value]),
+    )
+
+
 def keep_previous_take(
     session: Session, chunk_id: int, token: str | None, error: str, outcome: str = "refused"
 ) -> int | None:
@@ -715,12 +722,7 @@ def keep_previous_take(
     naming the error and the ``outcome`` (refused, or cancelled by its owner); the chunk's chapter,
     returned, is to be stitched again. None (nothing changed) if the chunk is not a pending or running
     re-render (under ``token``, when given)."""
-    conditions = [
-        Chunk.id == chunk_id,
-        Chunk.previous.is_not(None),
-        Chunk.audio_path.is_not(None),
-        Chunk.status.in_([ChunkStatus.PENDING.value, ChunkStatus.RUNNING.value]),
-    ]
+    conditions = [Chunk.id == chunk_id, Chunk.audio_path.is_not(None), *_rerendering()]
     if token is not None:
         conditions.append(Chunk.attempt_token == token)
     chunk = session.execute(
@@ -753,12 +755,4 @@ def keep_previous_take(
 
 def rerendering_chunks(session: Session, job_id: uuid.UUID) -> list[int]:
     """The ids of the job's chunks being rendered again on request (not done yet)."""
-    return list(
-        session.scalars(
-            select(Chunk.id).where(
-                Chunk.job_id == job_id,
-                Chunk.previous.is_not(None),
-                Chunk.status.in_([ChunkStatus.PENDING.value, ChunkStatus.RUNNING.value]),
-            )
-        )
-    )
+    return list(session.scalars(select(Chunk.id).where(Chunk.job_id == job_id, *_rerendering())))
