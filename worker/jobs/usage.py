@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy import case, func, or_, select
+from sqlalchemy import String, case, cast, func, or_, select
 from sqlalchemy.orm import Session
 
 from models import Chunk, Job, JobChapter, JobStatus, Voice
@@ -74,28 +74,17 @@ def usage_of(session: Session, owner: str, now: datetime, *, shared_chunks: bool
         .join(Job, Job.id == JobChapter.job_id)
         .where(Job.owner == owner, Job.status != JobStatus.SUCCEEDED.value)
     )
-    kept = (Job.owner == owner, Chunk.audio_path.is_not(None))
-    if shared_chunks:  # one file a content key (a chunk without one is its own file)
-        by_key = (
-            select(func.max(Chunk.audio_bytes).label("size"))
-            .join(Job, Job.id == Chunk.job_id)
-            .where(*kept, Chunk.content_key.is_not(None))
-            .group_by(Chunk.content_key)
-            .subquery()
-        )
-        keyed = session.scalar(select(func.coalesce(func.sum(by_key.c.size), 0)))
-        unkeyed = session.scalar(
-            select(func.coalesce(func.sum(Chunk.audio_bytes), 0))
-            .join(Job, Job.id == Chunk.job_id)
-            .where(*kept, Chunk.content_key.is_(None))
-        )
-        chunks = int(keyed or 0) + int(unkeyed or 0)
-    else:
-        chunks = session.scalar(
-            select(func.coalesce(func.sum(Chunk.audio_bytes), 0))
-            .join(Job, Job.id == Chunk.job_id)
-            .where(*kept)
-        )
+    # One file a content key on one disk (reused chunks are hard links; a chunk without a key is its own
+    # file); in a bucket every chunk is its own copy.
+    file_of = func.coalesce(Chunk.content_key, cast(Chunk.id, String)) if shared_chunks else Chunk.id
+    files = (
+        select(func.max(Chunk.audio_bytes).label("size"))
+        .join(Job, Job.id == Chunk.job_id)
+        .where(Job.owner == owner, Chunk.audio_path.is_not(None))
+        .group_by(file_of)
+        .subquery()
+    )
+    chunks = session.scalar(select(func.coalesce(func.sum(files.c.size), 0)))
     unfinished = session.scalar(
         select(func.count()).where(Job.owner == owner, Job.status.in_([s.value for s in ACTIVE]))
     )
