@@ -133,10 +133,8 @@ class WhisperRecogniser:
         window = WINDOW_SECONDS * SAMPLE_RATE
         heard: list[str] = []
         with self._lock, torch.inference_mode():
-            for start in range(0, max(samples.size, 1), window):
+            for start in range(0, samples.size, window):
                 piece = samples[start : start + window].astype(np.float32)
-                if piece.size == 0:
-                    break
                 features = loaded.processor.feature_extractor(
                     piece, sampling_rate=SAMPLE_RATE, return_tensors="pt", return_attention_mask=True
                 )
