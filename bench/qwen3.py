@@ -450,3 +450,11 @@ def run_section(
         parts.append(_summary(run))
     print()
     return problems, f"qwen3[{device}] " + " ".join(parts) if parts else ""
+
+
+if __name__ == "__main__":  # the runners side by side: bench/qwen3_runners.py
+    import sys
+
+    from bench.qwen3_runners import main
+
+    sys.exit(main())

@@ -30,7 +30,7 @@ import hashlib
 import json
 import threading
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -53,7 +53,10 @@ from worker.engines.reference import check_sample_rate, mono_reference, sine_ref
 from worker.engines.stand_ins import stand_ins
 
 if TYPE_CHECKING:  # pragma: no cover
+    import torch
     from qwen_tts import Qwen3TTSModel, VoiceClonePromptItem
+
+    from worker.engines.qwen3_loop import LoopRow, TalkerLoop
 
 __all__ = [
     "PROMPT_LAYOUT",
@@ -65,6 +68,11 @@ __all__ = [
 ]
 
 DEVICE_SETTING = "TOME_QWEN3_DEVICE"  # named in errors about the device
+RUNNER_SETTING = "TOME_QWEN3_RUNNER"
+# How frames are generated: "fast", Tome's loop (worker.engines.qwen3_loop: static caches, one step per
+# frame, CUDA graphs on a GPU, rows refilled as they end), or "reference", qwen-tts's own generate (the
+# oracle the fast loop is tested against).
+RUNNERS = ("fast", "reference")
 PROMPT_LAYOUT = "prompt-v1"  # bump when the prompt arrays or their meaning change
 # Batch size from free GPU memory: rows are sized by their expected sequence length times the bytes one
 # frame holds (key/value cache + the hidden states generate returns), and a batch takes MEMORY_HEADROOM of
@@ -312,10 +320,12 @@ class Qwen3Engine:
         device: str | None = None,
         max_batch: int | None = None,
         max_new_tokens: int | None = None,
+        runner: str = "fast",
     ) -> None:
         """``device``: cpu, cuda or cuda:N (None: cuda:0 when available, else cpu); ``max_batch``: rows
-        per generate call (None: from free GPU memory, CPU_BATCH on a CPU); ``max_new_tokens``: a cap on
-        codec frames per chunk (None: the model's own)."""
+        per generate call, or rows in flight for the fast runner (None: from free GPU memory, CPU_BATCH
+        on a CPU); ``max_new_tokens``: a cap on codec frames per chunk (None: the model's own);
+        ``runner``: one of :data:`RUNNERS`."""
         if not model_dir:
             raise EngineError("no Qwen3-TTS model directory: set TOME_QWEN3_MODEL_DIR")
         directory = model_dir
@@ -323,6 +333,10 @@ class Qwen3Engine:
         if not self.model_dir.is_dir():
             raise EngineError(f"Qwen3-TTS model directory {self.model_dir} does not exist")
         self._device = check_device(device) if device else None
+        if runner not in RUNNERS:
+            raise EngineError(f"{RUNNER_SETTING}={runner!r}: use one of {', '.join(RUNNERS)}")
+        self.runner = runner
+        self._loop: TalkerLoop | None = None
         self._layout = _read_layout(self.model_dir)
         self.sample_rate: int = self._layout.sample_rate
         self.prompt_shapes: Mapping[str, tuple[int, ...]] = {
@@ -465,6 +479,9 @@ class Qwen3Engine:
         languages = [self.language_name(request.language) for request in batch]
         kwargs = [self._generate_kwargs(request.params) for request in batch]
         rates = [rate_scale(request.params) for request in batch]
+        if self.runner == "fast":
+            waves = self._synthesize_fast(batch, items, languages, kwargs)
+            return [change_rate(w, rate) for w, rate in zip(waves, rates, strict=True)]
         out: list[Waveform | None] = [None] * len(batch)
         groups: dict[tuple[tuple[str, float | int], ...], list[int]] = {}
         for index, request in enumerate(batch):
@@ -483,6 +500,43 @@ class Qwen3Engine:
         self.last_calls = tuple(calls)
         waves = [w if w is not None else np.zeros(0, dtype=np.float32) for w in out]
         return [change_rate(w, rate) for w, rate in zip(waves, rates, strict=True)]
+
+    def synthesize_stream(self, request: SynthesisRequest) -> Iterator[Waveform]:
+        """One request's audio in pieces as its frames are generated (the fast runner; the reference
+        runner yields the whole at the end). The pieces joined equal :meth:`synthesize`'s audio within
+        float rounding, before any rate change (``rate_scale`` is refused here: a time stretch needs the
+        whole)."""
+        if rate_scale(request.params) != 1.0:
+            raise EngineError("a streamed rendering cannot change its rate")
+        if self.runner != "fast" or not request.text.strip():
+            yield from self.synthesize([request])
+            return
+        from worker.engines.qwen3_stream import StreamDecoder
+
+        item = self.prompt_item(request.prompt)
+        language = self.language_name(request.language)
+        kwargs = self._generate_kwargs(request.params)
+        pieces: list[Waveform] = []
+        with self._generate_lock:
+            row = self._loop_row(request, item, language, kwargs)
+            stream = StreamDecoder(*self._decoder(), self._reference_codes(item))
+
+            def sink(_index: int, frames: torch.Tensor) -> None:
+                piece = stream.push(frames)
+                if piece.size:
+                    pieces.append(np.clip(piece, -1.0, 1.0))
+
+            # The loop calls the sink between frames; pieces are handed out after the loop returns only
+            # when the caller does not consume them concurrently, so run the loop frame by frame here.
+            loop = self._fast_loop()
+            for _ in loop.run_iter([row], 1, sink=sink):
+                while pieces:
+                    yield pieces.pop(0)
+            tail = stream.finish()
+        if tail.size:
+            pieces.append(np.clip(tail, -1.0, 1.0))
+        while pieces:
+            yield pieces.pop(0)
 
     def release_memory(self) -> None:
         """Return cached accelerator memory to the driver (the pipeline calls it after out-of-memory,
@@ -555,6 +609,81 @@ class Qwen3Engine:
             out["max_new_tokens"] = min(
                 int(out.get("max_new_tokens", self._max_new_tokens)), self._max_new_tokens
             )
+        return out
+
+    def _fast_loop(self) -> TalkerLoop:
+        from worker.engines.qwen3_loop import TalkerLoop
+
+        model = self.model.model
+        if self._loop is None or self._loop.model is not model:
+            self._loop = TalkerLoop(model)
+        return self._loop
+
+    def _loop_row(
+        self,
+        request: SynthesisRequest,
+        item: VoiceClonePromptItem,
+        language: str,
+        kwargs: Mapping[str, float | int | bool],
+    ) -> LoopRow:
+        """The request's prompt as qwen-tts builds it (worker.engines.qwen3_loop.capture_prompt)."""
+        from worker.engines.qwen3_loop import capture_prompt, row_from_capture
+
+        qm = self.model
+        input_ids = qm._tokenize_texts([qm._build_assistant_text(request.text)])
+        ref_ids = [qm._tokenize_texts([qm._build_ref_text(item.ref_text)])[0] if item.ref_text else None]
+        captured = capture_prompt(
+            qm.model,
+            input_ids=input_ids,
+            ref_ids=ref_ids,
+            voice_clone_prompt=qm._prompt_items_to_voice_clone_prompt([item]),
+            languages=[language],
+            non_streaming_mode=False,
+            **qm._merge_generate_kwargs(**kwargs),
+        )
+        return row_from_capture(captured, request.seed)
+
+    def _decoder(self) -> tuple[Any, int]:
+        """The codec decoder's forward and its samples per frame."""
+        tokenizer = self.model.model.speech_tokenizer.model
+        return tokenizer.decoder, int(tokenizer.get_decode_upsample_rate())
+
+    def _reference_codes(self, item: VoiceClonePromptItem) -> torch.Tensor | None:
+        """The reference's codes a row is decoded after (ICL prompts), on the model's device."""
+        if item.ref_code is None:
+            return None
+        return item.ref_code.to(self.model.device)
+
+    def _synthesize_fast(
+        self,
+        batch: Sequence[SynthesisRequest],
+        items: Sequence[VoiceClonePromptItem],
+        languages: Sequence[str],
+        kwargs: Sequence[Mapping[str, float | int]],
+    ) -> list[Waveform]:
+        """Every request through the fast loop, up to ``batch_limit`` rows in flight (rows that end are
+        refilled at once, whatever their voice or sampling settings), then decoded as qwen-tts decodes."""
+        from worker.engines.qwen3_stream import decode_whole
+
+        indices = [i for i, request in enumerate(batch) if request.text.strip()]
+        out: list[Waveform] = [np.zeros(0, dtype=np.float32) for _ in batch]
+        if not indices:
+            self.last_calls = ()
+            return out
+        frames = max(self._expected_frames(batch[i].text, items[i], kwargs[i]) for i in indices)
+        slots = min(len(indices), self.batch_limit(frames))
+        with self._generate_lock:
+            rows = [self._loop_row(batch[i], items[i], languages[i], kwargs[i]) for i in indices]
+            loop = self._fast_loop()
+            codes = loop.run(rows, slots)
+            decoder, upsample = self._decoder()
+            with _torch().inference_mode():
+                for i, generated in zip(indices, codes, strict=True):
+                    prefix = self._reference_codes(items[i])
+                    whole = generated if prefix is None else _torch().cat([prefix, generated], dim=0)
+                    wav = decode_whole(decoder, upsample, whole, 0 if prefix is None else prefix.shape[0])
+                    out[i] = np.clip(wav, -1.0, 1.0).astype(np.float32)
+        self.last_calls = (loop.last_slots,)
         return out
 
     def _generate(

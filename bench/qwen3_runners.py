@@ -1,0 +1,212 @@
+"""The qwen3-tts runners side by side: Tome's fast loop against qwen-tts's generate, per batch size.
+
+``python -m bench.qwen3 --model-dir DIR --device cpu|cuda --runner fast,reference --batches 1,4,16
+--frames N --json OUT`` (without ``--model-dir``: the tests' tiny random checkpoint, built in a temp dir).
+For each runner and batch size n: one engine with ``max_batch = n`` and ``max_new_tokens = N``, one
+warm-up call, then ``--repeats`` timed ``synthesize`` calls of n requests (two voices alternating, request
+i always the same text and seed), the median kept. The runners and sizes are interleaved in each repeat,
+so both see the same machine. Figures per row:
+
+- ``ms_per_frame``: wall milliseconds per generated frame of one stream (wall / mean frames per request);
+- ``audio_s_per_wall_s``: seconds of audio of all n requests per second of wall;
+- ``rtf``: wall / (audio / n), the real-time factor one request sees;
+- ``first_audio_s``: for n = 1, seconds until the first audio of a request is in hand (the fast runner
+  streams it, the reference has it only at the end); null for n > 1;
+- ``peak_mib``: on CUDA the peak allocated memory of the calls, on a CPU the process's peak resident size.
+
+Random weights may end a row early (end of speech is a token like any other): the per-frame figures
+divide by the frames actually generated, so runners compare even then.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from bench.qwen3 import parse_batches, reference, requests
+from worker.engines.qwen3 import RUNNERS, Qwen3Engine, import_qwen_tts
+
+FRAMES_PER_SECOND = 12.5
+
+
+@dataclass(frozen=True)
+class RunnerRow:
+    runner: str
+    n: int
+    ms_per_frame: float
+    audio_s_per_wall_s: float
+    rtf: float
+    first_audio_s: float | None
+    peak_mib: float
+    wall_s: float
+    frames: int  # generated frames of all n requests (median call)
+
+
+def parse_runners(text: str) -> tuple[str, ...]:
+    names = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = [name for name in names if name not in RUNNERS]
+    if not names or unknown:
+        raise ValueError(f"runners are a comma-separated subset of {', '.join(RUNNERS)}, not {text!r}")
+    return names
+
+
+def _peak_mib(device: str) -> float:
+    import torch
+
+    if device.startswith("cuda"):
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _first_audio(engine: Qwen3Engine, request: object, sync: object) -> float:
+    began = time.perf_counter()
+    stream = engine.synthesize_stream(request)  # type: ignore[arg-type]
+    next(stream)
+    sync()  # type: ignore[operator]
+    elapsed = time.perf_counter() - began
+    for _ in stream:  # finish it: the engine's lock is held while it runs
+        pass
+    return elapsed
+
+
+def compare(
+    model_dir: Path,
+    device: str,
+    runners: Sequence[str],
+    batches: Sequence[int],
+    frames: int,
+    *,
+    repeats: int = 3,
+) -> list[RunnerRow]:
+    """One :class:`RunnerRow` per (runner, batch size), in that order."""
+    import torch
+
+    cuda = device.startswith("cuda")
+
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize(device)
+
+    engines = {
+        name: Qwen3Engine(model_dir, device=device, max_new_tokens=frames, runner=name) for name in runners
+    }
+    first = engines[runners[0]]
+    rate = 16_000
+    prompts = [
+        first.encode_speaker(reference(110.0, rate), rate, "Hello there, this is a low voice."),
+        first.encode_speaker(reference(220.0, rate), rate, "And this one is a higher voice."),
+    ]
+    walls: dict[tuple[str, int], list[float]] = {}
+    produced: dict[tuple[str, int], list[tuple[float, int]]] = {}
+    firsts: dict[str, float] = {}
+    for name, engine in engines.items():
+        engine.max_batch_size = 2
+        engine.synthesize(requests(prompts, 2, frames))  # warm-up: allocations, kernels, graphs
+        if 1 in batches:
+            firsts[name] = _first_audio(engine, requests(prompts, 1, frames)[0], sync)
+    for _ in range(repeats):
+        for n in batches:
+            for name, engine in engines.items():
+                engine.max_batch_size = n
+                batch = requests(prompts, n, frames)
+                if cuda:
+                    torch.cuda.reset_peak_memory_stats(device)
+                sync()
+                began = time.perf_counter()
+                out = engine.synthesize(batch)
+                sync()
+                walls.setdefault((name, n), []).append(time.perf_counter() - began)
+                samples = sum(w.size for w in out)
+                generated = round(samples / engine.sample_rate * FRAMES_PER_SECOND)
+                produced.setdefault((name, n), []).append((samples / engine.sample_rate, generated))
+    rows = []
+    for name in runners:
+        for n in batches:
+            wall = statistics.median(walls[(name, n)])
+            audio = statistics.median(a for a, _ in produced[(name, n)])
+            generated = int(statistics.median(f for _, f in produced[(name, n)]))
+            per_stream = max(generated / n, 1e-9)
+            rows.append(
+                RunnerRow(
+                    runner=name,
+                    n=n,
+                    ms_per_frame=wall * 1000 / per_stream,
+                    audio_s_per_wall_s=audio / wall if wall > 0 else 0.0,
+                    rtf=wall / (audio / n) if audio > 0 else float("inf"),
+                    first_audio_s=firsts.get(name) if n == 1 else None,
+                    peak_mib=_peak_mib(device),
+                    wall_s=wall,
+                    frames=generated,
+                )
+            )
+    return rows
+
+
+def table(rows: Sequence[RunnerRow]) -> str:
+    lines = [
+        "| runner | n | ms per frame | audio s per wall s | RTF | first audio s | peak MiB |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        first = "" if row.first_audio_s is None else f"{row.first_audio_s:.3f}"
+        lines.append(
+            f"| {row.runner} | {row.n} | {row.ms_per_frame:.1f} | {row.audio_s_per_wall_s:.2f} | "
+            f"{row.rtf:.2f} | {first} | {row.peak_mib:.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def speedups(rows: Sequence[RunnerRow]) -> dict[int, float]:
+    """reference ms per frame / fast ms per frame, per batch size measured with both."""
+    by = {(r.runner, r.n): r for r in rows}
+    return {
+        n: by[("reference", n)].ms_per_frame / by[("fast", n)].ms_per_frame
+        for (runner, n) in by
+        if runner == "fast" and ("reference", n) in by and by[("fast", n)].ms_per_frame > 0
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.qwen3", description=__doc__.split("\n")[0])
+    parser.add_argument("--model-dir", type=Path, help="a Qwen3-TTS Base checkpoint (default: the tiny one)")
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N (default cpu)")
+    parser.add_argument("--runner", default="fast,reference", type=parse_runners)
+    parser.add_argument("--batches", default="1,4,16", type=parse_batches)
+    parser.add_argument("--frames", default=48, type=int, help="max_new_tokens of every request")
+    parser.add_argument("--repeats", default=3, type=int)
+    parser.add_argument("--json", type=Path, help="write {'rows': [...]} here")
+    args = parser.parse_args(argv)
+    with contextlib.redirect_stdout(io.StringIO()):  # qwen_tts prints a flash-attn banner on import
+        import_qwen_tts()
+    with tempfile.TemporaryDirectory() as scratch:
+        model_dir = args.model_dir
+        if model_dir is None:
+            from tests.qwen3.tiny_checkpoint import build_tiny_checkpoint
+
+            model_dir = build_tiny_checkpoint(Path(scratch) / "tiny")
+        rows = compare(model_dir, args.device, args.runner, args.batches, args.frames, repeats=args.repeats)
+    print(
+        f"qwen3 runners on {args.device}, {model_dir.name}, {args.frames} frames a request, load "
+        f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores, median of {args.repeats}"
+    )
+    print(table(rows))
+    for n, ratio in speedups(rows).items():
+        print(f"n={n}: fast is {ratio:.1f}x faster per frame than reference")
+    if args.json:
+        args.json.write_text(json.dumps({"rows": [asdict(r) for r in rows]}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

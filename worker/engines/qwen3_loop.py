@@ -1,0 +1,592 @@
+"""Tome's own generation loop for the Qwen3-TTS Base talker and code predictor (pure: torch only).
+
+qwen-tts renders through a Hugging Face ``generate`` of the talker that runs a nested ``generate`` of the
+code predictor for the 15 residual codebooks of every frame. Both allocate caches and outputs as they go
+and make hundreds of small calls per frame, so a GPU spends its time waiting for Python. This loop keeps
+the model's own modules and weights (their norms, projections, rotary embeddings and MLPs are called as
+they are) and replaces only the control around them:
+
+- static key/value caches: one buffer per layer for all rows (``slots``) and every position a row can
+  reach, written in place at each row's own position; the code predictor's cache holds one frame;
+- one step function per frame for all rows: the code-predictor pass (15 codebooks), the frame's input
+  embedding, one talker position, and the next token's choice (worker.engines.qwen3_sampling), with no
+  host synchronisation inside it; on CUDA each (slots, cache length) pair is captured once as a CUDA graph
+  and replayed, so a frame costs one launch;
+- continuous batching: a row that ends (end of speech or its frame cap) leaves its slot at once and the
+  next waiting request is prefilled into it, any voice and any sampling parameters (they are per row).
+
+A request's prompt (the talker's input embeddings and the trailing text it reads frame by frame) is built
+by qwen-tts's own ``generate`` up to the point where it would call the talker's ``generate``
+(:func:`capture_prompt`), so prompts cannot drift from the package's. With greedy decoding the loop yields
+exactly qwen-tts's codec frames; with sampling, each row's tokens are a pure function of its seed.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import torch
+from torch.nn import functional
+
+from worker.engines.qwen3_sampling import (
+    RowParams,
+    Warps,
+    choose,
+    gumbel_noise,
+    repetition_penalty,
+    seed_halves,
+    vocab_salt,
+)
+
+__all__ = ["FrameSink", "LoopRow", "TalkerLoop", "capture_prompt"]
+
+CACHE_BUCKET = 256  # cache lengths are rounded up to a multiple of this (one CUDA graph per length)
+_CAPTURE_LOCK = threading.Lock()
+
+# Called after each step with (request index, the row's new frames (n, codebooks) on the device).
+FrameSink = Callable[[int, torch.Tensor], None]
+
+
+@dataclass
+class LoopRow:
+    """One request as the loop takes it: the prompt qwen-tts built and the sampling settings it would use."""
+
+    prefill: torch.Tensor  # (L, D) talker input embeddings of the prompt
+    trailing: torch.Tensor  # (T, D) text embeddings added to frames 0..T-1 (then the pad embedding)
+    seed: int
+    max_new_tokens: int
+    sample: bool = True
+    temperature: float = 0.9
+    top_k: int = 50
+    top_p: float = 1.0
+    repetition_penalty: float = 1.05
+    sub_sample: bool = True
+    sub_temperature: float = 0.9
+    sub_top_k: int = 50
+    sub_top_p: float = 1.0
+    min_new_tokens: int = 2
+
+
+class _Captured(Exception):
+    def __init__(self, kwargs: dict[str, Any]) -> None:
+        super().__init__("talker prompt captured")
+        self.kwargs = kwargs
+
+
+_capture_state = threading.local()
+
+
+def _capturing_generate(original: Callable[..., Any]) -> Callable[..., Any]:
+    def generate(*args: Any, **kwargs: Any) -> Any:
+        if getattr(_capture_state, "active", False):
+            raise _Captured(kwargs)
+        return original(*args, **kwargs)
+
+    generate._tome_capture = True  # type: ignore[attr-defined]
+    return generate
+
+
+def capture_prompt(model: Any, **generate_kwargs: Any) -> dict[str, Any]:
+    """The keyword arguments qwen-tts's ``Qwen3TTSForConditionalGeneration.generate`` hands to the
+    talker's ``generate`` (``inputs_embeds``, ``attention_mask``, ``trailing_text_hidden``,
+    ``tts_pad_embed`` and the sampling settings), without generating anything."""
+    talker = model.talker
+    if not getattr(talker.generate, "_tome_capture", False):
+        talker.generate = _capturing_generate(talker.generate)
+    _capture_state.active = True
+    try:
+        model.generate(**generate_kwargs)
+    except _Captured as captured:
+        return captured.kwargs
+    finally:
+        _capture_state.active = False
+    raise RuntimeError("qwen-tts generate returned without calling the talker")
+
+
+def row_from_capture(captured: Mapping[str, Any], seed: int) -> LoopRow:
+    """A :class:`LoopRow` from :func:`capture_prompt`'s result for one request (no padding)."""
+    embeds = captured["inputs_embeds"]
+    if embeds.shape[0] != 1:
+        raise ValueError("capture one request at a time")
+    suppressed = captured.get("suppress_tokens") or []
+    del suppressed  # the loop suppresses the same range itself (see TalkerLoop.__init__)
+    return LoopRow(
+        prefill=embeds[0],
+        trailing=captured["trailing_text_hidden"][0],
+        seed=int(seed),
+        max_new_tokens=int(captured["max_new_tokens"]),
+        sample=bool(captured.get("do_sample", True)),
+        temperature=float(captured.get("temperature") or 1.0),
+        top_k=int(captured.get("top_k") or 0),
+        top_p=float(captured.get("top_p") if captured.get("top_p") is not None else 1.0),
+        repetition_penalty=float(captured.get("repetition_penalty") or 1.0),
+        sub_sample=bool(captured.get("subtalker_dosample", True)),
+        sub_temperature=float(captured.get("subtalker_temperature") or 1.0),
+        sub_top_k=int(captured.get("subtalker_top_k") or 0),
+        sub_top_p=float(
+            captured.get("subtalker_top_p") if captured.get("subtalker_top_p") is not None else 1.0
+        ),
+        min_new_tokens=int(captured.get("min_new_tokens") or 0),
+    )
+
+
+def _round_up(value: int, step: int) -> int:
+    return max(step, -(-value // step) * step)
+
+
+@dataclass
+class _State:
+    """Every buffer a step reads or writes, allocated once per (slots, cache length)."""
+
+    slots: int
+    length: int
+    k: list[torch.Tensor]
+    v: list[torch.Tensor]
+    cp_k: list[torch.Tensor]
+    cp_v: list[torch.Tensor]
+    trailing: torch.Tensor  # (slots, T, D)
+    trailing_len: torch.Tensor  # (slots,)
+    position: torch.Tensor  # (slots,) next cache index of the row
+    generated: torch.Tensor  # (slots,) tokens the row has generated
+    cap: torch.Tensor  # (slots,) max_new_tokens
+    min_new: torch.Tensor  # (slots,)
+    active: torch.Tensor  # (slots,) bool
+    last_token: torch.Tensor  # (slots,)
+    last_hidden: torch.Tensor  # (slots, D)
+    seen: torch.Tensor  # (slots, vocab) bool
+    penalty: torch.Tensor  # (slots,) float32
+    seed_low: torch.Tensor
+    seed_high: torch.Tensor
+    talker_params: RowParams
+    sub_params: RowParams
+    frames: torch.Tensor  # (slots, cap_max, codebooks) int64
+    done: torch.Tensor  # (slots,) bool: ended at this step
+    warps: tuple[Warps, Warps] = (Warps(0, False), Warps(0, False))  # talker, code predictor
+    graphs: dict[tuple[int, tuple[Warps, Warps]], Any] = field(default_factory=dict)
+
+
+class TalkerLoop:
+    """The loop over one loaded qwen-tts model (see the module docstring). Not thread-safe: the engine
+    calls it under its generate lock."""
+
+    def __init__(self, model: Any, *, use_graphs: bool | None = None) -> None:
+        """``model``: a ``Qwen3TTSForConditionalGeneration`` (qwen-tts's ``Qwen3TTSModel.model``)."""
+        self.model = model
+        self.talker = model.talker
+        self.cp = self.talker.code_predictor
+        config = model.config.talker_config
+        self.device = self.talker.device
+        self.dtype = self.talker.dtype
+        self.vocab = int(config.vocab_size)
+        self.codebooks = int(config.num_code_groups)
+        self.eos = int(config.codec_eos_token_id)
+        self.sliding_window = getattr(config, "sliding_window", None)  # as the talker picks its mask
+        self.hidden = int(config.hidden_size)
+        # Suppressed ids: the top 1,024 of the vocabulary (codec control ids) except end of speech.
+        suppress = torch.zeros(self.vocab, dtype=torch.bool, device=self.device)
+        suppress[self.vocab - 1024 :] = True
+        suppress[self.eos] = False
+        self.suppress = suppress
+        self.eos_mask = torch.zeros_like(suppress)
+        self.eos_mask[self.eos] = True
+        with torch.inference_mode():
+            pad_id = torch.tensor([[model.config.tts_pad_token_id]], device=self.device)
+            pad = self.talker.text_projection(self.talker.get_text_embeddings()(pad_id))
+        self.pad_embed = pad.reshape(-1).clone()  # read by captured graphs: never replaced
+        self.talker_salt = vocab_salt(self.vocab, self.device)
+        self.cp_vocab = int(self.cp.config.vocab_size)
+        self.cp_salt = vocab_salt(self.cp_vocab, self.device)
+        # The code predictor's positions are the same every frame (0..codebooks-1): its rotary tables and
+        # causal mask are computed once.
+        with torch.inference_mode():
+            where = torch.arange(self.codebooks, device=self.device).unsqueeze(0)
+            probe = torch.zeros(1, dtype=self.dtype, device=self.device)
+            self._cp_cos, self._cp_sin = self.cp.model.rotary_emb(probe, where)
+        self._cp_causal = torch.ones(
+            self.codebooks, self.codebooks, dtype=torch.bool, device=self.device
+        ).tril()
+        self.use_graphs = torch.device(self.device).type == "cuda" if use_graphs is None else bool(use_graphs)
+        self._state: _State | None = None
+        # Rows in flight at most in the last run (benchmarks, tests).
+        self.last_slots = 0
+
+    # -- buffers ---------------------------------------------------------------------------------------
+
+    def _kv_shape(self, module: Any, slots: int, length: int) -> tuple[int, int, int, int]:
+        attn = module.layers[0].self_attn
+        heads = int(module.config.num_key_value_heads)
+        return (slots, heads, length, int(attn.head_dim))
+
+    def _allocate(self, slots: int, length: int, trailing: int, cap: int) -> _State:
+        dev, dt = self.device, self.dtype
+        shape = self._kv_shape(self.talker.model, slots, length)
+        cp_shape = self._kv_shape(self.cp.model, slots, self.codebooks)
+        layers, cp_layers = len(self.talker.model.layers), len(self.cp.model.layers)
+
+        def zeros(*size: int, dtype: torch.dtype = torch.int64) -> torch.Tensor:
+            return torch.zeros(*size, dtype=dtype, device=dev)
+
+        state = _State(
+            slots=slots,
+            length=length,
+            k=[torch.zeros(shape, dtype=dt, device=dev) for _ in range(layers)],
+            v=[torch.zeros(shape, dtype=dt, device=dev) for _ in range(layers)],
+            cp_k=[torch.zeros(cp_shape, dtype=dt, device=dev) for _ in range(cp_layers)],
+            cp_v=[torch.zeros(cp_shape, dtype=dt, device=dev) for _ in range(cp_layers)],
+            trailing=zeros(slots, max(1, trailing), self.hidden, dtype=dt),
+            trailing_len=zeros(slots),
+            position=zeros(slots),
+            generated=zeros(slots),
+            cap=zeros(slots),
+            min_new=zeros(slots),
+            active=zeros(slots, dtype=torch.bool),
+            last_token=zeros(slots),
+            last_hidden=zeros(slots, self.hidden, dtype=dt),
+            seen=zeros(slots, self.vocab, dtype=torch.bool),
+            penalty=torch.ones(slots, dtype=torch.float32, device=dev),
+            seed_low=zeros(slots),
+            seed_high=zeros(slots),
+            talker_params=RowParams.allocate(slots, dev),
+            sub_params=RowParams.allocate(slots, dev),
+            frames=zeros(slots, max(1, cap), self.codebooks),
+            done=zeros(slots, dtype=torch.bool),
+        )
+        return state
+
+    def _state_for(self, slots: int, length: int, trailing: int, cap: int) -> _State:
+        state = self._state
+        if (
+            state is None
+            or state.slots != slots
+            or state.length < length
+            or state.trailing.shape[1] < trailing
+            or state.frames.shape[1] < cap
+        ):
+            old = state
+            self._state = None
+            del state, old
+            if torch.device(self.device).type == "cuda":
+                torch.cuda.empty_cache()
+            state = self._allocate(slots, _round_up(length, CACHE_BUCKET), trailing, cap)
+            self._state = state
+        return state
+
+    # -- the model's pieces ----------------------------------------------------------------------------
+
+    def _talker_forward(
+        self,
+        hidden: torch.Tensor,
+        positions: torch.Tensor,
+        k: list[torch.Tensor],
+        v: list[torch.Tensor],
+        mask: torch.Tensor,
+    ) -> torch.Tensor:
+        """Talker layers over ``hidden`` (rows, q, D) at ``positions`` (rows, q); keys and values are
+        written into ``k``/``v`` (rows, heads, S, dim) at those positions; ``mask`` (rows, 1, q, S) says
+        which cache entries each query sees. Returns the final-norm hidden states."""
+        from qwen_tts.core.models.modeling_qwen3_tts import apply_multimodal_rotary_pos_emb
+
+        model = self.talker.model
+        rows, q = positions.shape
+        cos, sin = model.rotary_emb(hidden, positions.unsqueeze(0).expand(3, -1, -1))
+        row_index = torch.arange(rows, device=positions.device).unsqueeze(1).expand(rows, q)
+        for index, layer in enumerate(model.layers):
+            attn = layer.self_attn
+            x = layer.input_layernorm(hidden)
+            shape = (rows, q, -1, attn.head_dim)
+            qs = attn.q_norm(attn.q_proj(x).view(shape)).transpose(1, 2)
+            ks = attn.k_norm(attn.k_proj(x).view(shape)).transpose(1, 2)
+            vs = attn.v_proj(x).view(shape).transpose(1, 2)
+            qs, ks = apply_multimodal_rotary_pos_emb(
+                qs, ks, cos, sin, attn.rope_scaling["mrope_section"], attn.rope_scaling["interleaved"]
+            )
+            k[index][row_index, :, positions] = ks.transpose(1, 2)
+            v[index][row_index, :, positions] = vs.transpose(1, 2)
+            out = functional.scaled_dot_product_attention(
+                qs, k[index], v[index], attn_mask=mask, scale=attn.scaling, enable_gqa=True
+            )
+            hidden = hidden + attn.o_proj(out.transpose(1, 2).reshape(rows, q, -1))
+            hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
+        return model.norm(hidden)
+
+    def _cp_forward(self, hidden: torch.Tensor, start: int, state: _State) -> torch.Tensor:
+        """Code-predictor layers over ``hidden`` (rows, q, D_cp) at positions start..start+q-1 of the
+        per-frame cache."""
+        from qwen_tts.core.models.modeling_qwen3_tts import apply_rotary_pos_emb
+
+        model = self.cp.model
+        rows, q = hidden.shape[0], hidden.shape[1]
+        length = start + q
+        cos, sin = self._cp_cos[:, start:length], self._cp_sin[:, start:length]
+        causal = self._cp_causal[start:length, :length]
+        for index, layer in enumerate(model.layers):
+            attn = layer.self_attn
+            x = layer.input_layernorm(hidden)
+            shape = (rows, q, -1, attn.head_dim)
+            qs = attn.q_norm(attn.q_proj(x).view(shape)).transpose(1, 2)
+            ks = attn.k_norm(attn.k_proj(x).view(shape)).transpose(1, 2)
+            vs = attn.v_proj(x).view(shape).transpose(1, 2)
+            qs, ks = apply_rotary_pos_emb(qs, ks, cos, sin)
+            state.cp_k[index][:, :, start:length] = ks
+            state.cp_v[index][:, :, start:length] = vs
+            out = functional.scaled_dot_product_attention(
+                qs,
+                state.cp_k[index][:, :, :length],
+                state.cp_v[index][:, :, :length],
+                attn_mask=causal,
+                scale=attn.scaling,
+                enable_gqa=True,
+            )
+            hidden = hidden + attn.o_proj(out.transpose(1, 2).reshape(rows, q, -1))
+            hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
+        return model.norm(hidden)
+
+    def _talker_mask(self, positions: torch.Tensor, length: int) -> torch.Tensor:
+        """(rows, 1, q, length): cache entry j is seen by the query at position p when j <= p (and within
+        the sliding window, where the talker has one)."""
+        index = torch.arange(length, device=positions.device).view(1, 1, 1, length)
+        query = positions.view(positions.shape[0], 1, positions.shape[1], 1)
+        seen = index <= query
+        if self.sliding_window is not None:
+            seen = seen & (index > query - int(self.sliding_window))
+        return seen
+
+    def _talker_choice(self, state: _State, logits: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
+        """The next first-codebook token of ``rows`` (None: every slot), after the row has generated
+        ``state.generated`` tokens."""
+        sel = slice(None) if rows is None else rows
+        scores = logits.float()
+        scores = repetition_penalty(scores, state.seen[sel], state.penalty[sel])
+        scores = scores.masked_fill(self.suppress, float("-inf"))
+        too_early = (state.generated[sel] < state.min_new[sel]).unsqueeze(1)
+        scores = scores.masked_fill(too_early & self.eos_mask, float("-inf"))
+        counter = (state.generated[sel] + 1) * self.codebooks
+        noise = gumbel_noise(state.seed_low[sel], state.seed_high[sel], counter, self.talker_salt)
+        params = _params_of(state.talker_params, sel)
+        return choose(scores, params, noise, state.warps[0])
+
+    # -- one frame -------------------------------------------------------------------------------------
+
+    def _step(self, state: _State, length: int) -> None:
+        """One frame for every slot (inactive slots compute and change nothing that is read later)."""
+        slots = state.slots
+        active = state.active
+        token = state.last_token
+        first = self.talker.get_input_embeddings()(token)  # (slots, D)
+        frame = self._code_pass(state, first)  # (slots, codebooks - 1)
+        # Record the frame of the token fed in: frame number `generated` (1-based) of the row.
+        index = (state.generated - 1).clamp(min=0)
+        slot_index = torch.arange(slots, device=token.device)
+        codes = torch.cat([token.unsqueeze(1), frame], dim=1)
+        previous = state.frames[slot_index, index]
+        state.frames[slot_index, index] = torch.where(active.unsqueeze(1), codes, previous)
+        # The next input: the sum of the frame's 16 codebook embeddings and this step's text embedding.
+        tables = self.cp.model.get_input_embeddings()
+        parts = [first] + [tables[group](frame[:, group]) for group in range(self.codebooks - 1)]
+        embeds = torch.stack(parts, dim=1).sum(1)
+        step = state.generated - 1
+        trailing_index = step.clamp(max=state.trailing.shape[1] - 1)
+        text = state.trailing[slot_index, trailing_index]
+        text = torch.where((step < state.trailing_len).unsqueeze(1), text, self.pad_embed)
+        embeds = (embeds + text).unsqueeze(1)
+        positions = state.position.clamp(max=length - 1).unsqueeze(1)
+        mask = self._talker_mask(positions, length)
+        k = [cache[:, :, :length] for cache in state.k]
+        v = [cache[:, :, :length] for cache in state.v]
+        hidden = self._talker_forward(embeds, positions, k, v, mask)[:, -1]
+        logits = self.talker.codec_head(hidden)
+        nxt = self._talker_choice(state, logits, None)
+        # Commit, for active rows only.
+        state.last_hidden.copy_(torch.where(active.unsqueeze(1), hidden, state.last_hidden))
+        state.last_token.copy_(torch.where(active, nxt, state.last_token))
+        grow = active.to(torch.int64)
+        state.position.add_(grow)
+        state.generated.add_(grow)
+        state.seen[slot_index, nxt] |= active
+        ended = active & ((nxt == self.eos) | (state.generated >= state.cap))
+        state.done.copy_(ended)
+        state.active.copy_(active & ~ended)
+
+    def _code_pass(self, state: _State, first: torch.Tensor) -> torch.Tensor:
+        """The 15 residual codebooks of every slot's current frame (rows, codebooks - 1)."""
+        project = self.cp.small_to_mtp_projection
+        hidden = project(torch.stack([state.last_hidden, first], dim=1))
+        codes: list[torch.Tensor] = []
+        groups = torch.arange(1, self.codebooks, device=self.device)
+        counters = (state.generated * self.codebooks).unsqueeze(1) + groups
+        noises = gumbel_noise(state.seed_low, state.seed_high, counters, self.cp_salt)
+        start = 0
+        for group in range(self.codebooks - 1):
+            out = self._cp_forward(hidden, start, state)
+            start += hidden.shape[1]
+            logits = self.cp.lm_head[group](out[:, -1]).float()
+            code = choose(logits, state.sub_params, noises[:, group], state.warps[1])
+            codes.append(code)
+            if group + 1 < self.codebooks - 1:
+                hidden = project(self.cp.model.get_input_embeddings()[group](code).unsqueeze(1))
+        return torch.stack(codes, dim=1)
+
+    def _run_step(self, state: _State, length: int) -> None:
+        if not self.use_graphs:
+            self._step(state, length)
+            return
+        key = (length, state.warps)
+        graph = state.graphs.get(key)
+        if graph is None:
+            graph = self._capture(state, length)
+            state.graphs[key] = graph
+        graph.replay()
+
+    def _capture(self, state: _State, length: int) -> Any:
+        """A CUDA graph of one step at cache length ``length``. Captured while no slot is active after
+        warm-up runs on a side stream; steps change nothing an inactive slot later reads."""
+        active = state.active.clone()
+        state.active.zero_()
+        try:
+            with _CAPTURE_LOCK:
+                stream = torch.cuda.Stream(device=self.device)
+                stream.wait_stream(torch.cuda.current_stream(self.device))
+                with torch.cuda.stream(stream):
+                    for _ in range(2):
+                        self._step(state, length)
+                torch.cuda.current_stream(self.device).wait_stream(stream)
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    self._step(state, length)
+        finally:
+            state.active.copy_(active)
+        return graph
+
+    # -- rows in and out -------------------------------------------------------------------------------
+
+    def _prefill(self, state: _State, slot: int, row: LoopRow) -> bool:
+        """Load ``row`` into ``slot``: its prompt through the talker (eagerly), its first token chosen;
+        False when that token already ends the row."""
+        length = row.prefill.shape[0]
+        sel = slice(slot, slot + 1)
+        positions = torch.arange(length, device=self.device).unsqueeze(0)
+        mask = self._talker_mask(positions, length)
+        k = [cache[sel, :, :length] for cache in state.k]
+        v = [cache[sel, :, :length] for cache in state.v]
+        embeds = row.prefill.to(device=self.device, dtype=self.dtype).unsqueeze(0)
+        hidden = self._talker_forward(embeds, positions, k, v, mask)[:, -1]
+        trailing = row.trailing.to(device=self.device, dtype=self.dtype)
+        state.trailing[slot].zero_()
+        state.trailing[slot, : trailing.shape[0]] = trailing
+        state.trailing_len[slot] = trailing.shape[0]
+        state.position[slot] = length
+        state.generated[slot] = 0
+        state.cap[slot] = row.max_new_tokens
+        state.min_new[slot] = row.min_new_tokens
+        state.seen[slot] = False
+        state.penalty[slot] = row.repetition_penalty
+        low, high = seed_halves(row.seed)
+        state.seed_low[slot] = low
+        state.seed_high[slot] = high
+        state.talker_params.set_row(
+            slot, sample=row.sample, temperature=row.temperature, top_k=row.top_k, top_p=row.top_p
+        )
+        state.sub_params.set_row(
+            slot,
+            sample=row.sub_sample,
+            temperature=row.sub_temperature,
+            top_k=row.sub_top_k,
+            top_p=row.sub_top_p,
+        )
+        logits = self.talker.codec_head(hidden)
+        rows = torch.tensor([slot], device=self.device)
+        token = self._talker_choice(state, logits, rows)[0]
+        state.last_hidden[slot] = hidden[0]
+        state.last_token[slot] = token
+        state.generated[slot] = 1
+        state.seen[slot, token] = True
+        state.frames[slot].zero_()
+        state.done[slot] = False
+        if row.min_new_tokens < 1 and int(token) == self.eos:
+            return False
+        state.active[slot] = True
+        return True
+
+    def run(
+        self, rows: Sequence[LoopRow], slots: int, *, sink: FrameSink | None = None
+    ) -> list[torch.Tensor]:
+        """Generate every row with at most ``slots`` in flight; returns each row's codec frames
+        (frames, codebooks) on the device, in ``rows`` order. ``sink`` sees frames as they are made."""
+        steps = self.run_iter(rows, slots, sink=sink)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as finished:
+                return cast(list[torch.Tensor], finished.value)
+
+    def run_iter(
+        self, rows: Sequence[LoopRow], slots: int, *, sink: FrameSink | None = None
+    ) -> Generator[None, None, list[torch.Tensor]]:
+        """:meth:`run`, yielding after every frame (after ``sink`` has seen it), so that a caller can
+        hand out audio while the rows are still generating; the generator's value is :meth:`run`'s."""
+        if not rows:
+            return []
+        slots = max(1, min(int(slots), len(rows)))
+        self.last_slots = slots
+        longest = max(r.prefill.shape[0] + r.max_new_tokens for r in rows)
+        trailing = max(r.trailing.shape[0] for r in rows)
+        cap = max(r.max_new_tokens for r in rows)
+        state = self._state_for(slots, longest, trailing, cap)
+        state.warps = (
+            Warps.of([r.top_k for r in rows], [r.top_p if r.sample else 1.0 for r in rows], self.vocab),
+            Warps.of(
+                [r.sub_top_k for r in rows],
+                [r.sub_top_p if r.sub_sample else 1.0 for r in rows],
+                self.cp_vocab,
+            ),
+        )
+        results: list[torch.Tensor | None] = [None] * len(rows)
+        waiting = deque(range(len(rows)))
+        owner: list[int | None] = [None] * slots
+        sent = [0] * len(rows)
+        position = [0] * slots
+        while True:
+            with torch.inference_mode():
+                for slot in range(slots):
+                    while owner[slot] is None and waiting:
+                        index = waiting.popleft()
+                        row = rows[index]
+                        if row.max_new_tokens > 1 and self._prefill(state, slot, row):
+                            owner[slot] = index
+                            position[slot] = row.prefill.shape[0]
+                        else:  # no frame: a cap of one token, or end of speech first
+                            results[index] = state.frames[slot, :0].clone()
+                if all(o is None for o in owner):
+                    break
+                in_use = max(position[s] for s, o in enumerate(owner) if o is not None)
+                length = min(state.length, _round_up(in_use + 1, CACHE_BUCKET))
+                self._run_step(state, length)
+                done, generated, position = torch.stack(
+                    [state.done.to(torch.int64), state.generated, state.position]
+                ).tolist()
+                for slot, index in enumerate(owner):
+                    if index is None:
+                        continue
+                    frames = int(generated[slot]) - 1
+                    if sink is not None and frames > sent[index]:
+                        sink(index, state.frames[slot, sent[index] : frames])
+                        sent[index] = frames
+                    if done[slot]:
+                        results[index] = state.frames[slot, :frames].clone()
+                        owner[slot] = None
+            yield
+        empty = torch.zeros(0, self.codebooks, dtype=torch.int64, device=self.device)
+        return [r if r is not None else empty for r in results]
+
+
+def _params_of(params: RowParams, sel: slice | torch.Tensor) -> RowParams:
+    return RowParams(
+        sample=params.sample[sel],
+        temperature=params.temperature[sel],
+        top_k=params.top_k[sel],
+        top_p=params.top_p[sel],
+    )

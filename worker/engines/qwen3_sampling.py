@@ -1,0 +1,146 @@
+"""Token choice for the fast Qwen3-TTS loop, on the device and per row (pure: torch only).
+
+Every row of a batch carries its own sampling parameters (temperature, top-k, top-p, repetition penalty,
+greedy or not) as tensors, so rows of different requests share one step. The logits go through the same
+processors, in the same order and with the same arithmetic, as qwen-tts's Hugging Face ``generate``
+applies them (repetition penalty over the row's own generated tokens, suppressed ids, end-of-speech held
+back for the first tokens, then temperature, top-k and top-p). A sampled row then takes
+``argmax(log p + Gumbel noise)``, an exact sample of ``p`` (the Gumbel-max trick); a greedy row takes the
+argmax of the processed logits, as ``do_sample=False`` does.
+
+The noise is not drawn from a generator with state: it is a hash of (the row's seed, a counter, the token
+id), computed with integer tensor operations. A row's tokens therefore depend on its seed and its own
+inputs only, never on its batch-mates or on the order rows were drawn in, and the whole step can be
+captured as a CUDA graph (there is no generator state to advance).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+__all__ = ["RowParams", "Warps", "choose", "gumbel_noise", "seed_halves"]
+
+_MASK32 = 0xFFFF_FFFF
+_NEG_INF = float("-inf")
+
+
+def _mul32(x: torch.Tensor, constant: int) -> torch.Tensor:
+    """``x * constant mod 2**32`` for int64 ``x`` in [0, 2**32) without overflowing int64."""
+    low, high = constant & 0xFFFF, constant >> 16
+    return (x * low + (((x * high) & 0xFFFF) << 16)) & _MASK32
+
+
+def _mix32(x: torch.Tensor) -> torch.Tensor:
+    """A 32-bit integer hash with full avalanche (Wellons' lowbias32) on int64 tensors in [0, 2**32)."""
+    x = x ^ (x >> 16)
+    x = _mul32(x, 0x7FEB352D)
+    x = x ^ (x >> 15)
+    x = _mul32(x, 0x846CA68B)
+    return x ^ (x >> 16)
+
+
+def seed_halves(seed: int) -> tuple[int, int]:
+    """A 64-bit seed as two 32-bit halves (low, high), the form the hash takes."""
+    value = int(seed) & 0xFFFF_FFFF_FFFF_FFFF
+    return value & _MASK32, value >> 32
+
+
+def gumbel_noise(
+    seed_low: torch.Tensor, seed_high: torch.Tensor, counter: torch.Tensor, vocab_salt: torch.Tensor
+) -> torch.Tensor:
+    """Standard Gumbel noise of shape ``counter.shape + (vocab,)``, a pure function of each row's seed
+    and counter (``counter`` is (rows,) or (rows, draws): several draws of a row in one call).
+
+    ``vocab_salt`` is ``_mix32(arange(vocab))``, computed once per vocabulary (see :func:`vocab_salt`).
+    Uniforms come from the top 24 bits of the hash, so ``(h + 0.5) / 2**24`` lies strictly inside (0, 1)
+    and is exact in float32.
+    """
+    row = _mix32(seed_low ^ _mix32(seed_high))
+    if counter.dim() == 2:
+        row = row.unsqueeze(1)
+    key = _mix32(row ^ (counter & _MASK32))
+    hashed = _mix32(key.unsqueeze(-1) ^ vocab_salt)
+    uniform = ((hashed >> 8).to(torch.float32) + 0.5) * (1.0 / (1 << 24))
+    return -torch.log(-torch.log(uniform))
+
+
+def vocab_salt(vocab: int, device: torch.device | str) -> torch.Tensor:
+    """Per-token salt of the noise hash (int64, ``vocab`` entries)."""
+    return _mix32(torch.arange(vocab, dtype=torch.int64, device=device) + 0x9E37_79B9 & _MASK32)
+
+
+@dataclass
+class RowParams:
+    """Per-row sampling parameters as device tensors of shape (rows,)."""
+
+    sample: torch.Tensor  # bool: sample (True) or greedy (False)
+    temperature: torch.Tensor  # float32
+    top_k: torch.Tensor  # int64; 0 disables
+    top_p: torch.Tensor  # float32; 1.0 disables
+
+    @classmethod
+    def allocate(cls, rows: int, device: torch.device | str) -> RowParams:
+        return cls(
+            sample=torch.zeros(rows, dtype=torch.bool, device=device),
+            temperature=torch.ones(rows, dtype=torch.float32, device=device),
+            top_k=torch.zeros(rows, dtype=torch.int64, device=device),
+            top_p=torch.ones(rows, dtype=torch.float32, device=device),
+        )
+
+    def set_row(self, row: int, *, sample: bool, temperature: float, top_k: int, top_p: float) -> None:
+        self.sample[row] = bool(sample)
+        self.temperature[row] = float(temperature) if temperature and temperature > 0 else 1.0
+        self.top_k[row] = max(0, int(top_k or 0))
+        self.top_p[row] = float(top_p) if top_p is not None else 1.0
+
+
+@dataclass(frozen=True)
+class Warps:
+    """What the rows of a run ask of the warpers, known on the host when the rows are loaded: the
+    largest top-k (0: some row keeps the whole vocabulary) and whether any row has a top-p below 1.
+    Steps are specialised on it (and CUDA graphs captured per value)."""
+
+    top_k: int
+    top_p: bool
+
+    @classmethod
+    def of(cls, top_ks: list[int], top_ps: list[float], vocab: int) -> Warps:
+        ks = [min(k, vocab) if k > 0 else vocab for k in top_ks] or [vocab]
+        return cls(top_k=max(ks), top_p=any(p < 1.0 for p in top_ps))
+
+
+def warp(scores: torch.Tensor, params: RowParams, warps: Warps) -> torch.Tensor:
+    """Temperature, then top-k, then top-p, per row, as Hugging Face's warpers compute them."""
+    vocab = scores.shape[-1]
+    scores = scores / params.temperature.unsqueeze(1)
+    k = torch.where(params.top_k > 0, params.top_k.clamp(max=vocab), torch.full_like(params.top_k, vocab))
+    kth = torch.topk(scores, warps.top_k, dim=-1).values.gather(
+        1, (k - 1).clamp(max=warps.top_k - 1).unsqueeze(1)
+    )
+    scores = scores.masked_fill(scores < kth, _NEG_INF)
+    if not warps.top_p:
+        return scores
+    sorted_scores, sorted_index = torch.sort(scores, descending=False, dim=-1)
+    cumulative = sorted_scores.softmax(dim=-1).cumsum(dim=-1)
+    remove_sorted = cumulative <= (1 - params.top_p).unsqueeze(1)
+    remove_sorted[..., -1:] = False  # min_tokens_to_keep = 1
+    remove = remove_sorted.scatter(1, sorted_index, remove_sorted)
+    return scores.masked_fill(remove, _NEG_INF)
+
+
+def choose(scores: torch.Tensor, params: RowParams, noise: torch.Tensor, warps: Warps) -> torch.Tensor:
+    """The token of each row: greedy rows the argmax of ``scores`` (already processed), sampled rows the
+    argmax of the warped log-probabilities plus ``noise``."""
+    warped = warp(scores, params, warps)
+    sampled = torch.log_softmax(warped, dim=-1) + noise
+    picked = torch.where(params.sample.unsqueeze(1), sampled, scores)
+    return torch.argmax(picked, dim=-1)
+
+
+def repetition_penalty(scores: torch.Tensor, seen: torch.Tensor, penalty: torch.Tensor) -> torch.Tensor:
+    """Hugging Face's repetition penalty over the tokens ``seen`` (bool, rows x vocab) of each row."""
+    factor = penalty.unsqueeze(1)
+    penalized = torch.where(scores < 0, scores * factor, scores / factor)
+    return torch.where(seen, penalized, scores)
