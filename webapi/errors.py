@@ -103,6 +103,10 @@ def register_error_handlers(app: Flask) -> None:
         if status == 413:
             code = "too_large"
         response = jsonify({"error": {"code": code, "message": error.description or error.name}})
+        # The exception's own headers carry meaning: Content-Range on a 416, Allow on a 405, ...
+        for name, value in error.get_headers():
+            if name.lower() not in ("content-type", "content-length"):
+                response.headers[name] = value
         return response, status
 
     @app.errorhandler(OperationalError)

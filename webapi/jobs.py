@@ -526,7 +526,7 @@ def get_job(job_id: str) -> Response:
 @operation(
     Operation(
         "Download the finished audio (Range requests supported)",
-        {200: None, 206: None, 409: None},
+        {200: None, 206: None, 409: None, 416: None},
         tags=("jobs",),
         binary="application/octet-stream",
     )
