@@ -24,7 +24,7 @@ from typing import Annotated
 from pydantic import AfterValidator
 from pydantic_core import PydanticCustomError
 
-from models.names import MAX_NAME_CHARS, voice_name
+from models.names import MAX_NAME_CHARS, MAX_NAME_KEY_CHARS, voice_name, voice_name_key
 
 _CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _CONTROLS_BUT_LINE_BREAKS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
@@ -70,7 +70,7 @@ def _voice_name(value: str) -> str:
     name = voice_name(value)
     if not name:
         raise PydanticCustomError("voice_name", "a voice name needs a letter or digit")
-    if len(name) > MAX_NAME_CHARS:
+    if len(name) > MAX_NAME_CHARS or len(voice_name_key(name)) > MAX_NAME_KEY_CHARS:
         raise PydanticCustomError(
             "voice_name", "a voice name is at most {limit} characters", {"limit": MAX_NAME_CHARS}
         )
