@@ -6,7 +6,8 @@ tag or a name, and they are what a terminal or a log viewer acts on (``ESC ]0;``
 ``CSI`` U+009B starts an escape sequence on its own, NUL cuts strings in C libraries and PostgreSQL refuses
 it). :data:`Line` refuses all of them; :data:`Lines` lets tab, line feed and carriage return through, for
 fields whose text is naturally several lines (a description, a transcript, lexicon text from an XML file).
-A script body is neither: it is read by the script parsers, which treat such characters as text.
+A script body (a job's ``script``, speech's ``input``, a re-render's ``text``) is neither: the script
+reader refuses such characters itself, naming their line and column.
 
 :data:`VoiceName` is a :data:`Line` normalised as stored (models.names) and limited to letters, marks and
 digits of any script, space and ``' _ . -``: format characters (zero-width space and joiners, bidi
