@@ -25,4 +25,4 @@ USER tome
 ENV TOME_DATA_DIR=/data
 EXPOSE 8000
 # The API as docker-compose.yml runs it (the server options of `make run`: worker/processes.py api_command).
-CMD ["gunicorn", "--bind", "0.0.0.0:8000", "--workers", "4", "--worker-class", "gevent", "--worker-connections", "500", "--keep-alive", "5", "--timeout", "120", "--limit-request-line", "4094", "--limit-request-fields", "50", "--limit-request-field_size", "8190", "--access-logfile", "-", "webapi:create_app()"]
+CMD ["gunicorn", "--bind", "0.0.0.0:8000", "--workers", "4", "--worker-class", "webapi.gunicorn_worker.JsonErrorWorker", "--worker-connections", "500", "--keep-alive", "5", "--timeout", "120", "--limit-request-line", "4094", "--limit-request-fields", "50", "--limit-request-field_size", "8190", "--access-logfile", "-", "webapi:create_app()"]

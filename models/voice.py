@@ -8,9 +8,10 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import JSON, BigInteger, Float, Index, String, Text, Uuid, text
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped, mapped_column, validates
 
 from models.base import Base, UTCDateTime, new_id, utcnow
+from models.names import MAX_NAME_CHARS, MAX_NAME_KEY_CHARS, voice_name, voice_name_key
 
 
 class CacheStatus(enum.StrEnum):
@@ -24,11 +25,12 @@ class CacheStatus(enum.StrEnum):
 class Voice(Base):
     __tablename__ = "voices"
     __table_args__ = (
-        # Names are unique per owner among live voices; a deleted voice frees its name.
+        # Names are unique per owner among live voices, compared by their key (models.names: NFC, case
+        # folded), so "Narrator" and "narrator" cannot both exist; a deleted voice frees its name.
         Index(
-            "uq_voices_owner_name_live",
+            "uq_voices_owner_name_key_live",
             "owner",
-            "name",
+            "name_key",
             unique=True,
             sqlite_where=text("deleted_at IS NULL"),
             postgresql_where=text("deleted_at IS NULL"),
@@ -37,7 +39,8 @@ class Voice(Base):
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=new_id)
     owner: Mapped[str] = mapped_column(String(100), index=True)
-    name: Mapped[str] = mapped_column(String(64))
+    name: Mapped[str] = mapped_column(String(MAX_NAME_CHARS))
+    name_key: Mapped[str] = mapped_column(String(MAX_NAME_KEY_CHARS))  # set with the name (_name below)
     language: Mapped[str] = mapped_column(String(16), default="en")
     ref_text: Mapped[str] = mapped_column(Text)
     audio_path: Mapped[str] = mapped_column(String(500))
@@ -63,3 +66,10 @@ class Voice(Base):
     # Names the build holding the lease: only that build may publish or fail the prompt.
     cache_build_token: Mapped[str | None] = mapped_column(String(32), default=None)
     cache_built_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
+
+    @validates("name")
+    def _name(self, _: str, value: str) -> str:
+        """Every name is stored normalised, with the key it is compared by (models.names)."""
+        name = voice_name(value)
+        self.name_key = voice_name_key(name)
+        return name

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -49,3 +51,101 @@ def test_check_notices_a_model_without_a_migration(tmp_path: Path) -> None:
             command.check(alembic_config(url))
     finally:
         Base.metadata.remove(table)
+
+
+# Voices as they may stand before 0016: names unique per owner only as written. (owner, name, deleted).
+CLASHING_VOICES = [
+    ("alice", "Bob", False),
+    ("alice", "bob", False),  # clashes with "Bob": becomes "bob 3" ("bob 2" is taken below)
+    ("alice", "bob 2", False),
+    ("alice", "BOB ", False),  # trimmed, then clashes: "BOB 4"
+    ("alice", "bob", True),  # deleted: keeps its name, clashes with nothing
+    ("alice", "Mary  Ann", False),  # inner spaces made one
+    ("carol", "bob", False),  # another owner's
+    ("alice", "x" * 64, False),
+    ("alice", "X" * 64, False),  # the suffix fits in 64 characters
+]
+
+
+def _upgrade_with_clashing_names(url: str) -> list[tuple[str, str, str, bool]]:
+    """Upgrade to 0015, insert :data:`CLASHING_VOICES` (oldest first), upgrade to head: every voice's
+    (owner, name, name_key, deleted), oldest first."""
+    import sqlalchemy as sa
+
+    command.upgrade(alembic_config(url), "0015")
+    engine = sa.create_engine(url)
+    when = sa.DateTime(timezone=True)
+    voices = sa.table(
+        "voices",
+        *(
+            sa.column(name)
+            for name in ("owner", "name", "language", "ref_text", "audio_path", "audio_sha256")
+        ),
+        *(sa.column(name) for name in ("audio_duration", "audio_sample_rate", "cache_status")),
+        sa.column("id", sa.Uuid()),
+        *(sa.column(name, when) for name in ("created_at", "updated_at", "deleted_at")),
+    )
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    rows = [
+        {
+            "id": uuid.uuid4(),
+            "owner": owner,
+            "name": name,
+            "language": "en",
+            "ref_text": "hello",
+            "audio_path": "/nowhere.wav",
+            "audio_sha256": "0" * 64,
+            "audio_duration": 3.0,
+            "audio_sample_rate": 16000,
+            "created_at": start + timedelta(seconds=n),
+            "updated_at": start,
+            "deleted_at": start if deleted else None,
+            "cache_status": "pending",
+        }
+        for n, (owner, name, deleted) in enumerate(CLASHING_VOICES)
+    ]
+    with engine.begin() as connection:
+        connection.execute(voices.insert(), rows)
+    upgrade_head(url)
+    with engine.connect() as connection:
+        found = connection.execute(
+            sa.text("SELECT owner, name, name_key, deleted_at FROM voices ORDER BY created_at")
+        ).all()
+    engine.dispose()
+    return [(owner, name, key, deleted is not None) for owner, name, key, deleted in found]
+
+
+def _check_clashes_resolved(url: str) -> None:
+    import sqlalchemy as sa
+
+    assert _upgrade_with_clashing_names(url) == [
+        ("alice", "Bob", "bob", False),
+        ("alice", "bob 3", "bob 3", False),
+        ("alice", "bob 2", "bob 2", False),
+        ("alice", "BOB 4", "bob 4", False),
+        ("alice", "bob", "bob", True),
+        ("alice", "Mary Ann", "mary ann", False),
+        ("carol", "bob", "bob", False),
+        ("alice", "x" * 64, "x" * 64, False),
+        ("alice", "X" * 62 + " 2", "x" * 62 + " 2", False),
+    ]
+    engine = sa.create_engine(url)
+    try:
+        with pytest.raises(sa.exc.IntegrityError), engine.begin() as connection:
+            connection.execute(sa.text("UPDATE voices SET name_key = 'bob' WHERE name = 'bob 2'"))
+    finally:
+        engine.dispose()
+    config = alembic_config(url)
+    command.check(config)
+    command.downgrade(config, "0015")  # the names stay as upgraded, unique as written
+    upgrade_head(url)
+
+
+def test_voice_names_that_clash_case_aside_are_renamed_on_sqlite(tmp_path: Path) -> None:
+    _check_clashes_resolved(f"sqlite:///{tmp_path / 'v.db'}")
+
+
+@pytest.mark.postgres
+def test_voice_names_that_clash_case_aside_are_renamed_on_postgres(services: Services) -> None:
+    with postgres_database(services.pg_url) as url:
+        _check_clashes_resolved(url)

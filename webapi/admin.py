@@ -15,6 +15,7 @@ from webapi.errors import NotFound
 from webapi.extensions import tome
 from webapi.openapi import Operation, operation
 from webapi.schemas import ListQuery, Strict, VoiceOut
+from webapi.text import OptionalLine
 from webapi.validation import json_body, parse_id, query
 from worker.task_names import BUILD_VOICE
 from worker.voices.prompts import request_build
@@ -47,7 +48,7 @@ class CacheRebuildMany(Strict):
 
 class AdminVoiceQuery(ListQuery):
     cache_status: CacheState | None = None
-    owner: str | None = Field(None, max_length=100)
+    owner: OptionalLine = Field(None, max_length=100)
 
 
 class AdminVoiceOut(VoiceOut):

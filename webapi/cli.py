@@ -11,8 +11,17 @@ from sqlalchemy import select
 from models import ApiKey, Role, generate_key, hash_key, unit_of_work, utcnow
 from models.db import make_session_factory
 from webapi.extensions import tome
+from webapi.text import control_character, describe
 
 PRIORITY = click.IntRange(1, 100)
+
+
+def _one_line(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """An owner or key name: printed by `list` and in logs, so no control characters (webapi.text)."""
+    found = control_character(value)
+    if found is not None:
+        raise click.BadParameter(f"contains the control character {describe(found[1])}")
+    return value
 
 
 def mint_key(app: Flask, owner: str, name: str, admin: bool, priority: int = 1) -> str:
@@ -38,9 +47,15 @@ def register_cli(app: Flask) -> None:
 
     @keys.command("create")
     @click.option(
-        "--owner", default="default", show_default=True, help="Account the key acts for; its voices and jobs."
+        "--owner",
+        default="default",
+        show_default=True,
+        callback=_one_line,
+        help="Account the key acts for; its voices and jobs.",
     )
-    @click.option("--name", default="default", show_default=True, help="A label for this key.")
+    @click.option(
+        "--name", default="default", show_default=True, callback=_one_line, help="A label for this key."
+    )
     @click.option("--admin", is_flag=True, help="Allow the admin endpoints.")
     @click.option(
         "--priority",

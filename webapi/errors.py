@@ -11,6 +11,8 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.exc import TimeoutError as SqlTimeoutError
 from werkzeug.exceptions import HTTPException
 
+from webapi.text import escape_controls
+
 log = logging.getLogger(__name__)
 
 
@@ -73,7 +75,7 @@ class Unavailable(ApiError):
 def from_validation_error(exc: ValidationError, prefix: str = "") -> Invalid:
     details = []
     for err in exc.errors(include_url=False, include_context=False, include_input=False):
-        field = ".".join(str(p) for p in err["loc"])
+        field = ".".join(escape_controls(str(p)) for p in err["loc"])  # a dict key is the client's text
         details.append({"field": prefix + field, "message": err["msg"]})
     first = details[0] if details else {"field": prefix.rstrip(".") or None, "message": "invalid request"}
     message = f"{first['field']}: {first['message']}" if first["field"] else str(first["message"])
@@ -101,6 +103,10 @@ def register_error_handlers(app: Flask) -> None:
         if status == 413:
             code = "too_large"
         response = jsonify({"error": {"code": code, "message": error.description or error.name}})
+        # The exception's own headers carry meaning: Content-Range on a 416, Allow on a 405, ...
+        for name, value in error.get_headers():
+            if name.lower() not in ("content-type", "content-length"):
+                response.headers[name] = value
         return response, status
 
     @app.errorhandler(OperationalError)

@@ -78,7 +78,7 @@ def list_files(job_id: str) -> Response:
 @operation(
     Operation(
         "Download one of a job's files (Range requests supported), a chapter's as soon as it is ready",
-        {200: None, 206: None, 404: None, 409: None, 410: None},
+        {200: None, 206: None, 404: None, 409: None, 410: None, 416: None},
         tags=("jobs",),
         binary="application/octet-stream",
     )

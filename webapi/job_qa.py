@@ -98,7 +98,7 @@ def job_qa(job_id: str) -> Response:
 @operation(
     Operation(
         "One rendered chunk's audio (WAV, Range requests supported)",
-        {200: None, 206: None, 404: None, 410: None},
+        {200: None, 206: None, 404: None, 410: None, 416: None},
         tags=("jobs",),
         binary="audio/wav",
     )

@@ -35,6 +35,7 @@ from webapi.schemas import (
     WebhookOut,
 )
 from webapi.stored_files import send_stored
+from webapi.text import control_character, describe
 from webapi.usage import require_room_for_job
 from webapi.validation import parse_id, query
 from worker.audio import FORMATS, BookTags, Cover
@@ -317,6 +318,12 @@ def _idempotency_key() -> str | None:
     key = request.headers.get("Idempotency-Key")
     if key is not None and not 1 <= len(key) <= 200:
         raise Invalid("Idempotency-Key must be 1 to 200 characters", field="Idempotency-Key")
+    if key is not None and (found := control_character(key)) is not None:
+        raise Invalid(
+            f"Idempotency-Key contains the control character {describe(found[1])}",
+            code="validation_error",
+            field="Idempotency-Key",
+        )
     return key
 
 
@@ -519,7 +526,7 @@ def get_job(job_id: str) -> Response:
 @operation(
     Operation(
         "Download the finished audio (Range requests supported)",
-        {200: None, 206: None, 409: None},
+        {200: None, 206: None, 409: None, 416: None},
         tags=("jobs",),
         binary="application/octet-stream",
     )

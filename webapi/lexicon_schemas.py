@@ -8,17 +8,18 @@ from datetime import datetime
 from pydantic import BaseModel, Field
 
 from webapi.schemas import LANGUAGE_PATTERN, NAME_PATTERN, Strict
+from webapi.text import Lines, OptionalLines
 from worker.script.lexicon import MAX_ALIAS_CHARS, MAX_ENTRIES, MAX_GRAPHEME_CHARS, MAX_PHONEME_CHARS
 
 
 class LexiconEntryIn(Strict):
-    grapheme: str = Field(
+    grapheme: Lines = Field(
         min_length=1,
         max_length=MAX_GRAPHEME_CHARS,
         description="The written word or words, matched whole (literal text, never a pattern)",
     )
-    alias: str | None = Field(None, max_length=MAX_ALIAS_CHARS, description="A respelling to say instead")
-    phoneme: str | None = Field(
+    alias: OptionalLines = Field(None, max_length=MAX_ALIAS_CHARS, description="A respelling to say instead")
+    phoneme: OptionalLines = Field(
         None, max_length=MAX_PHONEME_CHARS, description="IPA, for engines that take phonemes"
     )
     case_sensitive: bool = Field(False, description="Match only the grapheme's exact case")

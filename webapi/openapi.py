@@ -104,6 +104,10 @@ ERRORS: dict[int, tuple[str, str]] = {
     409: ("Conflicts with the object's state, or with another object (a name already taken)", "conflict"),
     410: ("The audio or file was removed once its job expired", "expired"),
     413: ("The body or an uploaded file is larger than the server's limit", "too_large"),
+    416: (
+        "The Range starts past the end of the file; Content-Range (bytes */LENGTH) gives its length",
+        "requested_range_not_satisfiable",
+    ),
     415: ("Send a JSON body with Content-Type: application/json", "unsupported_media_type"),
     422: ("A field is invalid; `field` names it", "validation_error"),
     429: ("Too many requests with this key this minute, or a quota that frees up with time", "rate_limited"),
@@ -117,6 +121,12 @@ RESPONSE_HEADERS: dict[int, dict[str, Any]] = {
     206: {
         "Content-Range": {
             "description": "The bytes sent, e.g. bytes 0-1023/4096",
+            "schema": {"type": "string"},
+        }
+    },
+    416: {
+        "Content-Range": {
+            "description": "The file's length, as bytes */LENGTH",
             "schema": {"type": "string"},
         }
     },

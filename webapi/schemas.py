@@ -8,6 +8,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from webapi.text import Line, Lines, OptionalLine, OptionalLines, VoiceName
+
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9 _.\-]{0,63}$"
 LANGUAGE_PATTERN = r"^[a-z]{2,3}(-[a-z0-9]{2,8})?$"
 
@@ -63,12 +65,12 @@ class OutputSpec(Strict):
 class BookMetadata(Strict):
     """Tags written into the output file (the job's title is its title)."""
 
-    author: str | None = Field(None, max_length=1000)
-    narrator: str | None = Field(None, max_length=1000)
-    publisher: str | None = Field(None, max_length=1000)
+    author: OptionalLine = Field(None, max_length=1000)
+    narrator: OptionalLine = Field(None, max_length=1000)
+    publisher: OptionalLine = Field(None, max_length=1000)
     year: int | None = Field(None, ge=1, le=9999)
-    language: str | None = Field(None, max_length=35, description="e.g. en, eng, en-GB")
-    description: str | None = Field(None, max_length=4000)
+    language: OptionalLine = Field(None, max_length=35, description="e.g. en, eng, en-GB")
+    description: OptionalLines = Field(None, max_length=4000)
 
 
 class ScriptOptions(Strict):
@@ -96,13 +98,13 @@ class QaOptions(Strict):
     on_fail: Literal["flag", "fail"] = Field(
         "flag", description="A chunk that never passes: kept and flagged, or the job fails naming it"
     )
-    thresholds: dict[str, float] | None = Field(
+    thresholds: dict[Line, float] | None = Field(
         None, max_length=30, description="Overrides of the engine's QA thresholds, by name (docs/api.md)"
     )
 
 
 class JobCreate(Strict):
-    title: str | None = Field(
+    title: OptionalLine = Field(
         None,
         min_length=1,
         max_length=200,
@@ -118,12 +120,12 @@ class JobCreate(Strict):
         "plain", description="epub: upload the file (multipart field `script`) or send it base64-encoded"
     )
     script_options: ScriptOptions = Field(default_factory=lambda: ScriptOptions())  # noqa: PLW0108
-    voice: str = Field(min_length=1, max_length=64, description="A voice id or name of yours")
+    voice: Line = Field(min_length=1, max_length=64, description="A voice id or name of yours")
     language: str | None = Field(
         None, pattern=LANGUAGE_PATTERN, description="The script's language; default: the voice's"
     )
     speed: float = Field(1.0, ge=0.5, le=2.0, description="Speaking rate: 1 is the voice's own")
-    lexicons: list[str] = Field(
+    lexicons: list[Line] = Field(
         default_factory=list,
         max_length=20,
         description="Ids or names of your pronunciation lexicons, applied in order before the voices' own",
@@ -132,7 +134,7 @@ class JobCreate(Strict):
     pauses: Pauses = Field(default_factory=lambda: Pauses())  # noqa: PLW0108
     metadata: BookMetadata = Field(default_factory=lambda: BookMetadata())  # noqa: PLW0108
     qa: QaOptions = Field(default_factory=lambda: QaOptions())  # noqa: PLW0108
-    webhook_url: str | None = Field(
+    webhook_url: OptionalLine = Field(
         None,
         max_length=2000,
         description="POSTed once the job ends, signed with your key's webhook secret (X-Tome-Signature)",
@@ -142,7 +144,7 @@ class JobCreate(Strict):
 class JobForm(Strict):
     """A job as multipart/form-data: the script is the file field ``script`` (an EPUB, or UTF-8 text)."""
 
-    job: str = Field(
+    job: Lines = Field(
         max_length=100_000,
         description="JSON: the fields of the JSON form except `script`; `script_format` defaults to the "
         "file's kind (.epub, .md, .ssml/.xml, else plain)",
@@ -152,10 +154,14 @@ class JobForm(Strict):
 class VoiceForm(Strict):
     """The text fields of the multipart voice upload (the reference recording is the file field ``audio``)."""
 
-    name: str = Field(pattern=NAME_PATTERN, description="1-64 letters, digits, space, '_', '.', '-'")
-    ref_text: str = Field(min_length=1, max_length=5000, description="What the reference recording says")
+    name: VoiceName = Field(
+        description="1-64 letters, marks and digits (any script), space and ' _ . -; stored in Unicode NFC "
+        "with surrounding spaces trimmed and inner runs of spaces made one, and unique among your voices "
+        "without regard to case"
+    )
+    ref_text: Lines = Field(min_length=1, max_length=5000, description="What the reference recording says")
     language: str = Field("en", pattern=LANGUAGE_PATTERN)
-    lexicons: list[str] = Field(
+    lexicons: list[Line] = Field(
         default_factory=list, max_length=20, description="Default lexicons (ids or names) of the voice"
     )
 
@@ -164,15 +170,15 @@ class VoiceEmbeddingForm(VoiceForm):
     """The text fields of a voice upload that sends a speaker ``embedding`` instead of ``audio``: the
     voice speaks from the embedding alone, so a transcript is optional."""
 
-    ref_text: str = Field("", max_length=5000, description="Optional with an embedding")
+    ref_text: Lines = Field("", max_length=5000, description="Optional with an embedding")
 
 
 class VoiceUpdate(Strict):
     """Text fields of a voice re-upload; any of them, and/or a new ``audio`` file."""
 
-    ref_text: str | None = Field(None, min_length=1, max_length=5000)
+    ref_text: OptionalLines = Field(None, min_length=1, max_length=5000)
     language: str | None = Field(None, pattern=LANGUAGE_PATTERN)
-    lexicons: list[str] | None = Field(None, max_length=20)
+    lexicons: list[Line] | None = Field(None, max_length=20)
 
 
 class ListQuery(Strict):

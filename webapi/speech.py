@@ -26,6 +26,7 @@ from webapi.auth import current_principal, require_key
 from webapi.errors import ApiError, Conflict, Invalid, NotFound
 from webapi.extensions import tome
 from webapi.openapi import Operation, operation
+from webapi.text import Line, OptionalLine, OptionalLines
 from webapi.usage import require_room_for_job
 from webapi.validation import json_body
 from worker.audio import Pauses
@@ -53,12 +54,12 @@ class SpeechCreate(BaseModel):
         description="The text to speak, read as a plain script (numbers and abbreviations in words, the "
         "voice's lexicons, `<!-- break: 1s -->` lines); at most TOME_SPEECH_MAX_CHARS (4,096) characters",
     )
-    voice: str = Field(
+    voice: Line = Field(
         min_length=1,
         max_length=200,
         description='One of your voices, by id or name (OpenAI\'s custom-voice form {"id": "..."} too)',
     )
-    model: str | None = Field(
+    model: OptionalLine = Field(
         None, max_length=200, description="Accepted and ignored: Tome speaks with its configured engine"
     )
     response_format: SpeechFormat = Field(
@@ -72,7 +73,7 @@ class SpeechCreate(BaseModel):
         le=4.0,
         description="1 is the voice's own pace; the engine speaks at 0.5-2 of it, ffmpeg stretches the rest",
     )
-    instructions: str | None = Field(
+    instructions: OptionalLines = Field(
         None, max_length=4096, description="Accepted and ignored: no engine of Tome's takes instructions"
     )
     stream_format: Literal["audio"] = Field("audio", description="audio only (no server-sent events)")

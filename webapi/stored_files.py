@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import cast
 
 from flask import Response, redirect, request, send_file
+from werkzeug.exceptions import RequestedRangeNotSatisfiable
 
 from webapi.errors import Gone, Unavailable
 from webapi.extensions import tome
@@ -58,10 +59,8 @@ def _proxied(stored: str, total: int, mimetype: str, download_name: str) -> Resp
     span = None
     if wanted is not None and wanted.units == "bytes" and len(wanted.ranges) == 1:
         span = wanted.range_for_length(total)
-        if span is None:
-            answer = Response(status=416)
-            answer.headers["Content-Range"] = f"bytes */{total}"
-            return answer
+        if span is None:  # answered as send_file answers it: the JSON error, Content-Range: bytes */total
+            raise RequestedRangeNotSatisfiable(length=total)
     start, end = (span[0], span[1] - 1) if span is not None else (None, None)
     try:
         download = storage.open_range(stored, start, end)

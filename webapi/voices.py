@@ -19,6 +19,7 @@ from sqlalchemy.exc import IntegrityError
 from werkzeug.datastructures import FileStorage
 
 from models import ACTIVE, CacheStatus, Voice, utcnow
+from models.names import voice_name_key
 from webapi.auth import current_principal, require_key
 from webapi.errors import Conflict, Invalid, NotFound, TooLarge, UnsupportedMediaType
 from webapi.extensions import tome
@@ -227,6 +228,27 @@ def _require_multipart() -> None:
         raise UnsupportedMediaType("send the voice as multipart/form-data with fields name, ref_text, audio")
 
 
+def _refuse_taken_name(owner: str, name: str) -> None:
+    """409 naming the owner's live voice whose name is the same as ``name`` (by its key: case, Unicode
+    normalisation and spaces aside), if there is one."""
+    taken = (
+        tome()
+        .sessions.scalars(
+            select(Voice).where(
+                Voice.owner == owner, Voice.name_key == voice_name_key(name), Voice.deleted_at.is_(None)
+            )
+        )
+        .first()
+    )
+    if taken is not None:
+        raise Conflict(
+            f"you already have a voice named {taken.name!r} (id {taken.id}); names are compared without "
+            "regard to case",
+            field="name",
+            voice_id=str(taken.id),
+        )
+
+
 def _in_use(voice: Voice) -> int:
     """Unfinished jobs that use the voice: as their default voice, or in a chunk (a voice directive)."""
     using = jobs_using_voice(voice.id, ACTIVE).subquery()
@@ -264,10 +286,7 @@ def create_voice() -> tuple[Response, int]:
     speaker = _embedding_engine_or_422() if embedding is not None else None
     require_storage_room()
     owner = current_principal().owner
-    if state.sessions.scalar(
-        select(func.count()).where(Voice.owner == owner, Voice.name == form.name, Voice.deleted_at.is_(None))
-    ):
-        raise Conflict(f"you already have a voice named {form.name!r}", field="name")
+    _refuse_taken_name(owner, form.name)
     lexicon_ids = _lexicon_ids(form.lexicons)
     voice_id = uuid.uuid4()
     folder = voice_dir(voice_id)
@@ -296,8 +315,9 @@ def create_voice() -> tuple[Response, int]:
         state.sessions.add(voice)
         try:
             state.sessions.commit()
-        except IntegrityError as exc:
+        except IntegrityError as exc:  # a concurrent upload took the name between the check and the insert
             state.sessions.rollback()
+            _refuse_taken_name(owner, form.name)
             raise Conflict(f"you already have a voice named {form.name!r}", field="name") from exc
     except BaseException:
         state.storage.remove_folder(folder)

@@ -57,9 +57,11 @@ def api_command(bind: str, workers: int = 2) -> list[str]:
     until one closes); a request's line and headers must arrive within the 5 s keep-alive (gevent's worker
     times ``next(parser)`` out with it, so a slow-loris is dropped there); a request line of at most 4094
     bytes, at most 50 header fields of at most 8190 bytes each; bodies are capped by the app's
-    MAX_CONTENT_LENGTH (413)."""
+    MAX_CONTENT_LENGTH (413). The worker class is gunicorn's gevent worker answering gunicorn's own errors
+    (414, 431, 400...) in the API's JSON error shape (webapi.gunicorn_worker)."""
     gunicorn = str(Path(sys.executable).parent / "gunicorn")
-    return [gunicorn, "--bind", bind, "--workers", str(workers), "--worker-class", "gevent",
+    return [gunicorn, "--bind", bind, "--workers", str(workers),
+            "--worker-class", "webapi.gunicorn_worker.JsonErrorWorker",
             "--worker-connections", "500", "--keep-alive", "5", "--timeout", "120",
             "--limit-request-line", "4094", "--limit-request-fields", "50",
             "--limit-request-field_size", "8190", "--access-logfile", "-", "webapi:create_app()"]  # fmt: skip

@@ -346,3 +346,28 @@ def test_a_cover_counts_against_storage_from_submission(
     assert answer.status_code == 202, answer.json
     after = client.get("/v1/usage", headers=user).json["stored_bytes"]["used"]
     assert after - before == len(cover)
+
+
+def test_a_range_past_the_end_is_416_with_the_length_in_content_range(
+    app: Flask, client: FlaskClient, user: dict[str, str], reference_audio: tuple[bytes, str]
+) -> None:
+    """RFC 9110: a 416 says how long the file is (``Content-Range: bytes */LENGTH``), so that a client
+    resuming a download past its end learns where the end is; the body is the API's JSON error."""
+    job = _render(app, client, user, reference_audio[0], script="The sea was calm.", output={"format": "wav"})
+    urls = [
+        job["output"]["url"],
+        next(f["url"] for f in _files(client, user, job) if f["kind"] == "subtitles"),
+        f"/v1/jobs/{job['id']}/chunks/0/audio",
+    ]
+    for url in urls:
+        whole = client.get(url, headers=user)
+        assert whole.status_code == 200, url
+        length = len(whole.data)
+        for wanted in (f"bytes={length}-", f"bytes={length + 1000}-{length + 2000}"):
+            answer = client.get(url, headers={**user, "Range": wanted})
+            assert answer.status_code == 416, (url, wanted)
+            assert answer.headers["Content-Range"] == f"bytes */{length}", url
+            assert answer.json["error"]["code"] == "requested_range_not_satisfiable"
+        last = client.get(url, headers={**user, "Range": f"bytes={length - 1}-"})
+        assert last.status_code == 206
+        assert last.headers["Content-Range"] == f"bytes {length - 1}-{length - 1}/{length}"

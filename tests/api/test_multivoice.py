@@ -120,8 +120,13 @@ def test_an_unused_directive_is_still_resolved(
     assert (response.json["error"]["line"], response.json["error"]["column"]) == (1, 1)
 
 
-def test_names_are_matched_exactly(client: FlaskClient, user: dict[str, str], cast: dict[str, str]) -> None:
-    response = submit_job(client, user, "narrator", script="<!-- voice: BOB -->\nHi.")
+def test_names_match_case_aside_and_nothing_looser(
+    app: Flask, client: FlaskClient, user: dict[str, str], cast: dict[str, str]
+) -> None:
+    matched = submit_job(client, user, "narrator", script="<!-- voice: BOB -->\nHi.")
+    assert matched.status_code == 202, matched.json
+    assert chunk_voice_ids(app, matched.json["id"]) == [cast["bob"]]
+    response = submit_job(client, user, "narrator", script="<!-- voice: B0B -->\nHi.")
     assert response.status_code == 422
     assert response.json["error"]["code"] == "voice_not_found"
 

@@ -321,7 +321,6 @@ def test_keys_and_owners(stack: Stack) -> None:
 
 HOSTILE = [
     "-f lavfi -i sine -y /tmp/tome-speech-pwned.wav",
-    "narrator\n-y /tmp/tome-speech-pwned.wav",
     "narrator | touch /tmp/tome-speech-pwned",
     "$(touch /tmp/tome-speech-pwned)",
     "../../../etc/passwd",
@@ -335,6 +334,19 @@ def test_hostile_voices_are_simply_not_found(stack: Stack, voice: str) -> None:
     assert response.status_code == 404
     assert not Path("/tmp/tome-speech-pwned").exists()
     assert not Path("/tmp/tome-speech-pwned.wav").exists()
+
+
+def test_a_voice_with_a_control_character_is_a_422_naming_it(stack: Stack) -> None:
+    response = speak(stack, voice="narrator\n-y /tmp/tome-speech-pwned.wav")
+    assert response.status_code == 422
+    assert response.json["error"]["field"] == "voice"
+    assert not Path("/tmp/tome-speech-pwned.wav").exists()
+
+
+def test_the_voice_is_named_as_everywhere_else_case_and_spaces_aside(stack: Stack) -> None:
+    response = speak(stack, voice=" NARRATOR ", response_format="wav")
+    assert response.status_code == 200, response.data[:300]
+    assert response.data[:4] == b"RIFF"
 
 
 def test_hostile_input_is_only_ever_spoken(stack: Stack, tmp_path: Path) -> None:

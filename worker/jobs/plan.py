@@ -18,6 +18,7 @@ from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from models import Voice
+from models.names import voice_name_key
 from worker.audio import Pauses
 from worker.jobs import lexicons, limits
 from worker.script import (
@@ -184,8 +185,12 @@ def _script_voices(
     another directive follows it at once. ``voice_not_found`` at the first directive of a name that does
     not resolve."""
     first: dict[str, VoiceDirective] = {}
+    resolved = {default.name: default.id}
     for directive in directives:
-        if directive.voice is None or directive.voice == default.name:
+        if directive.voice is None:
+            continue
+        if voice_name_key(directive.voice) == default.name_key:
+            resolved[directive.voice] = default.id
             continue
         first.setdefault(directive.voice, directive)
         if len(first) > MAX_SCRIPT_VOICES:
@@ -196,7 +201,6 @@ def _script_voices(
                 column=directive.column,
             )
     found = live_voices(session, owner, list(first)) if first else {}
-    resolved = {default.name: default.id}
     for ref, directive in first.items():
         if ref not in found:
             raise PlanError(
@@ -211,27 +215,30 @@ def _script_voices(
 
 def live_voices(session: Session, owner: str, refs: list[str]) -> dict[str, Voice]:
     """The refs (ids or names) that name one of the owner's live voices, and that voice, in one query; an
-    id wins over a name that happens to spell it."""
+    id wins over a name that happens to spell it. This is how every voice reference is resolved (a job's
+    ``voice``, script directives and SSML ``<voice>``, speech's ``voice``): a name matches by its key
+    (models.names), so "Narrator", "narrator " and "NARRATOR" are one voice."""
     ids: dict[str, uuid.UUID] = {}
     for ref in refs:
         with contextlib.suppress(ValueError):
             ids[ref] = uuid.UUID(ref)
+    keys = {ref: voice_name_key(ref) for ref in refs}
     rows = session.scalars(
         select(Voice).where(
             Voice.owner == owner,
             Voice.deleted_at.is_(None),
-            or_(Voice.name.in_(refs), Voice.id.in_(list(ids.values()))),
+            or_(Voice.name_key.in_(set(keys.values())), Voice.id.in_(list(ids.values()))),
         )
     )
     by_id: dict[uuid.UUID, Voice] = {}
-    by_name: dict[str, Voice] = {}
+    by_key: dict[str, Voice] = {}
     for voice in rows:
         by_id[voice.id] = voice
-        by_name[voice.name] = voice
+        by_key[voice.name_key] = voice
     found: dict[str, Voice] = {}
     for ref in refs:
         if ref in ids and ids[ref] in by_id:
             found[ref] = by_id[ids[ref]]
-        elif ref in by_name:
-            found[ref] = by_name[ref]
+        elif keys[ref] in by_key:
+            found[ref] = by_key[keys[ref]]
     return found
