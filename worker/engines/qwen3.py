@@ -29,6 +29,7 @@ import functools
 import hashlib
 import json
 import threading
+import time
 import types
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -354,8 +355,10 @@ class Qwen3Engine:
         self._max_new_tokens = max_new_tokens
         # Rows per generate call; None: chosen per call from free GPU memory (CPU_BATCH on a CPU).
         self.max_batch_size: int | None = max_batch
-        # Rows of each generate call the last synthesize made (how a batch was split; tests, benchmarks).
+        # Rows of each generate call the last synthesize made (how a batch was split; tests, benchmarks);
+        # for the fast runner, the rows it kept in flight, and the seconds its loop took (benchmarks).
         self.last_calls: tuple[int, ...] = ()
+        self.last_generate_s = 0.0
 
     @functools.cached_property
     def version(self) -> str:
@@ -675,7 +678,9 @@ class Qwen3Engine:
         with self._generate_lock:
             rows = [self._loop_row(batch[i], items[i], languages[i], kwargs[i]) for i in indices]
             loop = self._fast_loop()
+            began = time.perf_counter()
             codes = loop.run(rows, slots)
+            self.last_generate_s = time.perf_counter() - began
             decoder, upsample = self._decoder()
             with _torch().inference_mode():
                 for i, generated in zip(indices, codes, strict=True):

@@ -200,6 +200,15 @@ class TalkerLoop:
         self.talker_salt = vocab_salt(self.vocab, self.device)
         self.cp_vocab = int(self.cp.config.vocab_size)
         self.cp_salt = vocab_salt(self.cp_vocab, self.device)
+        # The talker's rotary tables for every position. Its multimodal rotary embedding gives the three
+        # sections (time, height, width) the same position for speech, so the cos and sin it assembles
+        # are those of the first section, value for value: one table lookup a step replaces the rotary
+        # module and the assembly.
+        with torch.inference_mode():
+            every = torch.arange(int(config.max_position_embeddings), device=self.device)
+            probe = torch.zeros(1, dtype=self.dtype, device=self.device)
+            cos, sin = self.talker.model.rotary_emb(probe, every.view(1, 1, -1).expand(3, 1, -1))
+            self._talker_cos, self._talker_sin = cos[0, 0], sin[0, 0]
         # The code predictor's positions are the same every frame (0..codebooks-1): its rotary tables and
         # causal mask are computed once.
         with torch.inference_mode():
@@ -288,11 +297,11 @@ class TalkerLoop:
         """Talker layers over ``hidden`` (rows, q, D) at ``positions`` (rows, q); keys and values are
         written into ``k``/``v`` (rows, heads, S, dim) at those positions; ``mask`` (rows, 1, q, S) says
         which cache entries each query sees. Returns the final-norm hidden states."""
-        from qwen_tts.core.models.modeling_qwen3_tts import apply_multimodal_rotary_pos_emb
+        from qwen_tts.core.models.modeling_qwen3_tts import rotate_half
 
         model = self.talker.model
         rows, q = positions.shape
-        cos, sin = model.rotary_emb(hidden, positions.unsqueeze(0).expand(3, -1, -1))
+        cos, sin = self._talker_cos[positions].unsqueeze(1), self._talker_sin[positions].unsqueeze(1)
         row_index = torch.arange(rows, device=positions.device).unsqueeze(1).expand(rows, q)
         for index, layer in enumerate(model.layers):
             attn = layer.self_attn
@@ -301,9 +310,7 @@ class TalkerLoop:
             qs = attn.q_norm(attn.q_proj(x).view(shape)).transpose(1, 2)
             ks = attn.k_norm(attn.k_proj(x).view(shape)).transpose(1, 2)
             vs = attn.v_proj(x).view(shape).transpose(1, 2)
-            qs, ks = apply_multimodal_rotary_pos_emb(
-                qs, ks, cos, sin, attn.rope_scaling["mrope_section"], attn.rope_scaling["interleaved"]
-            )
+            qs, ks = qs * cos + rotate_half(qs) * sin, ks * cos + rotate_half(ks) * sin
             k[index][row_index, :, positions] = ks.transpose(1, 2)
             v[index][row_index, :, positions] = vs.transpose(1, 2)
             out = functional.scaled_dot_product_attention(
