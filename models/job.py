@@ -11,6 +11,7 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
+    CheckConstraint,
     Float,
     ForeignKey,
     Index,
@@ -55,6 +56,8 @@ class Job(Base):
     __table_args__ = (
         UniqueConstraint("owner", "idempotency_key", name="uq_jobs_owner_idempotency_key"),
         Index("ix_jobs_owner_created_at", "owner", "created_at"),
+        # Progress never counts a chunk twice nor goes below none (worker.jobs.state moves it).
+        CheckConstraint("chunks_done >= 0 AND chunks_done <= chunks_total", name="chunks_done_bounds"),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=new_id)
