@@ -128,6 +128,7 @@ class Settings:
     # The espeak-paced engine (worker/engines/paced.py, for the chaos battery).
     paced_seconds_per_chunk: float = 0.25
     paced_warm_up_seconds: float = 0.0
+    paced_max_reference_seconds: float = 0.0  # 0: any length; else a longer reference fails its build
 
     @property
     def layout(self) -> Layout:
@@ -189,6 +190,7 @@ class Settings:
             "fish_max_new_tokens",
             "paced_seconds_per_chunk",
             "paced_warm_up_seconds",
+            "paced_max_reference_seconds",
         ):
             if getattr(self, name) < 0:
                 raise ConfigError(f"TOME_{name.upper()} must not be negative")
