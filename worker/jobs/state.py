@@ -30,7 +30,17 @@ from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
-from models import ACTIVE, ChapterStatus, Chunk, ChunkStatus, Job, JobChapter, JobStatus, utcnow
+from models import (
+    ACTIVE,
+    ChapterStatus,
+    Chunk,
+    ChunkStatus,
+    Job,
+    JobChapter,
+    JobRerender,
+    JobStatus,
+    utcnow,
+)
 from worker.script import ChunkSpec
 
 
@@ -677,10 +687,12 @@ def rerender_chunk(
     seed: int,
     stale_chapters: Sequence[int],
     now: datetime,
+    seconds: float = 0.0,
 ) -> bool:
     """succeeded -> running for one chunk rendered again (its ``edit``, or the same text) with ``seed``:
     the chunk back to pending, its chapter and ``stale_chapters`` (whose files are gone) to be stitched
-    again, the revision counted. The book and files of the previous revision stay until the new ones are
+    again, the revision counted, and the re-render recorded (``seconds``: its estimated speech, counted
+    in its owner's usage). The book and files of the previous revision stay until the new ones are
     published. False if the job is not a finished, unexpired job with that chunk done."""
     chunk = session.execute(
         select(Chunk.chapter, *_KEPT_BY_RERENDER, *_TAKE).where(Chunk.job_id == job_id, Chunk.seq == seq)
@@ -713,6 +725,8 @@ def rerender_chunk(
     )
     if rows(moved) != 1:
         return False
+    owner = session.scalar(select(Job.owner).where(Job.id == job_id))
+    session.add(JobRerender(job_id=job_id, owner=owner, seq=seq, seconds=seconds, created_at=now))
     values: dict[str, Any] = {
         "previous": {key: getattr(chunk, key) for key in sorted(_RESTORED)},
         "status": ChunkStatus.PENDING.value,
