@@ -789,6 +789,8 @@ def keep_previous_take(
     ).one_or_none()
     if chunk is None or chunk.previous is None:
         return None
+    if chunk.status == ChunkStatus.DONE and "audio_path" not in chunk.previous:
+        return None  # a new take stored over a previous one whose audio was not kept aside
     running = session.scalar(
         select(Job.rerender)
         .where(Job.id == chunk.job_id, Job.status.in_([JobStatus.RUNNING.value, JobStatus.STITCHING.value]))
