@@ -12,6 +12,7 @@ from models.job import (
     Job,
     JobChapter,
     JobKind,
+    JobRerender,
     JobStatus,
 )
 from models.lexicon import Lexicon
@@ -31,6 +32,7 @@ __all__ = [
     "Job",
     "JobChapter",
     "JobKind",
+    "JobRerender",
     "JobStatus",
     "Lexicon",
     "MetricSample",

@@ -11,6 +11,7 @@ from sqlalchemy import (
     JSON,
     BigInteger,
     Boolean,
+    CheckConstraint,
     Float,
     ForeignKey,
     Index,
@@ -55,6 +56,8 @@ class Job(Base):
     __table_args__ = (
         UniqueConstraint("owner", "idempotency_key", name="uq_jobs_owner_idempotency_key"),
         Index("ix_jobs_owner_created_at", "owner", "created_at"),
+        # Progress never counts a chunk twice nor goes below none (worker.jobs.state moves it).
+        CheckConstraint("chunks_done >= 0 AND chunks_done <= chunks_total", name="chunks_done_bounds"),
     )
 
     id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=new_id)
@@ -202,3 +205,21 @@ class JobChapter(Base):
     webhook_attempts: Mapped[int] = mapped_column(Integer, default=0)
     webhook_next_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
     webhook_delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
+
+
+class JobRerender(Base):
+    """One accepted re-render of a finished job's chunk (POST .../chunks/{seq}/rerender): what it counts
+    against its owner's daily audio quota and its job's hourly re-render limit (worker.jobs.usage)."""
+
+    __tablename__ = "job_rerenders"
+    __table_args__ = (
+        Index("ix_job_rerenders_owner_created_at", "owner", "created_at"),
+        Index("ix_job_rerenders_job_id_created_at", "job_id", "created_at"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    owner: Mapped[str] = mapped_column(String(100))
+    seq: Mapped[int] = mapped_column(Integer)
+    seconds: Mapped[float] = mapped_column(Float)  # the chunk's estimated speech, as a job's estimate
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

@@ -21,6 +21,7 @@ from webapi.jobs import chapter_rows, job_out, owned_job
 from webapi.openapi import Operation, operation
 from webapi.schemas import ChunkQaOut, JobOut, JobQaOut, JobQaQuery, QaCheckOut, RerenderIn
 from webapi.stored_files import send_stored
+from webapi.usage import require_room_for_rerender
 from webapi.validation import json_body, query
 from worker.jobs import state
 from worker.jobs.intake import plan_request
@@ -121,7 +122,7 @@ def chunk_audio(job_id: str, seq: int) -> Response:
     Operation(
         "Render one chunk of a finished job again (a new take, or edited text); its chapter and the book "
         "are stitched again, the previous output downloadable until the new one is published",
-        {202: JobOut, 404: None, 409: None, 410: None, 422: None},
+        {202: JobOut, 404: None, 409: None, 410: None, 422: None, 429: None},
         body=RerenderIn,
         tags=("jobs",),
     )
@@ -152,6 +153,8 @@ def rerender_chunk(job_id: str, seq: int) -> tuple[Response, int]:
             code="voice_deleted",
         )
     edit = None if asked.text is None else _read(job, chunk, voice, asked.text)
+    seconds = len(chunk.text if edit is None else edit.text) / tome().settings.speech_chars_per_second
+    require_room_for_rerender(job.id, seconds)
     try:
         stale = [
             row.chapter
@@ -164,7 +167,7 @@ def rerender_chunk(job_id: str, seq: int) -> tuple[Response, int]:
     seed = asked.seed if asked.seed is not None else secrets.randbelow(2**31)
     with unit_of_work(tome().runtime.sessions) as session:
         moved = state.rerender_chunk(
-            session, job.id, seq, edit=edit, seed=seed, stale_chapters=stale, now=utcnow()
+            session, job.id, seq, edit=edit, seed=seed, stale_chapters=stale, now=utcnow(), seconds=seconds
         )
     if not moved:
         raise Conflict("the job changed meanwhile; GET it and try again", code="not_ready")

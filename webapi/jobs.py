@@ -569,14 +569,8 @@ def job_audio_name(job: Job) -> str:
 def cancel_job(job_id: str) -> Response:
     state = tome()
     job = owned_job(job_id)
-    # A finished book's re-render is what is cancelled, not the book: its chunk keeps the previous take
-    # and the book is published again from it.
-    if job.revision and rerender.give_up(
-        state.runtime, job.id, "cancelled by its owner", state.enqueue, outcome="cancelled"
-    ):
-        state.sessions.expire_all()
-        log.info("job %s: its re-render cancelled by its owner", job.id)
-        return jsonify(job_out(state.sessions.get(Job, job.id) or job).model_dump(mode="json"))
+    if job.output_path is not None:  # a published book: what is cancelled is its re-render, never the book
+        return _cancel_rerender(job)
     if not jobs.cancel_job(state.sessions(), job.id, utcnow()):
         state.sessions.rollback()
         raise Conflict(f"job is already {job.status}", code="not_cancellable")
@@ -585,3 +579,22 @@ def cancel_job(job_id: str) -> Response:
     state.sessions.refresh(job)
     log.info("job %s: cancelled by its owner", job.id)
     return jsonify(job_out(job).model_dump(mode="json"))
+
+
+def _cancel_rerender(job: Job) -> Response:
+    """Cancel a finished book's re-render, rendering or stitching: its chunk keeps the previous take and
+    the book is published again from it. A second cancel of the same re-render (concurrent, or after)
+    answers the same; a book with no re-render to cancel is 409."""
+    state = tome()
+    cancelled = rerender.cancel(state.runtime, job.id, state.enqueue)
+    state.sessions.expire_all()
+    fresh = state.sessions.get(Job, job.id) or job
+    last = fresh.rerender if isinstance(fresh.rerender, dict) else {}
+    if not cancelled and not (fresh.status in ACTIVE and last.get("outcome") == "cancelled"):
+        raise Conflict(
+            f"job is {fresh.status} and renders no chunk again: there is nothing to cancel",
+            code="not_cancellable",
+        )
+    if cancelled:
+        log.info("job %s: its re-render cancelled by its owner", job.id)
+    return jsonify(job_out(fresh).model_dump(mode="json"))

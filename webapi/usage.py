@@ -3,6 +3,8 @@ quota into a clear refusal (403 for storage, 429 with Retry-After where waiting 
 
 from __future__ import annotations
 
+import uuid
+
 from flask import Blueprint, Response, jsonify
 from pydantic import BaseModel, Field
 
@@ -12,7 +14,16 @@ from webapi.errors import ApiError, Forbidden
 from webapi.extensions import tome
 from webapi.openapi import Operation, operation
 from webapi.ratelimit import RateLimited
-from worker.jobs.usage import QuotaExceeded, Quotas, Usage, check_new_job, check_storage, usage_of
+from worker.jobs.usage import (
+    QuotaExceeded,
+    Quotas,
+    RecentRerenders,
+    Usage,
+    check_new_job,
+    check_rerender,
+    check_storage,
+    usage_of,
+)
 
 bp = Blueprint("usage", __name__, url_prefix="/v1/usage")
 bp.before_request(require_key)
@@ -34,7 +45,7 @@ class UsageOut(BaseModel):
     unfinished_jobs: Count
     audio_seconds_24h: Seconds = Field(
         description="Estimated output of the jobs submitted in the last 24 hours (what a failed or "
-        "cancelled job rendered)"
+        "cancelled job rendered), and the estimated speech of the chunks re-rendered on request then"
     )
 
 
@@ -67,6 +78,17 @@ def _refusal(exc: QuotaExceeded) -> ApiError:
 def require_room_for_job(seconds: float, sample_rate: int) -> None:
     try:
         check_new_job(current_usage(), Quotas.of(tome().settings), seconds, sample_rate)
+    except QuotaExceeded as exc:
+        raise _refusal(exc) from exc
+
+
+def require_room_for_rerender(job_id: uuid.UUID, seconds: float) -> None:
+    """429 if a re-render of ``seconds`` estimated speech is over the job's hourly re-render limit or the
+    owner's daily audio quota."""
+    now = utcnow()
+    recent = RecentRerenders.of(tome().sessions(), job_id, now)
+    try:
+        check_rerender(current_usage(), Quotas.of(tome().settings), seconds, recent, now)
     except QuotaExceeded as exc:
         raise _refusal(exc) from exc
 

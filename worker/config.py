@@ -64,6 +64,8 @@ class Settings:
     quota_storage_bytes: int = 20 * 1024**3
     quota_unfinished_jobs: int = 20
     quota_audio_seconds_per_day: float = 172_800.0  # estimated output submitted in any 24 hours
+    # Re-renders of one job's chunks in any hour (each stitches its chapter and the book again); 0: no limit.
+    max_rerenders_per_job_hour: int = 30
     # POST /v1/audio/speech (worker.jobs.speech): the longest input it speaks, and how long the API waits
     # for the first chunk (a voice's prompt build included) and then for each next one before giving up.
     speech_max_chars: int = 4_096
@@ -128,6 +130,7 @@ class Settings:
     # The espeak-paced engine (worker/engines/paced.py, for the chaos battery).
     paced_seconds_per_chunk: float = 0.25
     paced_warm_up_seconds: float = 0.0
+    paced_max_reference_seconds: float = 0.0  # 0: any length; else a longer reference fails its build
 
     @property
     def layout(self) -> Layout:
@@ -189,6 +192,8 @@ class Settings:
             "fish_max_new_tokens",
             "paced_seconds_per_chunk",
             "paced_warm_up_seconds",
+            "paced_max_reference_seconds",
+            "max_rerenders_per_job_hour",
         ):
             if getattr(self, name) < 0:
                 raise ConfigError(f"TOME_{name.upper()} must not be negative")

@@ -734,6 +734,34 @@ def test_failed_build_fails_callers_with_the_voice_name_and_the_reason(rt: Runti
     assert prompt_files(rt, voice_id) == []
 
 
+def test_a_failed_builds_reason_names_no_server_path(rt: Runtime, voice_id: uuid.UUID) -> None:
+    """The reference file gone under the build (FileNotFoundError names its path): the voice fails at
+    once, its reason without the path."""
+    Path(get_voice(rt, voice_id).audio_path).unlink()
+    assert build_voice(rt, voice_id) == BuildOutcome.FAILED
+    voice = get_voice(rt, voice_id)
+    assert voice.cache_status == CacheStatus.FAILED
+    assert voice.cache_error is not None
+    assert voice.cache_error.startswith("FileNotFoundError: ")
+    assert "<file>" in voice.cache_error
+    assert str(voice_folder(rt, voice_id)) not in voice.cache_error
+    assert voice.cache_lease_until is None
+
+
+def test_a_build_whose_worker_stops_gives_its_claim_back_at_once(
+    rt: Runtime, voice_id: uuid.UUID, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def stopping(*args: object) -> None:
+        raise KeyboardInterrupt  # a BaseException: the worker is shutting down mid-build
+
+    monkeypatch.setattr(voice_prompts, "compute_prompt", stopping)
+    with pytest.raises(KeyboardInterrupt):
+        build_voice(rt, voice_id)
+    assert get_voice(rt, voice_id).cache_status == CacheStatus.PENDING
+    monkeypatch.undo()
+    assert build_voice(rt, voice_id) == BuildOutcome.BUILT  # not busy until the lease expires
+
+
 def test_a_claim_is_exclusive_until_its_lease_expires(rt: Runtime, voice_id: uuid.UUID) -> None:
     first = claim_build(rt, voice_id)
     assert isinstance(first, BuildClaim)

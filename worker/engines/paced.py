@@ -7,6 +7,9 @@ default 0.25 s), a realistic time for a neural engine on a GPU. It is what the c
 stands in only for the GPU's timing, which this machine cannot provide. Its version differs from
 espeak's, so prompts are not shared between the two. ``warm_up_seconds`` (``TOME_PACED_WARM_UP_SECONDS``,
 default 0) makes its warm-up take that long, as loading a model onto a GPU does when a worker starts.
+``max_reference_seconds`` (``TOME_PACED_MAX_REFERENCE_SECONDS``, default 0: any length) makes
+``encode_speaker`` raise a RuntimeError on a longer reference, as a neural codec with a fixed context
+does (not an EngineError: the failure a build must survive is any exception).
 Word times (``synthesize_timed``) are espeak's, paced the same way.
 """
 
@@ -28,10 +31,16 @@ _T = TypeVar("_T")
 class PacedEspeakEngine:
     name = "espeak-paced"
 
-    def __init__(self, seconds_per_chunk: float = 0.25, warm_up_seconds: float = 0.0) -> None:
+    def __init__(
+        self,
+        seconds_per_chunk: float = 0.25,
+        warm_up_seconds: float = 0.0,
+        max_reference_seconds: float = 0.0,
+    ) -> None:
         self._inner = EspeakEngine()
         self.seconds_per_chunk = seconds_per_chunk
         self.warm_up_seconds = warm_up_seconds
+        self.max_reference_seconds = max_reference_seconds
         self.version = f"{self._inner.version}/paced"
         self.sample_rate = self._inner.sample_rate
         self.max_chunk_chars = self._inner.max_chunk_chars
@@ -43,6 +52,12 @@ class PacedEspeakEngine:
     def encode_speaker(
         self, audio: Waveform, sample_rate: int, ref_text: str
     ) -> dict[str, npt.NDArray[np.generic]]:
+        seconds = len(audio) / sample_rate
+        if self.max_reference_seconds and seconds > self.max_reference_seconds:
+            raise RuntimeError(
+                f"the codec takes at most {self.max_reference_seconds:g} s of reference audio, "
+                f"not {seconds:.1f} s"
+            )
         return self._inner.encode_speaker(audio, sample_rate, ref_text)
 
     def synthesize(self, batch: Sequence[SynthesisRequest]) -> list[Waveform]:

@@ -86,7 +86,11 @@ register("espeak", _espeak_factory)
 def _paced_factory(settings: Settings) -> Engine:
     from worker.engines.paced import PacedEspeakEngine
 
-    return PacedEspeakEngine(settings.paced_seconds_per_chunk, settings.paced_warm_up_seconds)
+    return PacedEspeakEngine(
+        settings.paced_seconds_per_chunk,
+        settings.paced_warm_up_seconds,
+        settings.paced_max_reference_seconds,
+    )
 
 
 register("espeak-paced", _paced_factory)

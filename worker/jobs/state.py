@@ -2,7 +2,10 @@
 and the queries that find work to resume (the one answer to "where does a job or chunk change state").
 
     job:     queued ──start_job──> running ──begin_stitch──> stitching ──finish_stitch──> succeeded
-             (any active state) ──fail_job──> failed, ──cancel_job──> cancelled
+             (any active state) ──fail_job──> failed, ──cancel_job──> cancelled (never once a book
+             is published: a cancel then gives up the re-render instead)
+             succeeded ──rerender_chunk──> running; (running | stitching) ──keep_previous_take──> running
+             (the re-render given up: the previous take back, its chapter and the book stitched again)
     chunk:   pending ──claim_chunks──> running ──complete_chunk──> done
              running ──release_chunk──> pending, (pending | running) ──fail_chunk──> failed
     chapter: pending ──claim_chapter──> stitching ──finish_chapter──> ready
@@ -22,12 +25,22 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import Select, Table, and_, bindparam, exists, or_, select, update
+from sqlalchemy import Select, Table, and_, bindparam, exists, null, or_, select, update
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.elements import ColumnElement
 
-from models import ACTIVE, ChapterStatus, Chunk, ChunkStatus, Job, JobChapter, JobStatus, utcnow
+from models import (
+    ACTIVE,
+    ChapterStatus,
+    Chunk,
+    ChunkStatus,
+    Job,
+    JobChapter,
+    JobRerender,
+    JobStatus,
+    utcnow,
+)
 from worker.script import ChunkSpec
 
 
@@ -165,7 +178,6 @@ _COMPLETE = (
         qa=bindparam("b_qa"),
         flagged=bindparam("b_flagged"),
         lease_until=None,
-        previous=None,
     )
 )
 
@@ -347,9 +359,15 @@ def fail_job(session: Session, job_id: uuid.UUID, error: str, now: datetime) -> 
 
 
 def cancel_job(session: Session, job_id: uuid.UUID, now: datetime) -> bool:
+    """Any active state -> cancelled, unless the job has a published book (it renders a chunk again, or
+    stitches its book again from a previous take): that book is never cancelled."""
     result = session.execute(
         update(Job)
-        .where(Job.id == job_id, Job.status.in_([s.value for s in ACTIVE]))
+        .where(
+            Job.id == job_id,
+            Job.status.in_([s.value for s in ACTIVE]),
+            Job.output_path.is_(None),
+        )
         .values(status=JobStatus.CANCELLED.value, finished_at=now, updated_at=now, lease_until=None)
     )
     return rows(result) == 1
@@ -403,7 +421,14 @@ def finish_stitch(
     extra_bytes: int = 0,
 ) -> bool:
     """stitching -> succeeded under the current token, with the book, its files and what they weigh
-    (``extra_bytes``: the job's other stored files, such as its cover)."""
+    (``extra_bytes``: the job's other stored files, such as its cover). A re-rendered chunk's new take
+    is published with it: the chunk no longer keeps its previous take, and cancelling can no longer
+    bring it back."""
+    # Locks: the re-rendered chunk first, then the job (as keep_previous_take), so that a cancel and the
+    # publication are one after the other, whichever comes first.
+    unpublished = list(
+        session.scalars(select(Chunk.id).where(Chunk.job_id == job_id, _rerendering()).with_for_update())
+    )
     result = session.execute(
         update(Job)
         .where(Job.id == job_id, Job.status == JobStatus.STITCHING.value, Job.stitch_token == token)
@@ -421,7 +446,11 @@ def finish_stitch(
             lease_until=None,
         )
     )
-    return rows(result) == 1
+    if rows(result) != 1:
+        return False
+    if unpublished:
+        session.execute(update(Chunk).where(Chunk.id.in_(unpublished)).values(previous=null()))
+    return True
 
 
 def mark_enqueued(session: Session, job_id: uuid.UUID, seqs: list[int], now: datetime | None = None) -> None:
@@ -624,9 +653,20 @@ def chapters_to_resume(session: Session, now: datetime) -> tuple[list[tuple[uuid
     return [(r.job_id, r.chapter) for r in unclaimed], [(r.job_id, r.chapter) for r in expired]
 
 
-# What a chunk rendered again on request keeps aside (Chunk.previous) to be put back if the new take fails;
-# its audio columns stay as they are until a new take is stored over them.
+# What a chunk rendered again on request keeps aside (Chunk.previous) to be put back if its new take fails
+# or is cancelled before it is published: what the chunk says, and the take it had (its audio file stays in
+# the store until the new book is published, worker.jobs.stitch).
 _KEPT_BY_RERENDER = (Chunk.text, Chunk.source_text, Chunk.rate, Chunk.seed, Chunk.qa, Chunk.flagged)
+_TAKE = (
+    Chunk.audio_path,
+    Chunk.duration,
+    Chunk.audio_bytes,
+    Chunk.levels,
+    Chunk.words,
+    Chunk.content_key,
+    Chunk.take_key,
+)
+_RESTORED = frozenset(column.key for column in (*_KEPT_BY_RERENDER, *_TAKE))
 
 
 @dataclass(frozen=True)
@@ -647,13 +687,15 @@ def rerender_chunk(
     seed: int,
     stale_chapters: Sequence[int],
     now: datetime,
+    seconds: float = 0.0,
 ) -> bool:
     """succeeded -> running for one chunk rendered again (its ``edit``, or the same text) with ``seed``:
     the chunk back to pending, its chapter and ``stale_chapters`` (whose files are gone) to be stitched
-    again, the revision counted. The book and files of the previous revision stay until the new ones are
+    again, the revision counted, and the re-render recorded (``seconds``: its estimated speech, counted
+    in its owner's usage). The book and files of the previous revision stay until the new ones are
     published. False if the job is not a finished, unexpired job with that chunk done."""
     chunk = session.execute(
-        select(Chunk.chapter, *_KEPT_BY_RERENDER).where(Chunk.job_id == job_id, Chunk.seq == seq)
+        select(Chunk.chapter, *_KEPT_BY_RERENDER, *_TAKE).where(Chunk.job_id == job_id, Chunk.seq == seq)
     ).one_or_none()
     if chunk is None:
         return False
@@ -683,8 +725,10 @@ def rerender_chunk(
     )
     if rows(moved) != 1:
         return False
+    owner = session.scalar(select(Job.owner).where(Job.id == job_id))
+    session.add(JobRerender(job_id=job_id, owner=owner, seq=seq, seconds=seconds, created_at=now))
     values: dict[str, Any] = {
-        "previous": {column.key: getattr(chunk, column.key) for column in _KEPT_BY_RERENDER},
+        "previous": {key: getattr(chunk, key) for key in sorted(_RESTORED)},
         "status": ChunkStatus.PENDING.value,
         "seed": seed,
         "attempts": 0,
@@ -706,53 +750,90 @@ def rerender_chunk(
     return True
 
 
-def _rerendering() -> tuple[ColumnElement[bool], ...]:
-    """A chunk being rendered again on request, its new take not stored yet."""
-    return (
-        Chunk.previous.is_not(None),
-        Chunk.status.in_([ChunkStatus.PENDING.value, ChunkStatus.RUNNING.value]),
-    )
+def _rerendering() -> ColumnElement[bool]:
+    """A chunk rendered again on request whose new take is not published yet (pending, running, or stored
+    and being stitched into its chapter and the book)."""
+    return Chunk.previous.is_not(None)
+
+
+_UNSTORED = (ChunkStatus.PENDING.value, ChunkStatus.RUNNING.value)
 
 
 def keep_previous_take(
-    session: Session, chunk_id: int, token: str | None, error: str, outcome: str = "refused"
+    session: Session,
+    chunk_id: int,
+    token: str | None,
+    error: str,
+    outcome: str = "refused",
+    *,
+    stored_too: bool = False,
 ) -> int | None:
-    """A chunk rendered again on request whose new take failed (``error``) -> done again with what it
-    was before (its audio never changed), counted done (and flagged) again, the job's ``rerender``
-    naming the error and the ``outcome`` (refused, or cancelled by its owner); the chunk's chapter,
-    returned, is to be stitched again. None (nothing changed) if the chunk is not a pending or running
-    re-render (under ``token``, when given)."""
-    conditions = [Chunk.id == chunk_id, Chunk.audio_path.is_not(None), *_rerendering()]
+    """A chunk rendered again on request whose new take failed or was cancelled (``error``) -> done again
+    with the take it had, the job's ``rerender`` naming the error and the ``outcome`` (refused, or cancelled
+    by its owner); the chunk's chapter, returned, is to be stitched again. The job goes back to running
+    (a stitch of the new take in flight loses its token, so never publishes) with its counters as they
+    were before the re-render. ``stored_too``: also a new take already stored and being stitched (a cancel
+    does that; a failure only ever concerns an unstored take). The chunk loses its attempt token, so the
+    attempt that was rendering it can no longer mark it done (nor count it twice). None (nothing changed)
+    if the chunk is not such a re-render (under ``token``, when given)."""
+    conditions = [Chunk.id == chunk_id, Chunk.audio_path.is_not(None), _rerendering()]
+    if not stored_too:
+        conditions.append(Chunk.status.in_(_UNSTORED))
     if token is not None:
         conditions.append(Chunk.attempt_token == token)
+    # Locks: the chunk, then the job (complete_chunks and finish_stitch take them in that order too).
     chunk = session.execute(
-        select(Chunk.job_id, Chunk.seq, Chunk.chapter, Chunk.previous).where(*conditions).with_for_update()
+        select(Chunk.job_id, Chunk.seq, Chunk.chapter, Chunk.previous, Chunk.status, Chunk.flagged)
+        .where(*conditions)
+        .with_for_update()
     ).one_or_none()
-    if chunk is None:
+    if chunk is None or chunk.previous is None:
         return None
+    if chunk.status == ChunkStatus.DONE and "audio_path" not in chunk.previous:
+        return None  # a new take stored over a previous one whose audio was not kept aside
     running = session.scalar(
-        select(Job.rerender).where(Job.id == chunk.job_id, Job.status == JobStatus.RUNNING.value)
+        select(Job.rerender)
+        .where(Job.id == chunk.job_id, Job.status.in_([JobStatus.RUNNING.value, JobStatus.STITCHING.value]))
+        .with_for_update()
     )
-    if running is None:  # not a running re-render (cancelled, or a first render's chunk)
+    if running is None:  # not an unpublished re-render (given up already, or a first render's chunk)
         return None
-    kept = {column.key: chunk.previous.get(column.key) for column in _KEPT_BY_RERENDER}
-    session.execute(
+    kept = {key: value for key, value in chunk.previous.items() if key in _RESTORED}
+    restored = session.execute(
         update(Chunk)
         .where(*conditions)
-        .values(**kept, status=ChunkStatus.DONE.value, lease_until=None, previous=None, error=error)
+        .values(
+            **kept,
+            status=ChunkStatus.DONE.value,
+            lease_until=None,
+            attempt_token=None,
+            previous=null(),  # SQL NULL, not JSON null: the chunk is no re-render any more
+            error=error,
+        )
     )
+    if rows(restored) != 1:
+        return None
+    counted = chunk.status == ChunkStatus.DONE  # its new take was stored, and counted done then
     session.execute(
         update(Job)
         .where(Job.id == chunk.job_id)
         .values(
-            chunks_done=Job.chunks_done + 1,
-            chunks_flagged=Job.chunks_flagged + int(bool(kept["flagged"])),
+            status=JobStatus.RUNNING.value,
+            stitch_token=None,
+            lease_until=None,
+            chunks_done=Job.chunks_done + (0 if counted else 1),
+            chunks_flagged=Job.chunks_flagged + int(bool(kept.get("flagged"))) - int(bool(chunk.flagged)),
             rerender={**running, "seq": chunk.seq, "error": error, "outcome": outcome},
         )
+    )
+    session.execute(  # a stitch of the chapter in flight loses its token; the chapter is stitched again
+        update(JobChapter)
+        .where(JobChapter.job_id == chunk.job_id, JobChapter.chapter == chunk.chapter)
+        .values(status=ChapterStatus.PENDING.value, token=None, lease_until=None, attempts=0)
     )
     return int(chunk.chapter)
 
 
 def rerendering_chunks(session: Session, job_id: uuid.UUID) -> list[int]:
-    """The ids of the job's chunks being rendered again on request (not done yet)."""
-    return list(session.scalars(select(Chunk.id).where(Chunk.job_id == job_id, *_rerendering())))
+    """The ids of the job's chunks rendered again on request whose new take is not published yet."""
+    return list(session.scalars(select(Chunk.id).where(Chunk.job_id == job_id, _rerendering())))

@@ -5,7 +5,9 @@ job or a voice is accepted. No Flask or Celery imports.
 Stored bytes are the owner's reference recordings, chunk audio and outputs that still exist (expiry
 removes chunks and outputs; they then stop counting). Audio in the last 24 hours is the estimated output
 of every job submitted in that window (what it was accepted for), except that a job which failed or was
-cancelled counts only what it rendered.
+cancelled counts only what it rendered, plus the estimated speech of every chunk re-rendered on request in
+that window (as accepted). A job's re-renders are also limited per hour (each stitches its chapter and the
+book again).
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ from datetime import datetime, timedelta
 from sqlalchemy import String, case, cast, func, or_, select
 from sqlalchemy.orm import Session
 
-from models import Chunk, Job, JobChapter, JobStatus, Voice
+from models import Chunk, Job, JobChapter, JobRerender, JobStatus, Voice
 from models.job import ACTIVE
 from worker.config import Settings
 
 WINDOW = timedelta(hours=24)
+RERENDER_WINDOW = timedelta(hours=1)
 
 
 @dataclass(frozen=True)
@@ -35,11 +38,15 @@ class Quotas:
     stored_bytes: int
     unfinished_jobs: int
     audio_seconds_24h: float
+    rerenders_per_job_hour: int = 0
 
     @classmethod
     def of(cls, settings: Settings) -> Quotas:
         return cls(
-            settings.quota_storage_bytes, settings.quota_unfinished_jobs, settings.quota_audio_seconds_per_day
+            settings.quota_storage_bytes,
+            settings.quota_unfinished_jobs,
+            settings.quota_audio_seconds_per_day,
+            settings.max_rerenders_per_job_hour,
         )
 
 
@@ -99,11 +106,57 @@ def usage_of(session: Session, owner: str, now: datetime, *, shared_chunks: bool
             )
         ).where(Job.owner == owner, Job.created_at >= now - WINDOW)
     )
+    rerendered = session.scalar(
+        select(func.coalesce(func.sum(JobRerender.seconds), 0)).where(
+            JobRerender.owner == owner, JobRerender.created_at >= now - WINDOW
+        )
+    )
     return Usage(
         int(references or 0) + int(outputs or 0) + int(chunks or 0) + int(early_chapters or 0),
         int(unfinished or 0),
-        float(audio or 0),
+        float(audio or 0) + float(rerendered or 0),
     )
+
+
+@dataclass(frozen=True)
+class RecentRerenders:
+    """A job's re-renders in the last hour: how many, and when the oldest of them was accepted."""
+
+    count: int
+    oldest: datetime | None
+
+    @classmethod
+    def of(cls, session: Session, job_id: object, now: datetime) -> RecentRerenders:
+        count, oldest = session.execute(
+            select(func.count(), func.min(JobRerender.created_at)).where(
+                JobRerender.job_id == job_id, JobRerender.created_at >= now - RERENDER_WINDOW
+            )
+        ).one()
+        return cls(int(count or 0), oldest)
+
+
+def check_rerender(
+    usage: Usage, quotas: Quotas, seconds: float, recent: RecentRerenders, now: datetime
+) -> None:
+    """Raise :class:`QuotaExceeded` (429, with when to retry) if a re-render of ``seconds`` estimated
+    speech would exceed the job's hourly re-render limit or the owner's daily audio quota."""
+    limit = quotas.rerenders_per_job_hour
+    if limit and recent.count >= limit:
+        frees = (recent.oldest or now) + RERENDER_WINDOW - now
+        raise QuotaExceeded(
+            "rerenders_per_hour",
+            f"this job's chunks were rendered again {recent.count} times in the last hour; the limit is "
+            f"{limit} (TOME_MAX_RERENDERS_PER_JOB_HOUR)",
+            retry_after=max(1, int(frees.total_seconds()) + 1),
+        )
+    if quotas.audio_seconds_24h and usage.audio_seconds_24h + seconds > quotas.audio_seconds_24h:
+        raise QuotaExceeded(
+            "quota_audio_per_day",
+            f"this re-render (about {seconds:.0f} s) and the {usage.audio_seconds_24h:.0f} s of audio you "
+            f"submitted in the last 24 hours exceed the quota of {quotas.audio_seconds_24h:.0f} s "
+            "(TOME_QUOTA_AUDIO_SECONDS_PER_DAY)",
+            retry_after=3600,
+        )
 
 
 def check_new_job(usage: Usage, quotas: Quotas, seconds: float, sample_rate: int) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import time
 import uuid
 from collections.abc import Iterable
@@ -213,12 +214,32 @@ def build_voice(rt: Runtime, voice_id: uuid.UUID, force: bool = False) -> BuildO
         return claim
     try:
         path = compute_prompt(rt, claim)
-    except (EngineError, AudioError, PromptFileError, FileNotFoundError, StoredFileMissing) as exc:
-        reason = f"{type(exc).__name__}: {exc}"
-        log.warning("voice %s: prompt build failed: %s", voice_id, reason)
+    except Exception as exc:  # whatever the engine raises: the claim is given up now, not at lease expiry
+        reason = failure_reason(exc)
+        expected = isinstance(
+            exc, (EngineError, AudioError, PromptFileError, FileNotFoundError, StoredFileMissing)
+        )
+        log.warning("voice %s: prompt build failed: %s", voice_id, exc, exc_info=not expected)
         fail_build(rt, claim, reason)
         return BuildOutcome.FAILED
+    except BaseException:  # the worker is stopping: another one builds it without waiting for the lease
+        with unit_of_work(rt.sessions) as session:
+            state.release_build(session, claim)
+        raise
     return publish_build(rt, claim, path, check_transcript_of(rt, claim))
+
+
+# An absolute path in an error message (a server file the voice's owner must not learn of).
+_SERVER_PATH = re.compile(r"(?<![\w.])(?:[A-Za-z]:)?[/\\](?:[^\s'\"/\\:]+[/\\])+[^\s'\",:;)]*")
+_MAX_REASON = 500
+
+
+def failure_reason(exc: BaseException) -> str:
+    """What a failed build tells the voice's owner (``cache_error``, and the jobs failed for it): the kind
+    of error and its message, without server paths, at most 500 characters."""
+    message = _SERVER_PATH.sub("<file>", str(exc)).strip() or "no message"
+    reason = f"{type(exc).__name__}: {message}"
+    return reason if len(reason) <= _MAX_REASON else reason[: _MAX_REASON - 3] + "..."
 
 
 def request_build(rt: Runtime, voice_id: uuid.UUID, force: bool) -> bool:

@@ -4,7 +4,8 @@ The one answer to "where does ``cache_status`` change" (as :mod:`worker.jobs.sta
 chunks)::
 
     pending ──claim_build──> processing ──publish_build──> ready
-       ^                        │  └─────fail_build──────> failed
+       ^                        │  └─────fail_build──────> failed (any exception of the build, at once)
+       │                        ├─(its worker stopping: release_build)──> pending
        │                        └─(lease expired: expire_build_leases)──> pending
        ├── request_build (admin) <── ready | failed | stale
        ├── reset_for_new_reference (re-upload) <── any state
@@ -153,6 +154,21 @@ def fail_build(session: Session, claim: BuildClaim, reason: str) -> bool:
             Voice.cache_build_token == claim.token,
         )
         .values(cache_status=CacheStatus.FAILED, cache_error=reason, cache_lease_until=None)
+    )
+    return _rows(result) == 1
+
+
+def release_build(session: Session, claim: BuildClaim) -> bool:
+    """processing -> pending, if the claim still holds: its worker stops before the build ended (another
+    one may claim it at once instead of after the lease)."""
+    result = session.execute(
+        update(Voice)
+        .where(
+            Voice.id == claim.voice_id,
+            Voice.cache_status == CacheStatus.PROCESSING,
+            Voice.cache_build_token == claim.token,
+        )
+        .values(cache_status=CacheStatus.PENDING, cache_lease_until=None)
     )
     return _rows(result) == 1
 
