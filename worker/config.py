@@ -115,8 +115,9 @@ class Settings:
     # The qwen3-tts engine (worker/engines/qwen3.py); the registry hands these to it.
     qwen3_model_dir: str = ""  # the checkpoint directory; required by that engine
     qwen3_device: str = ""  # cpu, cuda or cuda:N; empty: cuda:0 when CUDA is available, else cpu
-    qwen3_max_batch: int = 0  # rows per generate call; 0: from free GPU memory (8 on a CPU)
+    qwen3_max_batch: int = 0  # rows in flight (fast runner) or per generate call; 0: from free GPU memory
     qwen3_max_new_tokens: int = 0  # cap on codec frames per chunk (12.5 a second); 0: the model's own
+    qwen3_runner: str = "fast"  # "fast": Tome's loop (worker/engines/qwen3_loop.py); "reference": qwen-tts
     # The fish-speech engine (worker/engines/fish.py); the registry hands these to it.
     fish_model_dir: str = ""  # the OpenAudio S1 checkpoint directory; required by that engine
     fish_device: str = ""  # cpu, cuda or cuda:N; empty: cuda:0 when CUDA is available, else cpu
@@ -186,6 +187,8 @@ class Settings:
             raise ConfigError("TOME_SPEECH_MAX_CHARS and TOME_SPEECH_WAIT_SECONDS must be positive")
         if not (self.speech_chars_per_second > 0 and 0 < self.max_pause_share <= 1):
             raise ConfigError("TOME_SPEECH_CHARS_PER_SECOND must be positive, TOME_MAX_PAUSE_SHARE in (0, 1]")
+        if self.qwen3_runner not in ("fast", "reference"):
+            raise ConfigError(f"TOME_QWEN3_RUNNER={self.qwen3_runner!r}: use fast or reference")
         for name in (
             "qwen3_max_batch",
             "qwen3_max_new_tokens",

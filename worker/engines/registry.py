@@ -113,6 +113,7 @@ def _qwen3_factory(settings: Settings) -> Engine:
         device=settings.qwen3_device or None,
         max_batch=settings.qwen3_max_batch or None,
         max_new_tokens=settings.qwen3_max_new_tokens or None,
+        runner=settings.qwen3_runner,
     )
 
 
