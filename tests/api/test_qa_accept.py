@@ -24,6 +24,7 @@ from tests.support.apps import app_on, tome_of
 from tests.support.inline import Inline
 from webapi.cli import mint_key
 from worker.config import Settings
+from worker.engines import EngineError
 from worker.jobs import render, state
 from worker.task_names import BUILD_VOICE, START_JOB
 
@@ -130,6 +131,37 @@ def test_an_owner_accepts_a_flag_and_every_rerender_judges_the_new_take(
     fixed = _report(client, user, job_id)[seq]
     assert (fixed["passed"], fixed["flagged"], fixed["accepted_at"]) == (True, False, None)
     assert _flagged_count(client, user, job_id) == 0
+
+
+def test_a_refused_rerender_puts_the_accepted_take_back_as_it_was(
+    make_app: Callable[..., Flask],
+    reference_audio: tuple[bytes, str],
+    cut_target: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    app = make_app()
+    client, user, inline, job_id = _flagged_job(app, reference_audio)
+    seq = next(s for s, c in _report(client, user, job_id).items() if c["flagged"])
+    accepted = client.post(f"/v1/jobs/{job_id}/chunks/{seq}/accept", headers=user).json
+
+    def refusing(engine: Any, requests: Any) -> Any:
+        raise EngineError("the engine refused this text")
+
+    monkeypatch.setattr(render, "synthesize_timed", refusing)
+    assert client.post(f"/v1/jobs/{job_id}/chunks/{seq}/rerender", json={}, headers=user).status_code == 202
+    inline.run()
+    job = client.get(f"/v1/jobs/{job_id}", headers=user).json
+    assert (job["status"], job["rerender"]["state"], job["qa"]["chunks_flagged"]) == (
+        "succeeded",
+        "refused",
+        0,
+    )
+    kept = _report(client, user, job_id)[seq]
+    assert (kept["flagged"], kept["accepted_at"], kept["reasons"]) == (
+        False,
+        accepted["accepted_at"],
+        accepted["reasons"],
+    )
 
 
 def test_accept_refuses_what_it_cannot_apply(
