@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -57,6 +58,38 @@ class ApiError(TomeError):
 
 class ConnectionProblem(TomeError):
     """No answer from the server: refused, timed out, or the connection broke."""
+
+
+class AmbiguousId(TomeError):
+    """An id prefix that starts more than one id; the message lists them."""
+
+
+#: The API's largest page of a listing.
+PAGE_SIZE = 500
+#: Ids named in an :class:`AmbiguousId` message (the rest are counted).
+SHOWN_MATCHES = 10
+
+
+def full_id(value: str) -> str | None:
+    """``value`` as a canonical UUID string when it is a whole one, else None."""
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        return None
+
+
+def unique_match(kind: str, prefix: str, ids: Sequence[str]) -> str:
+    """The one id of ``ids`` that starts with ``prefix`` (case-insensitive); a 404 :class:`ApiError`
+    when none does, :class:`AmbiguousId` listing them when several do."""
+    wanted = prefix.strip().lower()
+    found = [i for i in ids if wanted and i.lower().startswith(wanted)]
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise ApiError(404, "not_found", f"you have no {kind} whose id starts with {prefix!r}", kind)
+    shown = ", ".join(found[:SHOWN_MATCHES])
+    more = f" and {len(found) - SHOWN_MATCHES} more" if len(found) > SHOWN_MATCHES else ""
+    raise AmbiguousId(f"{prefix!r} starts {len(found)} {kind} ids: {shown}{more}; give more of the id")
 
 
 def script_format_for(path: Path) -> str:
@@ -140,11 +173,33 @@ class Client:
         return self._json("GET", f"/v1/voices/{voice_id}")
 
     def find_voice(self, id_or_name: str) -> JSON:
-        """The voice with this id or (exact) name; an :class:`ApiError` 404 ``not_found`` if none."""
-        for voice in self.list_voices():
+        """The voice with this id, (exact) name or unique id prefix; an :class:`ApiError` 404
+        ``not_found`` if none, :class:`AmbiguousId` when the prefix starts several ids."""
+        voices = self.list_voices()
+        for voice in voices:
             if id_or_name in (str(voice["id"]), voice["name"]):
                 return voice
-        raise ApiError(404, "not_found", f"you have no voice with id or name {id_or_name!r}", "voice")
+        try:
+            found = unique_match("voice", id_or_name, [str(v["id"]) for v in voices])
+        except ApiError:
+            raise ApiError(
+                404, "not_found", f"you have no voice with id or name {id_or_name!r}", "voice"
+            ) from None
+        return next(v for v in voices if str(v["id"]) == found)
+
+    def voice_ref(self, value: str) -> str:
+        """What to send as a job's ``voice``: a whole id or one of your voices' names as it is (the API
+        resolves it), a unique prefix of one of your voices' ids as that id; anything else as it is, for
+        the API to refuse naming it. :class:`AmbiguousId` when the prefix starts several ids."""
+        if full_id(value) is not None:
+            return value
+        voices = self.list_voices()
+        if any(v["name"] == value for v in voices):
+            return value
+        try:
+            return unique_match("voice", value, [str(v["id"]) for v in voices])
+        except ApiError:
+            return value
 
     def delete_voice(self, voice_id: str) -> None:
         self._request("DELETE", f"/v1/voices/{voice_id}")
@@ -172,14 +227,15 @@ class Client:
 
     # jobs
 
-    def submit_job(self, script: Path, job: Mapping[str, Any]) -> JSON:
+    def submit_job(self, script: Path, job: Mapping[str, Any], cover: Path | None = None) -> JSON:
         """``POST /v1/jobs`` as multipart: the file as ``script``, ``job`` (``script_format`` guessed from
-        the extension unless given) as JSON."""
+        the extension unless given) as JSON, and the ``cover`` image if any."""
         fields = {"script_format": script_format_for(script), **job}
-        with script.open("rb") as handle:
-            return self._json(
-                "POST", "/v1/jobs", data={"job": json.dumps(fields)}, files={"script": (script.name, handle)}
-            )
+        with ExitStack() as opened:
+            files = {"script": (script.name, opened.enter_context(script.open("rb")))}
+            if cover is not None:
+                files["cover"] = (cover.name, opened.enter_context(cover.open("rb")))
+            return self._json("POST", "/v1/jobs", data={"job": json.dumps(fields)}, files=files)
 
     def preview(self, script: Path, job: Mapping[str, Any]) -> JSON:
         """``POST /v1/scripts/preview`` with the same body as :meth:`submit_job`: nothing is queued."""
@@ -196,6 +252,10 @@ class Client:
         """Every chunk's quality checks (``flagged``: only the chunks kept although they failed)."""
         return self._json("GET", f"/v1/jobs/{job_id}/qa", params={"flagged": "true"} if flagged else {})
 
+    def accept_flag(self, job_id: str, seq: int) -> JSON:
+        """Accept one flagged chunk as it is: the chunk's QA row, ``accepted`` (see docs/api.md)."""
+        return self._json("POST", f"/v1/jobs/{job_id}/chunks/{seq}/accept")
+
     def rerender(self, job_id: str, seq: int, text: str | None = None) -> JSON:
         """Render one chunk of a finished job again (a new take, or ``text`` instead of its own)."""
         body = {} if text is None else {"text": text}
@@ -211,6 +271,19 @@ class Client:
         if limit is not None:
             params["limit"] = limit
         return list(self._json("GET", "/v1/jobs", params=params)["jobs"])
+
+    def resolve_job(self, id_or_prefix: str) -> str:
+        """The id of your job with this id or unique id prefix: a whole id as it is (the API answers for
+        it), a prefix looked up in your jobs (all pages of ``GET /v1/jobs``)."""
+        whole = full_id(id_or_prefix)
+        if whole is not None:
+            return whole
+        ids: list[str] = []
+        while True:
+            page = self._json("GET", "/v1/jobs", params={"limit": PAGE_SIZE, "offset": len(ids)})["jobs"]
+            ids += [str(j["id"]) for j in page]
+            if len(page) < PAGE_SIZE:
+                return unique_match("job", id_or_prefix, ids)
 
     def list_files(self, job_id: str) -> list[JSON]:
         """Every file of a job: the book, chapter files, the ZIP, subtitles, manifest, ACX report."""

@@ -1,6 +1,7 @@
-"""A job's chunk QA: ``GET /v1/jobs/{id}/qa`` lists every chunk's checks (scores, takes, flagged words)
-and ``GET /v1/jobs/{id}/chunks/{seq}/audio`` plays one chunk, so that a producer can listen to what QA
-flagged without downloading the book."""
+"""A job's chunk QA: ``GET /v1/jobs/{id}/qa`` lists every chunk's checks (scores, takes, flagged words),
+``GET /v1/jobs/{id}/chunks/{seq}/audio`` plays one chunk, so that a producer can listen to what QA
+flagged without downloading the book, ``POST .../chunks/{seq}/accept`` keeps a flagged take on the
+owner's word and ``POST .../chunks/{seq}/rerender`` renders one again."""
 
 from __future__ import annotations
 
@@ -67,6 +68,7 @@ def _chunk_out(job_id: str, chunk: Chunk) -> ChunkQaOut:
         extra_words=_words(qa, "extra"),
         audio_url=url_for("job_qa.chunk_audio", job_id=job_id, seq=chunk.seq) if chunk.audio_path else None,
         error=chunk.error,
+        accepted_at=qa.get("accepted_at"),
     )
 
 
@@ -115,6 +117,41 @@ def chunk_audio(job_id: str, seq: int) -> Response:
     return send_stored(
         chunk.audio_path, "audio/wav", f"chunk-{seq:06d}.wav", "the audio of this chunk was removed"
     )
+
+
+@bp.post("/<job_id>/chunks/<int:seq>/accept")
+@operation(
+    Operation(
+        "Accept one flagged chunk as it is: no longer flagged (the job's count drops), its QA record kept "
+        "with when it was accepted; a later re-render judges its new take afresh",
+        {200: ChunkQaOut, 404: None, 409: None},
+        tags=("jobs",),
+    )
+)
+def accept_chunk(job_id: str, seq: int) -> Response:
+    job = owned_job(job_id)
+    seq = _seq_in_range(job_id, seq)
+    with unit_of_work(tome().runtime.sessions) as session:
+        accepted = state.accept_flag(session, job.id, seq, utcnow())
+    sessions = tome().sessions
+    sessions.expire_all()
+    chunk = sessions.scalars(select(Chunk).where(Chunk.job_id == job.id, Chunk.seq == seq)).first()
+    if chunk is None:
+        raise NotFound(f"job {job_id} has no chunk {seq}")
+    if not accepted:
+        raise Conflict(_why_not_flagged(chunk), code="not_flagged")
+    return jsonify(_chunk_out(str(job.id), chunk).model_dump(mode="json"))
+
+
+def _why_not_flagged(chunk: Chunk) -> str:
+    qa: Mapping[str, Any] = chunk.qa if isinstance(chunk.qa, Mapping) else {}
+    if chunk.status != ChunkStatus.DONE:
+        return f"chunk {chunk.seq} is being rendered; only a flagged take can be accepted"
+    if qa.get("accepted_at"):
+        return f"chunk {chunk.seq} was accepted already, at {qa['accepted_at']}"
+    if not qa:
+        return f"chunk {chunk.seq} was not checked (QA was off): there is no flag to accept"
+    return f"chunk {chunk.seq} passed its checks: there is no flag to accept"
 
 
 @bp.post("/<job_id>/chunks/<int:seq>/rerender")

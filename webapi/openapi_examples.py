@@ -17,6 +17,7 @@ from webapi.admin import AdminVoiceList, CacheQueued, CachesQueued
 from webapi.keys import WebhookSecretOut
 from webapi.lexicon_schemas import LexiconList, LexiconOut
 from webapi.schemas import (
+    ChunkQaOut,
     FileList,
     Health,
     JobList,
@@ -184,6 +185,33 @@ def _qa() -> dict[str, Any]:
     }
 
 
+def _accepted_chunk() -> dict[str, Any]:
+    reason = "median pitch 241 Hz is 4.1 semitones above the voice's 190 Hz (at most 3 allowed)"
+    check = {
+        "name": "pitch",
+        "score": 4.1,
+        "limit": "within 3 st of 190 Hz",
+        "passed": False,
+        "reason": reason,
+    }
+    return {
+        "seq": 7,
+        "chapter": 1,
+        "text": "Bring them in, said the harbour master.",
+        "status": "done",
+        "passed": False,
+        "flagged": False,
+        "renders": 3,
+        "reasons": [reason],
+        "checks": [check],
+        "missing_words": [],
+        "extra_words": [],
+        "audio_url": f"{JOBS}/chunks/7/audio",
+        "error": None,
+        "accepted_at": "2026-11-28T09:12:03Z",
+    }
+
+
 def _preview() -> dict[str, Any]:
     return {
         "title": "The Harbour",
@@ -224,6 +252,7 @@ _BUILDERS: dict[type[BaseModel], Any] = {
     JobList: lambda: {"jobs": [_JOB]},
     FileList: _files,
     JobQaOut: _qa,
+    ChunkQaOut: _accepted_chunk,
     PreviewOut: _preview,
     LexiconOut: lambda: {
         **_LEXICON,

@@ -334,6 +334,11 @@ class ChunkQaOut(BaseModel):
     error: str | None = Field(
         None, description="Why its render failed; on a done chunk, why its last re-render was refused"
     )
+    accepted_at: datetime | None = Field(
+        None,
+        description="When its owner accepted its flagged take (POST .../accept): no longer flagged, its "
+        "checks and reasons kept as they were; None until then, and again after a re-render",
+    )
 
 
 class JobQaOut(BaseModel):

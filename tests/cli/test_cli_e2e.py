@@ -13,68 +13,35 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
-from click.testing import CliRunner, Result
+from click.testing import CliRunner
 from flask import Flask
 from sqlalchemy import update
 from sqlalchemy.orm import Session, scoped_session
 
 from models import Voice
+from tests.cli.conftest import Stack
 from tests.e2e.flow import BOOK
-from tests.support.api_server import free_port, running_api
+from tests.support.api_server import free_port
 from tome_cli.client import Client, script_format_for
+from tome_cli.context import Polling
+from tome_cli.follow import EXTENSIONS, safe_filename
 from tome_cli.main import (
     EXIT_API,
     EXIT_CONNECTION,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
-    EXTENSIONS,
-    safe_filename,
 )
 from tome_cli.main import app as tome
 from webapi.cli import mint_key
 from worker.audio import decode_to_pcm
 from worker.config import Settings
-from worker.processes import api_command
-
-
-@dataclass
-class Stack:
-    url: str
-    key: str
-    config_home: Path
-
-    def run(self, *args: str, key: str | None = None) -> Result:
-        env = {
-            "TOME_URL": self.url,
-            "TOME_API_KEY": key or self.key,
-            "XDG_CONFIG_HOME": str(self.config_home),
-        }
-        return CliRunner().invoke(tome, list(args), env=env, catch_exceptions=False)
-
-
-@pytest.fixture
-def stack(app: Flask, settings: Settings, tmp_path: Path) -> Iterator[Stack]:
-    """The API as ``make run`` serves it (gunicorn, one gevent worker) on a free 127.0.0.1 port."""
-    key = mint_key(app, owner="alice", name="cli", admin=False)
-    (tmp_path / "config").mkdir()
-    with running_api(settings, tmp_path, lambda bind: api_command(bind, workers=1)) as server:
-        yield Stack(f"http://127.0.0.1:{server.port}", key, tmp_path / "config")
-
-
-@pytest.fixture
-def reference(tmp_path: Path, reference_audio: tuple[bytes, str]) -> tuple[Path, str]:
-    audio, transcript = reference_audio
-    path = tmp_path / "ref.wav"
-    path.write_bytes(audio)
-    return path, transcript
 
 
 @pytest.mark.e2e
@@ -216,7 +183,7 @@ def test_admin_lists_caches_and_rebuilds_the_failed_ones(
     )
     db.commit()
 
-    listed = stack.run("admin", "caches", key=admin_key)
+    listed = stack.run("admin", "caches", key=admin_key, env={"COLUMNS": "200"})
     assert listed.exit_code == EXIT_OK, listed.output
     assert "bad <audio>" in listed.stdout
     assert "2 voices" in listed.stderr
@@ -325,7 +292,7 @@ def test_ctrl_c_detaches_and_a_cancelled_job_exits_2(
     assert stack.run("voices", "add", "narrator", str(ref), "--text", transcript, "--no-wait").exit_code == 0
     script = tmp_path / "note.txt"
     script.write_text("A short note, read aloud.\n", encoding="utf-8")
-    monkeypatch.setattr("tome_cli.main.POLL_SECONDS", 0.05)
+    monkeypatch.setattr(Polling, "seconds", 0.05)
     real_get_job = Client.get_job
 
     def interrupted(self: Client, job_id: str) -> dict[str, Any]:
@@ -355,7 +322,7 @@ def test_ctrl_c_cancels_when_asked_to(
     assert stack.run("voices", "add", "narrator", str(ref), "--text", transcript, "--no-wait").exit_code == 0
     script = tmp_path / "note.txt"
     script.write_text("A short note, read aloud.\n", encoding="utf-8")
-    monkeypatch.setattr("tome_cli.main.POLL_SECONDS", 0.05)
+    monkeypatch.setattr(Polling, "seconds", 0.05)
 
     def interrupted(self: Client, job_id: str) -> dict[str, Any]:
         raise KeyboardInterrupt

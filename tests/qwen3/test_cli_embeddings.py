@@ -18,7 +18,7 @@ require_qwen_tts()
 
 from safetensors.numpy import load, save_file
 
-from tests.cli.test_cli_e2e import Stack
+from tests.cli.conftest import Stack
 from tests.qwen3.tiny_checkpoint import HIDDEN, build_tiny_checkpoint
 from tests.support.api_server import running_api
 from tests.support.apps import app_on

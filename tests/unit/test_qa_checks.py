@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import numpy.typing as npt
@@ -179,13 +180,23 @@ def test_a_headings_falling_intonation_is_not_another_voice(engine: EspeakEngine
     assert pitch.score < -QaPolicy().max_pitch_shift_st, "falls further than a long chunk may"
     assert pitch.passed, pitch.reason
     low = engine.synthesize([SynthesisRequest(heading, LOW_VOICE)])[0]
-    assert "pitch" in failed(check_audio(low, SR, heading, expected_f0_hz=190.0))
+    lower = check_audio(low, SR, heading, expected_f0_hz=190.0).check("pitch")
+    assert lower is not None
+    assert not lower.passed
+    assert re.fullmatch(
+        r"median pitch \d+ Hz is \d+\.\d semitones below the voice's 190 Hz \(at most \d+ allowed\)",
+        lower.reason,
+    ), lower.reason
 
 
 def test_level_against_the_job(clean: npt.NDArray[np.float32]) -> None:
     quiet = (clean * 0.1).astype(np.float32)  # -20 dB
     result = check_audio(quiet, SR, TEXT, expected_level_db=check_audio(clean, SR, TEXT).level_db)
     assert failed(result) == {"level"}
+    assert re.fullmatch(
+        r"speech level -\d+\.\d dBFS is 1\d\.\d dB below the job's -\d+\.\d dBFS \(at most 6 allowed\)",
+        result.reasons[0],
+    ), result.reasons
 
 
 def test_a_very_short_chunk(engine: EspeakEngine) -> None:

@@ -143,11 +143,12 @@ def take_rendered(
     """Complete every claimed chunk (id -> key in ``keys``) whose audio one of ``found``
     (:func:`donor_rows`) holds: the latest take chosen on request under its take key (``takes``, for
     chunks whose seed comes from their text), else the audio under the same content key; returns their
-    seqs. Only audio that passed QA is taken, and only audio whose QA record holds every check named in
-    ``required`` (the checks this job runs: audio an earlier job checked without the transcript does not
-    stand for a job that asks for it), and, with ``policy`` (the job's thresholds' digest, and the
-    engine's defaults' for records written before digests were), only audio passed under the same
-    thresholds; a donor whose file is gone is skipped (the chunk renders)."""
+    seqs. Only audio that passed QA is taken (not a flagged take its owner accepted), and only audio
+    whose QA record holds every check named in ``required`` (the checks this job runs: audio an earlier
+    job checked without the transcript does not stand for a job that asks for it), and, with ``policy``
+    (the job's thresholds' digest, and the engine's defaults' for records written before digests were),
+    only audio passed under the same thresholds; a donor whose file is gone is skipped (the chunk
+    renders)."""
     donors: dict[str, _Donor] = {}
     chosen: dict[str, _Donor] = {}
     for r in found:
@@ -156,6 +157,8 @@ def take_rendered(
         if not (new_key or new_take) or (required and not required <= _checks_of(r.qa)):
             continue
         if policy is not None and _policy_of(r.qa, policy[1]) != policy[0]:
+            continue
+        if isinstance(r.qa, Mapping) and r.qa.get("accepted_at"):  # kept on its owner's word, not passed
             continue
         if r.duration is None or not _kept(rt, str(r.audio_path)):
             continue

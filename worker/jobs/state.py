@@ -694,8 +694,10 @@ def rerender_chunk(
     again, the revision counted, and the re-render recorded (``seconds``: its estimated speech, counted
     in its owner's usage). The book and files of the previous revision stay until the new ones are
     published. False if the job is not a finished, unexpired job with that chunk done."""
-    chunk = session.execute(
-        select(Chunk.chapter, *_KEPT_BY_RERENDER, *_TAKE).where(Chunk.job_id == job_id, Chunk.seq == seq)
+    chunk = session.execute(  # locked: an owner's accept of its flag waits, or comes first
+        select(Chunk.chapter, *_KEPT_BY_RERENDER, *_TAKE)
+        .where(Chunk.job_id == job_id, Chunk.seq == seq)
+        .with_for_update()
     ).one_or_none()
     if chunk is None:
         return False
@@ -746,6 +748,29 @@ def rerender_chunk(
         update(JobChapter)
         .where(JobChapter.job_id == job_id, JobChapter.chapter.in_([chunk.chapter, *stale_chapters]))
         .values(status=ChapterStatus.PENDING.value, token=None, lease_until=None, attempts=0)
+    )
+    return True
+
+
+def accept_flag(session: Session, job_id: uuid.UUID, seq: int, now: datetime) -> bool:
+    """A flagged chunk kept as it is on its owner's word: no longer flagged (the job's count drops), its
+    QA record kept, saying when it was accepted (``accepted_at``). A re-render replaces the record, so
+    the new take is judged afresh. False (nothing changed) unless the chunk is done and flagged: never
+    flagged, accepted already, or being rendered again."""
+    flagged = (
+        Chunk.job_id == job_id,
+        Chunk.seq == seq,
+        Chunk.status == ChunkStatus.DONE.value,
+        Chunk.flagged.is_(True),
+    )
+    qa = session.scalar(select(Chunk.qa).where(*flagged).with_for_update())  # a re-render waits
+    if qa is None:
+        return False
+    accepted = {**(qa if isinstance(qa, dict) else {}), "accepted_at": now.isoformat()}
+    if rows(session.execute(update(Chunk).where(*flagged).values(flagged=False, qa=accepted))) != 1:
+        return False
+    session.execute(
+        update(Job).where(Job.id == job_id).values(chunks_flagged=Job.chunks_flagged - 1, updated_at=now)
     )
     return True
 

@@ -536,7 +536,17 @@ def check_audio(
                 round(deviation, 2),
                 f"within {policy.max_level_dev_db:g} dB of {expected_level_db:.1f} dBFS",
                 ok,
-                "" if ok else f"speech level {level:.1f} dBFS is {deviation:+.1f} dB off the job's",
+                ""
+                if ok
+                else _off(
+                    "speech level",
+                    f"{level:.1f} dBFS",
+                    deviation,
+                    "dB",
+                    "the job's",
+                    f"{expected_level_db:.1f} dBFS",
+                    policy.max_level_dev_db,
+                ),
             )
         )
     return QaResult(tuple(checks), duration, speech_s, f0, level)
@@ -706,5 +716,26 @@ def _pitch_check(f0: float | None, voiced_s: float, expected_f0_hz: float, polic
         return Check("pitch", None, limit, True)
     shift = 12.0 * math.log2(f0 / expected_f0_hz)
     ok = abs(shift) <= allowed
-    reason = "" if ok else f"median pitch {f0:.0f} Hz is {shift:+.1f} semitones off the voice's"
+    reason = (
+        ""
+        if ok
+        else _off(
+            "median pitch",
+            f"{f0:.0f} Hz",
+            shift,
+            "semitones",
+            "the voice's",
+            f"{expected_f0_hz:.0f} Hz",
+            allowed,
+        )
+    )
     return Check("pitch", round(shift, 2), limit, ok, reason)
+
+
+def _off(what: str, measured: str, by: float, unit: str, whose: str, expected: str, allowed: float) -> str:
+    """A whole sentence for a measure too far from what was expected, e.g. "median pitch 240 Hz is 4.1
+    semitones above the voice's 190 Hz (at most 3 allowed)"."""
+    side = "above" if by > 0 else "below"
+    return (
+        f"{what} {measured} is {abs(by):.1f} {unit} {side} {whose} {expected} (at most {allowed:g} allowed)"
+    )
