@@ -62,8 +62,11 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def engine(tiny_dir: Path) -> Qwen3Engine:
-    # Built by the registry from settings, as in a worker.
-    settings = load_settings({"TOME_QWEN3_MODEL_DIR": str(tiny_dir), "TOME_QWEN3_DEVICE": "cpu"})
+    # Built by the registry from settings, as in a worker; qwen-tts's own generate (the reference runner),
+    # whose batching these tests describe (the fast runner has tests/qwen3/test_qwen3_fast.py).
+    settings = load_settings(
+        {"TOME_QWEN3_MODEL_DIR": str(tiny_dir), "TOME_QWEN3_DEVICE": "cpu", "TOME_QWEN3_RUNNER": "reference"}
+    )
     engine = registry._qwen3_factory(settings)
     assert isinstance(engine, Qwen3Engine)
     return engine
