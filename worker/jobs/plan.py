@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
@@ -32,7 +32,7 @@ from worker.script import (
     parse_document,
 )
 from worker.script import cast as casting
-from worker.script.attribution import Cast, attribute
+from worker.script.attribution import NARRATOR, Cast, attribute
 from worker.script.document import BookInfo
 from worker.script.errors import ScriptTooLong
 from worker.script.lexicon import CompiledLexicon, compile_lexicons
@@ -127,6 +127,8 @@ def plan(session: Session, request: PlanRequest) -> ScriptPlan:
         specs = make_chunks(chapters, request.max_chunk_chars, speaker)
     except ScriptError as exc:
         raise PlanError(exc.message, "script_invalid", line=exc.line, column=exc.column) from exc
+    if request.cast is not None:  # a job with a cast names the narrator too (manifest, subtitles)
+        specs = [replace(spec, speaker=spec.speaker or NARRATOR) for spec in specs]
     size = limits.estimate(specs, len(parsed.chapters), request.pauses, request.job_limits.chars_per_second)
     try:
         limits.check(size, request.job_limits)

@@ -51,11 +51,18 @@ class Casting:
 
 
 def names(cast: Cast) -> dict[str, str]:
-    """Every form of every character's name, lowercased, to the canonical name."""
+    """Every form of every character's name, lowercased, to the canonical name; and each word of a name
+    that no other character's name has (Anna for Anna Price)."""
     found: dict[str, str] = {NARRATOR: NARRATOR}
+    words: dict[str, set[str]] = {}
     for member in cast.characters:
         for form in (member.name, *member.aliases):
             found.setdefault(form.lower(), member.name)
+            for word in form.lower().replace(".", " ").split():
+                words.setdefault(word, set()).add(member.name)
+    for word, owners in words.items():
+        if len(owners) == 1:
+            found.setdefault(word, next(iter(owners)))
     return found
 
 
