@@ -323,7 +323,7 @@ def _lines_out(job: JobRequest, script_plan: ScriptPlan) -> list[LineOut]:
     """Every line (at most MAX_PREVIEW_LINES), with the speaker after the job's corrections."""
     if script_plan.cast is None:
         return []
-    corrected = {int(i) for i in job.body.cast.lines} if job.body.cast is not None else set()
+    corrected = script_plan.corrected
     return [
         LineOut(
             index=line.index,

@@ -183,3 +183,23 @@ def test_a_long_script_with_a_cast_is_planned_by_a_worker_with_the_same_chunks(
     assert planned == PlanOutcome.PLANNED
     assert chunk_voice_ids(app, job.json["id"]) == [c["voice_id"] for c in preview.json["chunks"]]
     assert voices["tom"] in chunk_voice_ids(app, job.json["id"])
+
+
+def test_a_speaker_line_overrides_the_rules(
+    client: FlaskClient, user: dict[str, str], voices: dict[str, str]
+) -> None:
+    script = CHAPTER.replace("“Again?”", "<!-- speaker: Margaret -->\n“Again?”")
+    response = _preview(client, user, script=script)
+    assert response.status_code == 200, response.json
+    line = response.json["lines"][2]
+    assert (line["speaker"], line["attribution"]) == ("Margaret Ellis", "corrected")
+    cast = {"voices": {"Tom": "tom", "Margaret": "maggie"}}
+    with_cast = _preview(client, user, script=script, cast=cast)
+    line = with_cast.json["lines"][2]
+    assert with_cast.json["chunks"][line["chunk"]]["voice_id"] == voices["maggie"]
+    # The job's own correction wins over the script's line.
+    wins = _preview(client, user, script=script, cast={**cast, "lines": {"2": "Tom"}})
+    assert wins.json["lines"][2]["speaker"] == "Tom Hale"
+    misplaced = _preview(client, user, script="Text <!-- speaker: Tom --> here.")
+    assert misplaced.status_code == 422
+    assert misplaced.json["error"]["code"] == "script_invalid"

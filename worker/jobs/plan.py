@@ -77,6 +77,7 @@ class ScriptPlan:
     cast: Cast | None = None  # the dialogue attributed, when asked (the preview, a job with a cast)
     line_chunks: dict[int, int] = field(default_factory=dict)  # line index -> the chunk that reads it
     line_speakers: dict[int, str] = field(default_factory=dict)  # after the cast's corrections
+    corrected: frozenset[int] = frozenset()  # lines whose speaker a job's cast or a speaker line gives
 
     def voice_ids(self, default: uuid.UUID) -> list[uuid.UUID]:
         """The distinct voices of the chunks: the job's own voice first if any chunk uses it, then the
@@ -146,8 +147,34 @@ def plan(session: Session, request: PlanRequest) -> ScriptPlan:
         warnings,
         cast,
         _line_chunks(specs, cast, lines),
-        lines.speakers if lines else {line.index: line.speaker for line in cast.lines} if cast else {},
+        _line_speakers(parsed, cast, lines),
+        frozenset(_overrides(parsed, cast)) | frozenset(request.cast.lines if request.cast else ()),
     )
+
+
+def _overrides(parsed: ParsedScript, cast: Cast | None) -> dict[int, str]:
+    """The lines a ``<!-- speaker: NAME -->`` line gives a speaker: those of the paragraph after it."""
+    if cast is None or not parsed.speakers:
+        return {}
+    return {
+        line.index: parsed.speakers[(line.chapter, line.paragraph)]
+        for line in cast.lines
+        if (line.chapter, line.paragraph) in parsed.speakers
+    }
+
+
+def _line_speakers(
+    parsed: ParsedScript, cast: Cast | None, applied: casting.Casting | None
+) -> dict[int, str]:
+    if applied is not None:
+        return applied.speakers
+    if cast is None:
+        return {}
+    known = casting.names(cast)
+    speakers = {line.index: line.speaker for line in cast.lines}
+    for index, name in _overrides(parsed, cast).items():
+        speakers[index] = known.get(name.lower(), name)
+    return speakers
 
 
 def _cast(
@@ -161,8 +188,9 @@ def _cast(
     cast = attribute(texts, parsed.language)
     if request.cast is None:
         return parsed.chapters, cast, None
+    asked = replace(request.cast, lines={**_overrides(parsed, cast), **request.cast.lines})
     try:
-        applied = casting.apply(parsed.chapters, parsed.language, cast, request.cast)
+        applied = casting.apply(parsed.chapters, parsed.language, cast, asked)
     except casting.CastError as exc:
         raise PlanError(exc.message, "cast_invalid", field=exc.field) from exc
     return applied.chapters, cast, applied

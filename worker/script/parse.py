@@ -121,6 +121,8 @@ class ParsedScript:
     info: BookInfo = field(default_factory=BookInfo)
     language: str = "en"
     warnings: tuple[str, ...] = ()
+    # ``<!-- speaker: NAME -->`` lines: (chapter, paragraph) -> who says the paragraph's dialogue
+    speakers: dict[tuple[int, int], str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -169,6 +171,7 @@ def parse_document(
         info,
         chosen,
         tuple(warnings + assembler.warnings),
+        assembler.speakers,
     )
 
 
@@ -267,9 +270,13 @@ class _Assembler:
         self.paragraphs: list[_Paragraph] = []
         self.voice: str | None = None
         self.untitled_start = False  # an EPUB chapter whose title is not yet spoken
+        self.speaker: str | None = None  # a speaker directive waiting for its paragraph
+        self.speakers: dict[tuple[int, int], str] = {}
 
     def add(self, event: Event) -> None:
-        if isinstance(event, VoiceDirective):
+        if isinstance(event, VoiceDirective) and event.kind == "speaker":
+            self.speaker = event.name
+        elif isinstance(event, VoiceDirective):
             self.directives.append(event)
             self.voice = event.voice
         elif isinstance(event, ChapterStart):
@@ -349,6 +356,9 @@ class _Assembler:
             self.untitled_start = False
             if not paragraph.heading and self.title is not None:
                 self.paragraphs.append(_Paragraph((self.title,), self.voice, _PLAIN, True))
+        if self.speaker is not None and not paragraph.heading:
+            self.speakers[(len(self.chapters), len(self.paragraphs))] = self.speaker
+            self.speaker = None
         self.paragraphs.append(paragraph)
 
     def _join(self, joined: bool) -> None:
