@@ -144,6 +144,8 @@ class Chunk(Base):
     rate: Mapped[float | None] = mapped_column(Float, default=None)  # speaking-rate multiplier; None: 1
     seed: Mapped[int | None] = mapped_column(Integer, default=None)  # a take asked for; None: from the text
     voice_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("voices.id"))
+    # Who says it, in a job with a cast: a character's name, or "narrator"; None without a cast.
+    speaker: Mapped[str | None] = mapped_column(String(200), default=None)
     status: Mapped[str] = mapped_column(String(10), default=ChunkStatus.PENDING.value)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     attempt_token: Mapped[str | None] = mapped_column(String(32), default=None)

@@ -468,6 +468,7 @@ def _new_job(
             "language": body.language,
             "lexicons": list(body.lexicons),
             "script_options": body.script_options.model_dump(),
+            **({"cast": body.cast.model_dump()} if body.cast is not None else {}),
         },
         chapters=[],
         chunks_total=0,

@@ -239,6 +239,28 @@ def _preview() -> dict[str, Any]:
         ],
         "rules": {"abbreviation": 1, "decimal": 1},
         "warnings": [],
+        "cast": {
+            "characters": [
+                {
+                    "name": "Dr. Hale",
+                    "aliases": ["Hale"],
+                    "lines": 3,
+                    "words": 24,
+                    "confidence": 0.88,
+                    "sample": "Hold the line steady,",
+                }
+            ]
+        },
+        "lines": [
+            {
+                "index": 0,
+                "text": "Hold the line steady,",
+                "speaker": "Dr. Hale",
+                "attribution": "explicit",
+                "confidence": 0.95,
+                "chunk": 2,
+            }
+        ],
     }
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from webapi.text import Line, Lines, OptionalLine, OptionalLines, VoiceName
 
@@ -85,6 +85,32 @@ class ScriptOptions(Strict):
     )
 
 
+CharacterName = Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True)]
+VoiceRef = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+LineIndex = Annotated[str, StringConstraints(pattern=r"^[0-9]{1,7}$")]
+
+
+class CastIn(Strict):
+    """Who reads the dialogue: each character's voice, a voice for the others, and single lines corrected.
+    The job's ``voice`` is the narrator (and reads the dialogue tags)."""
+
+    voices: dict[CharacterName, VoiceRef] = Field(
+        default_factory=dict,
+        max_length=200,
+        description="A voice (id or name of yours) for each character, by its canonical name or any alias "
+        "(case-insensitive) as the preview's cast lists them",
+    )
+    default: VoiceRef | None = Field(
+        None, description="The voice of the characters not in `voices`; without it, the narrator reads them"
+    )
+    lines: dict[LineIndex, CharacterName] = Field(
+        default_factory=dict,
+        max_length=10_000,
+        description="Corrections: the preview's line `index` to the character who says it (`narrator` for "
+        "the narrator); a name the rules did not find needs a voice in `voices` or a `default`",
+    )
+
+
 class QaOptions(Strict):
     """Chunk QA: every chunk is checked before it counts as done; one that fails is rendered again."""
 
@@ -134,6 +160,11 @@ class JobCreate(Strict):
     pauses: Pauses = Field(default_factory=lambda: Pauses())  # noqa: PLW0108
     metadata: BookMetadata = Field(default_factory=lambda: BookMetadata())  # noqa: PLW0108
     qa: QaOptions = Field(default_factory=lambda: QaOptions())  # noqa: PLW0108
+    cast: CastIn | None = Field(
+        None,
+        description="Read each line of dialogue in its character's voice (see the preview's `cast` and "
+        "`lines`); without it, the script is read as it is, by `voice` and its voice directives",
+    )
     webhook_url: OptionalLine = Field(
         None,
         max_length=2000,
@@ -429,6 +460,36 @@ class PreviewChunk(BaseModel):
     rate: float = Field(description="Speaking rate: the job's speed times SSML prosody")
     pause_after: float = Field(description="Seconds of silence after the chunk")
     fired: list[FiredOut]
+    speaker: str | None = Field(
+        None,
+        description="With a `cast`: the character who says the chunk, `narrator` for narration; without, "
+        "null (a chunk may hold narration and dialogue)",
+    )
+
+
+class CastMemberOut(BaseModel):
+    name: str = Field(description="The canonical name: the fullest form of the name found")
+    aliases: list[str] = Field(description="Every other form of the name found (Darcy, Mr. Darcy)")
+    lines: int
+    words: int
+    confidence: float = Field(description="The mean confidence of the character's lines, 0-1")
+    sample: str = Field(description="One of the character's lines, the surest")
+
+
+class CastOut(BaseModel):
+    characters: list[CastMemberOut] = Field(description="The characters who speak, most lines first")
+
+
+class LineOut(BaseModel):
+    index: int = Field(description="Stable for the same script: what `cast.lines` corrects")
+    text: str = Field(description="What is said (an interrupted quotation's parts joined)")
+    speaker: str = Field(description="A character's canonical name, or `narrator`")
+    attribution: Literal["explicit", "pronoun", "alternation", "llm", "unknown", "corrected"] = Field(
+        description="How the speaker was decided: a tag naming them, a pronoun tag, turns in an exchange, "
+        "nothing (`unknown`, read by the narrator), or the job's `cast.lines`"
+    )
+    confidence: float = Field(description="0-1")
+    chunk: int | None = Field(description="The chunk that reads it (its first)")
 
 
 class PreviewChapter(BaseModel):
@@ -454,6 +515,10 @@ class PreviewOut(BaseModel):
     chunks: list[PreviewChunk]
     rules: dict[str, int] = Field(description="How often each rule and lexicon entry fired")
     warnings: list[str]
+    cast: CastOut = Field(description="The characters found speaking (rules only)")
+    lines: list[LineOut] = Field(
+        description="Every line of dialogue with its speaker (at most 20,000; a warning says when more)"
+    )
 
 
 class ErrorOut(BaseModel):

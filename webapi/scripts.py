@@ -19,9 +19,12 @@ from webapi.errors import Invalid, TooLarge, UnsupportedMediaType
 from webapi.extensions import tome
 from webapi.openapi import Operation, operation
 from webapi.schemas import (
+    CastMemberOut,
+    CastOut,
     FiredOut,
     JobCreate,
     JobForm,
+    LineOut,
     PreviewChapter,
     PreviewChunk,
     PreviewMetadata,
@@ -30,12 +33,16 @@ from webapi.schemas import (
 from webapi.validation import json_body, validate
 from worker.audio import MAX_COVER_BYTES, Cover, CoverError, Pauses, load_cover
 from worker.jobs import limits
+from worker.jobs.intake import cast_request
 from worker.jobs.plan import PlanError, PlanRequest, ScriptPlan, live_voices, plan
 from worker.script import ReadOptions
+from worker.script.attribution import NARRATOR
 from worker.script.markdown import leading_front_matter
 from worker.script.warnings import plan_warnings
 
 bp = Blueprint("scripts", __name__, url_prefix="/v1/scripts")
+# The most lines of dialogue a preview lists (each is a small object; a long novel has tens of thousands).
+MAX_PREVIEW_LINES = 20_000
 bp.before_request(require_key)
 
 # What a file's name says about its kind, when the multipart job does not say.
@@ -159,7 +166,7 @@ def require_multipart_or_json() -> None:
         raise UnsupportedMediaType("send the job as JSON, or as multipart/form-data with the file 'script'")
 
 
-def plan_request(owner: str, job: JobRequest, voice: Voice) -> PlanRequest:
+def plan_request(owner: str, job: JobRequest, voice: Voice, *, attribute: bool = False) -> PlanRequest:
     body = job.body
     options = body.script_options
     return PlanRequest(
@@ -177,6 +184,8 @@ def plan_request(owner: str, job: JobRequest, voice: Voice) -> PlanRequest:
         lexicons=tuple(body.lexicons),
         engine=tome().engine().name,
         split_chapters=body.output.split == "chapter" and body.output.preset != "acx",
+        attribute=attribute,
+        cast=cast_request(body.cast.model_dump() if body.cast is not None else None),
     )
 
 
@@ -187,9 +196,9 @@ def resolve_voice(owner: str, ref: str) -> Voice:
     return voice
 
 
-def plan_or_422(owner: str, job: JobRequest, voice: Voice) -> ScriptPlan:
+def plan_or_422(owner: str, job: JobRequest, voice: Voice, *, attribute: bool = False) -> ScriptPlan:
     try:
-        return plan(tome().sessions(), plan_request(owner, job, voice))
+        return plan(tome().sessions(), plan_request(owner, job, voice, attribute=attribute))
     except PlanError as exc:
         raise Invalid(exc.message, code=exc.code, field=exc.field, line=exc.line, column=exc.column) from exc
 
@@ -222,7 +231,7 @@ def preview() -> Response:
     job = read_job_request()
     check_script_size(job)
     voice = resolve_voice(owner, job.body.voice)
-    script_plan = plan_or_422(owner, job, voice)
+    script_plan = plan_or_422(owner, job, voice, attribute=True)
     return jsonify(_preview(job, script_plan).model_dump(mode="json"))
 
 
@@ -258,6 +267,7 @@ def _preview(job: JobRequest, script_plan: ScriptPlan) -> PreviewOut:
                 rate=round(speed * (spec.rate or 1.0), 4),
                 pause_after=pause,
                 fired=fired,
+                speaker=(spec.speaker or NARRATOR) if job.body.cast is not None else None,
             )
         )
         seconds = len(spec.text) / settings.speech_chars_per_second / speed / (spec.rate or 1.0) + pause
@@ -285,8 +295,53 @@ def _preview(job: JobRequest, script_plan: ScriptPlan) -> PreviewOut:
         chapters=chapters,
         chunks=chunks,
         rules=dict(rules.most_common()),
-        warnings=[*script_plan.warnings, *_chunk_warnings(script_plan)],
+        warnings=[*script_plan.warnings, *_chunk_warnings(script_plan), *_lines_warning(script_plan)],
+        cast=_cast_out(script_plan),
+        lines=_lines_out(job, script_plan),
     )
+
+
+def _cast_out(script_plan: ScriptPlan) -> CastOut:
+    cast = script_plan.cast
+    members = cast.characters if cast is not None else ()
+    return CastOut(
+        characters=[
+            CastMemberOut(
+                name=m.name,
+                aliases=list(m.aliases),
+                lines=m.lines,
+                words=m.words,
+                confidence=m.confidence,
+                sample=m.sample,
+            )
+            for m in members
+        ]
+    )
+
+
+def _lines_out(job: JobRequest, script_plan: ScriptPlan) -> list[LineOut]:
+    """Every line (at most MAX_PREVIEW_LINES), with the speaker after the job's corrections."""
+    if script_plan.cast is None:
+        return []
+    corrected = script_plan.corrected
+    return [
+        LineOut(
+            index=line.index,
+            text=line.text,
+            speaker=script_plan.line_speakers.get(line.index, line.speaker),
+            attribution="corrected" if line.index in corrected else line.attribution,
+            confidence=1.0 if line.index in corrected else line.confidence,
+            chunk=script_plan.line_chunks.get(line.index),
+        )
+        for line in script_plan.cast.lines[:MAX_PREVIEW_LINES]
+    ]
+
+
+def _lines_warning(script_plan: ScriptPlan) -> list[str]:
+    count = len(script_plan.cast.lines) if script_plan.cast is not None else 0
+    if count <= MAX_PREVIEW_LINES:
+        return []
+    return [f"the script has {count} lines of dialogue; the preview lists the first {MAX_PREVIEW_LINES}"]
 
 
 def _fired(fired: object) -> FiredOut:

@@ -595,3 +595,43 @@ def test_any_cues_given_directly_make_valid_files(cues: list[Cue]) -> None:
     for parsed in (srt, vtt):
         assert [c.start for c in parsed] == sorted(c.start for c in parsed)
         assert all(c.end > c.start for c in parsed)
+
+
+def test_a_cast_names_the_speaker_in_the_manifest_and_the_webvtt_voice_span() -> None:
+    chunks = [
+        ChunkTiming(
+            0,
+            0,
+            "v1",
+            0.0,
+            1.0,
+            "said Tom.",
+            "said Tom.",
+            [SentenceTiming("said Tom.", 0.0, 1.0)],
+            "narrator",
+        ),
+        ChunkTiming(
+            1,
+            0,
+            "v2",
+            1.0,
+            2.0,
+            "“Go <now>.”",
+            "Go now.",
+            [SentenceTiming("“Go <now>.”", 1.0, 2.0)],
+            "Tom & Co",
+        ),
+        ChunkTiming(2, 0, "v1", 2.0, 3.0, "No cast.", "No cast.", [SentenceTiming("No cast.", 2.0, 3.0)]),
+    ]
+    data = manifest([], chunks)
+    assert [c.get("speaker") for c in data["chunks"]] == ["narrator", "Tom & Co", None]
+    assert [s.get("speaker") for c in data["chunks"] for s in c["sentences"]] == [
+        "narrator",
+        "Tom & Co",
+        None,
+    ]
+    vtt = to_webvtt(subtitle_cues(chunks))
+    assert "<v Narrator>said Tom." in vtt
+    assert "<v Tom &amp; Co>“Go &lt;now&gt;.”" in vtt
+    assert "\nNo cast." in vtt
+    assert "<v" not in to_srt(subtitle_cues(chunks))

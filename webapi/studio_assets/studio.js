@@ -289,6 +289,7 @@
   async function showVoices(gen) {
     const { voices } = await api("GET", "/v1/voices?limit=500");
     if (gen !== generation) return;
+    voiceNames = voices.map((voice) => voice.name);
     syncRows(document.querySelector("#voices-table tbody"), voices, voiceRow);
     $("voices-empty").hidden = voices.length > 0;
     $("voices-table").hidden = voices.length === 0;
@@ -421,11 +422,14 @@
 
   let epubFile = null; // an EPUB chosen as the script: sent as a file (multipart)
   let previewed = false; // Submit waits for a preview of exactly what is in the form
+  let voiceNames = []; // the owner's voices, for the cast's pickers
+  let castChoice = { voices: {}, lines: {} }; // the cast the next preview and the job ask for
   let idempotencyKey = null; // one per preview: a double click on Submit makes one job
 
   async function showNewJob(gen) {
     const { voices } = await api("GET", "/v1/voices?limit=500");
     if (gen !== generation) return;
+    voiceNames = voices.map((voice) => voice.name);
     const narrator = $("job-voice");
     const other = $("job-switch-voice");
     const chosen = narrator.value;
@@ -443,6 +447,28 @@
     previewed = false;
     $("job-submit").disabled = true;
     $("preview").hidden = true;
+  }
+
+  const SCRIPT_FIELDS = new Set(["job-script", "job-script-format", "job-file"]);
+
+  /* A change to the form; one to the script drops the cast's choices (other lines, other characters). */
+  function formChanged(event) {
+    if (SCRIPT_FIELDS.has(event.target.id)) castChoice = { voices: {}, lines: {} };
+    if (event.target.id !== "job-file") invalidatePreview();
+  }
+
+  /* A voice or a speaker chosen in the cast panel: the panel stays, Submit waits for a new preview. */
+  function castChanged() {
+    previewed = false;
+    $("job-submit").disabled = true;
+    $("cast-status").textContent = "The cast changed: preview again to see its chunks, then submit.";
+  }
+
+  function castFields() {
+    const voices = castChoice.voices;
+    const lines = castChoice.lines;
+    if (!Object.keys(voices).length && !Object.keys(lines).length) return null;
+    return { voices: { ...voices }, lines: { ...lines } };
   }
 
   function kindOf(name) {
@@ -499,6 +525,8 @@
       output: { format: preset === "acx" ? "mp3" : $("job-format").value, preset },
     };
     if ($("job-split").checked) fields.output.split = "chapter";
+    const cast = castFields();
+    if (cast) fields.cast = cast;
     const title = $("job-title").value.trim();
     if (title) fields.title = title;
     if (epubFile && fields.script_format === "epub") {
@@ -566,7 +594,55 @@
     }
     const more = preview.chunks.length > SHOWN ? `, the first ${SHOWN} shown` : "";
     $("preview-chunks-summary").textContent = `${preview.chunks.length} chunks${more}`;
+    renderCast(preview);
     $("preview").hidden = false;
+  }
+
+  function picker(id, label, options, chosen, onChange) {
+    const select = el("select", { id, "aria-label": label, onchange: (event) => onChange(event.target.value) });
+    for (const [value, text] of options) {
+      select.append(el("option", { value, selected: value === chosen }, text));
+    }
+    return select;
+  }
+
+  /* The Cast panel: each character with its lines, a sample and a voice picker; each line with its
+     speaker, which can be corrected. Choices go into the next preview and the job (castChoice). */
+  function renderCast(preview) {
+    const characters = preview.cast.characters;
+    $("cast").hidden = characters.length === 0 && preview.lines.length === 0;
+    $("cast-status").textContent = castFields() ? "Chunks below are read by this cast." : "";
+    const rows = clear(document.querySelector("#cast-characters tbody"));
+    const voiceOptions = [["", "Narrator"], ...voiceNames.map((name) => [name, name])];
+    characters.forEach((character, n) => {
+      const chosen = castChoice.voices[character.name] || "";
+      rows.append(el("tr", {},
+        el("th", { scope: "row" }, character.name,
+          character.aliases.length ? el("span", { className: "help" }, ` (${character.aliases.join(", ")})`) : null),
+        el("td", {}, character.lines),
+        el("td", {}, character.sample),
+        el("td", {}, picker(`cast-voice-${n}`, `Voice of ${character.name}`, voiceOptions, chosen, (value) => {
+          if (value) castChoice.voices[character.name] = value;
+          else delete castChoice.voices[character.name];
+          castChanged();
+        }))));
+    });
+    const SHOWN = 200;
+    const speakers = [["narrator", "Narrator"], ...characters.map((c) => [c.name, c.name])];
+    const lines = clear($("cast-lines"));
+    for (const line of preview.lines.slice(0, SHOWN)) {
+      const options = speakers.some(([value]) => value === line.speaker)
+        ? speakers : [...speakers, [line.speaker, line.speaker]];
+      lines.append(el("li", { "data-index": line.index },
+        picker(`cast-line-${line.index}`, `Speaker of line ${line.index + 1}`, options, line.speaker, (value) => {
+          castChoice.lines[String(line.index)] = value;
+          castChanged();
+        }),
+        " ", line.text,
+        el("span", { className: "help" }, ` (${line.attribution}, ${Math.round(line.confidence * 100)}%)`)));
+    }
+    const more = preview.lines.length > SHOWN ? `, the first ${SHOWN} shown` : "";
+    $("cast-lines-summary").textContent = `${preview.lines.length} lines${more}`;
   }
 
   async function submitJob() {
@@ -914,8 +990,8 @@
     setUpRecorder();
     const jobForm = $("job-form");
     jobForm.addEventListener("submit", previewJob);
-    jobForm.addEventListener("input", (event) => { if (event.target.id !== "job-file") invalidatePreview(); });
-    jobForm.addEventListener("change", (event) => { if (event.target.id !== "job-file") invalidatePreview(); });
+    jobForm.addEventListener("input", formChanged);
+    jobForm.addEventListener("change", formChanged);
     $("job-file").addEventListener("change", () => chooseScriptFile().catch(complain));
     $("job-script-format").addEventListener("change", () => {
       if ($("job-script-format").value !== "epub" && epubFile) {

@@ -90,6 +90,7 @@ class ChunkTiming:
     written: str
     spoken: str
     sentences: list[SentenceTiming]
+    speaker: str | None = None  # who says it (a job with a cast: a character, or "narrator")
 
 
 @dataclass(frozen=True)
@@ -104,11 +105,13 @@ class ChapterTiming:
 
 @dataclass(frozen=True)
 class Cue:
-    """One subtitle: seconds, and its text, lines separated by ``"\\n"``."""
+    """One subtitle: seconds, and its text, lines separated by ``"\\n"``; who says it when the script's
+    speakers are known (a WebVTT voice span)."""
 
     start: float
     end: float
     text: str
+    speaker: str | None = None
 
 
 def sentence_times(
@@ -327,7 +330,7 @@ def subtitle_cues(
     """
     if max_line_chars < 1 or max_lines < 1:
         raise ValueError("max_line_chars and max_lines must be >= 1")
-    pieces: list[tuple[str, int, int]] = []  # (one-line text, start ms, end ms)
+    pieces: list[tuple[str, int, int, str | None]] = []  # (one-line text, start ms, end ms, speaker)
     floor = 0
     audible: tuple[int, int] | None = None  # the last chunk that lasts at least 1 ms
     for chunk in sorted(chunks, key=lambda c: c.seq):
@@ -351,30 +354,35 @@ def subtitle_cues(
             for block in blocks:
                 done += len(block)
                 until = start + (2 * (end - start) * done + total) // (2 * total)  # nearest ms
-                pieces.append((block, at, until))
+                pieces.append((block, at, until, chunk.speaker))
                 at = until
             floor = end
     cues: list[Cue] = []
     waiting = ""
-    for piece, start, end in pieces:
+    for piece, start, end, speaker in pieces:
         text = f"{waiting} {piece}" if waiting else piece
         if end <= start:
             waiting = text
             continue
         waiting = ""
-        cues.append(Cue(start / 1000, end / 1000, "\n".join(_wrap(text, max_line_chars))))
+        cues.append(Cue(start / 1000, end / 1000, "\n".join(_wrap(text, max_line_chars)), speaker))
     if waiting and cues:
         last_cue = cues[-1]
         joined = " ".join([*last_cue.text.split("\n"), waiting])
-        cues[-1] = Cue(last_cue.start, last_cue.end, "\n".join(_wrap(joined, max_line_chars)))
+        cues[-1] = Cue(
+            last_cue.start, last_cue.end, "\n".join(_wrap(joined, max_line_chars)), last_cue.speaker
+        )
     elif waiting and audible is not None:  # every sentence without time, but some audio: show it all there
-        cues.append(Cue(audible[0] / 1000, audible[1] / 1000, "\n".join(_wrap(waiting, max_line_chars))))
+        last_speaker = pieces[-1][3] if pieces else None
+        cues.append(
+            Cue(audible[0] / 1000, audible[1] / 1000, "\n".join(_wrap(waiting, max_line_chars)), last_speaker)
+        )
     return cues
 
 
-def _prepared(cues: Iterable[Cue]) -> list[tuple[int, int, list[str]]]:
-    """Cues in start order as (start ms, end ms, one-line lines), dropping those with no text; an end
-    not after its start becomes start + 1 ms (both formats require end > start)."""
+def _prepared(cues: Iterable[Cue]) -> list[tuple[int, int, list[str], str | None]]:
+    """Cues in start order as (start ms, end ms, one-line lines, speaker), dropping those with no text;
+    an end not after its start becomes start + 1 ms (both formats require end > start)."""
     out = []
     for cue in cues:
         start, end = _ms(cue.start), _ms(cue.end)
@@ -382,7 +390,7 @@ def _prepared(cues: Iterable[Cue]) -> list[tuple[int, int, list[str]]]:
             raise ValueError(f"cue times must be >= 0, got {cue.start!r}, {cue.end!r}")
         lines = [line for line in (_one_line(part) for part in cue.text.split("\n")) if line]
         if lines:
-            out.append((start, max(end, start + 1), lines))
+            out.append((start, max(end, start + 1), lines, cue.speaker))
     out.sort(key=lambda cue: cue[0])
     return out
 
@@ -397,7 +405,7 @@ def _timestamp(ms: int, separator: str) -> str:
 def to_srt(cues: Sequence[Cue]) -> str:
     """SubRip: cues numbered from 1, ``HH:MM:SS,mmm --> HH:MM:SS,mmm``, text lines, a blank line."""
     parts = []
-    for n, (start, end, lines) in enumerate(_prepared(cues), start=1):
+    for n, (start, end, lines, _) in enumerate(_prepared(cues), start=1):
         text = "\n".join(_SRT_ARROW.sub("->", line) for line in lines)
         parts.append(f"{n}\n{_timestamp(start, ',')} --> {_timestamp(end, ',')}\n{text}\n")
     return "\n".join(parts)
@@ -407,11 +415,20 @@ def _vtt_escape(line: str) -> str:
     return line.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def _voice_span(speaker: str | None) -> str:
+    """The WebVTT voice span that opens a cue said by ``speaker`` (``<v Narrator>`` for the narrator)."""
+    if speaker is None:
+        return ""
+    name = "Narrator" if speaker == "narrator" else " ".join(_one_line(speaker).split())
+    return f"<v {_vtt_escape(name)}>" if name else ""
+
+
 def to_webvtt(cues: Sequence[Cue]) -> str:
-    """WebVTT: the ``WEBVTT`` header, then cues ``HH:MM:SS.mmm --> HH:MM:SS.mmm`` with escaped text."""
+    """WebVTT: the ``WEBVTT`` header, then cues ``HH:MM:SS.mmm --> HH:MM:SS.mmm`` with escaped text,
+    opened by a voice span naming the speaker when the cue has one."""
     parts = ["WEBVTT\n"]
-    for start, end, lines in _prepared(cues):
-        text = "\n".join(_vtt_escape(line) for line in lines)
+    for start, end, lines, speaker in _prepared(cues):
+        text = _voice_span(speaker) + "\n".join(_vtt_escape(line) for line in lines)
         parts.append(f"{_timestamp(start, '.')} --> {_timestamp(end, '.')}\n{text}\n")
     return "\n".join(parts)
 
@@ -448,6 +465,8 @@ def manifest(chapters: Iterable[ChapterTiming], chunks: Iterable[ChunkTiming]) -
                 "end": _seconds(s.end),
                 "estimated": s.estimated,
             }
+            if chunk.speaker is not None:
+                entry["speaker"] = clean_text(chunk.speaker)
             if s.words:
                 entry["words"] = [
                     {"text": clean_text(w.text), "start": _seconds(w.start), "end": _seconds(w.end)}
@@ -464,6 +483,7 @@ def manifest(chapters: Iterable[ChapterTiming], chunks: Iterable[ChunkTiming]) -
                 "text": clean_text(chunk.written),
                 "spoken": clean_text(chunk.spoken),
                 "sentences": sentences,
+                **({"speaker": clean_text(chunk.speaker)} if chunk.speaker is not None else {}),
             }
         )
     ends = [_seconds(c.end) for c in chunks_sorted] + [c["end"] for c in chapter_list]

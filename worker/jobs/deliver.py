@@ -61,6 +61,7 @@ class ChunkRow:
     spoken: str  # what the engine read
     voice: str
     words: Sequence[Sequence[float]] = ()  # [start s, end s, text start, text end] in the chunk, if reported
+    speaker: str | None = None  # a job with a cast: the character, or "narrator"
 
 
 @dataclass(frozen=True)
@@ -440,6 +441,7 @@ def _timings(
                 written=row.written,
                 spoken=row.spoken,
                 sentences=timed_sentences(written, row.spoken, row.words, start, end, info.language),
+                speaker=row.speaker,
             )
         )
     cues = subtitle_cues(chunks)

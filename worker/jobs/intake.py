@@ -23,6 +23,7 @@ from worker.jobs import state as jobs
 from worker.jobs.plan import PlanError, PlanRequest, ScriptPlan, plan
 from worker.runtime import Runtime
 from worker.script import ReadOptions
+from worker.script.cast import CastRequest
 from worker.task_names import START_JOB, Enqueue
 
 log = logging.getLogger(__name__)
@@ -79,6 +80,18 @@ def plan_request(rt: Runtime, job: Job, voice: Voice, script: str | bytes) -> Pl
         lexicons=tuple(options.get("lexicons", [])),
         engine=job.engine,
         split_chapters=_splits_by_name(options),
+        cast=cast_request(options.get("cast")),
+    )
+
+
+def cast_request(stored: object) -> CastRequest | None:
+    """The cast a job asked for, as its options record it (the API's ``cast`` field, validated)."""
+    if not isinstance(stored, dict):
+        return None
+    return CastRequest(
+        voices=dict(stored.get("voices") or {}),
+        default=stored.get("default"),
+        lines={int(index): name for index, name in (stored.get("lines") or {}).items()},
     )
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
@@ -32,6 +32,8 @@ from worker.script import (
     make_chunks,
     parse_document,
 )
+from worker.script import cast as casting
+from worker.script.attribution import NARRATOR, Cast, attribute
 from worker.script.document import BookInfo
 from worker.script.errors import ScriptTooLong
 from worker.script.lexicon import CompiledLexicon, compile_lexicons
@@ -73,6 +75,10 @@ class ScriptPlan:
     info: BookInfo = field(default_factory=BookInfo)
     language: str = "en"
     warnings: tuple[str, ...] = ()
+    cast: Cast | None = None  # the dialogue attributed, when asked (the preview, a job with a cast)
+    line_chunks: dict[int, int] = field(default_factory=dict)  # line index -> the chunk that reads it
+    line_speakers: dict[int, str] = field(default_factory=dict)  # after the cast's corrections
+    corrected: frozenset[int] = frozenset()  # lines whose speaker a job's cast or a speaker line gives
 
     def voice_ids(self, default: uuid.UUID) -> list[uuid.UUID]:
         """The distinct voices of the chunks: the job's own voice first if any chunk uses it, then the
@@ -95,6 +101,8 @@ class PlanRequest:
     lexicons: Sequence[str] = ()
     engine: str = "the engine"
     split_chapters: bool = False  # output.split = "chapter" asked by name: the script needs chapters
+    attribute: bool = False  # find and attribute the dialogue (the preview does, always)
+    cast: casting.CastRequest | None = None  # read each line by its character's voice
 
 
 def plan(session: Session, request: PlanRequest) -> ScriptPlan:
@@ -112,22 +120,116 @@ def plan(session: Session, request: PlanRequest) -> ScriptPlan:
             field="output.split",
         )
     resolved = _script_voices(session, request.owner, request.voice, parsed.directives)
+    chapters, cast, lines = _cast(parsed, request)
+    if request.cast is not None:
+        resolved.update(_cast_voices(session, request.owner, request.cast))
     by_ref, skipped = _lexicons(session, request, resolved)
     speaker = Speaker(parsed.language, by_ref, engine=request.engine)
     try:
-        specs = make_chunks(parsed.chapters, request.max_chunk_chars, speaker)
+        specs = make_chunks(chapters, request.max_chunk_chars, speaker)
     except ScriptError as exc:
         raise PlanError(exc.message, "script_invalid", line=exc.line, column=exc.column) from exc
+    if request.cast is not None:  # a job with a cast names the narrator too (manifest, subtitles)
+        specs = [replace(spec, speaker=spec.speaker or NARRATOR) for spec in specs]
     size = limits.estimate(specs, len(parsed.chapters), request.pauses, request.job_limits.chars_per_second)
     try:
         limits.check(size, request.job_limits)
     except limits.LimitExceeded as exc:
         raise _over_limit(exc) from exc
     chunk_voices = [request.voice.id if s.voice is None else resolved[s.voice] for s in specs]
-    warnings = (*parsed.warnings, *skipped)
+    warnings = (*parsed.warnings, *skipped, *(cast.warnings if cast else ()))
     return ScriptPlan(
-        list(parsed.chapters), specs, chunk_voices, size, parsed.info, parsed.language, warnings
+        list(chapters),
+        specs,
+        chunk_voices,
+        size,
+        parsed.info,
+        parsed.language,
+        warnings,
+        cast,
+        _line_chunks(specs, cast, lines),
+        _line_speakers(parsed, cast, lines),
+        frozenset(_overrides(parsed, cast)) | frozenset(request.cast.lines if request.cast else ()),
     )
+
+
+def _overrides(parsed: ParsedScript, cast: Cast | None) -> dict[int, str]:
+    """The lines a ``<!-- speaker: NAME -->`` line gives a speaker: those of the paragraph after it."""
+    if cast is None or not parsed.speakers:
+        return {}
+    return {
+        line.index: parsed.speakers[(line.chapter, line.paragraph)]
+        for line in cast.lines
+        if (line.chapter, line.paragraph) in parsed.speakers
+    }
+
+
+def _line_speakers(
+    parsed: ParsedScript, cast: Cast | None, applied: casting.Casting | None
+) -> dict[int, str]:
+    if applied is not None:
+        return applied.speakers
+    if cast is None:
+        return {}
+    known = casting.names(cast)
+    speakers = {line.index: line.speaker for line in cast.lines}
+    for index, name in _overrides(parsed, cast).items():
+        speakers[index] = known.get(name.lower(), name)
+    return speakers
+
+
+def _cast(
+    parsed: ParsedScript, request: PlanRequest
+) -> tuple[Sequence[Chapter], Cast | None, casting.Casting | None]:
+    """The chapters to chunk (cut at speakers when the job has a cast), the dialogue attributed (when
+    asked), and how the cast was applied."""
+    if not request.attribute and request.cast is None:
+        return parsed.chapters, None, None
+    texts = [[" ".join(paragraph) for paragraph in chapter.paragraphs] for chapter in parsed.chapters]
+    cast = attribute(texts, parsed.language)
+    if request.cast is None:
+        return parsed.chapters, cast, None
+    asked = replace(request.cast, lines={**_overrides(parsed, cast), **request.cast.lines})
+    try:
+        applied = casting.apply(parsed.chapters, parsed.language, cast, asked)
+    except casting.CastError as exc:
+        raise PlanError(exc.message, "cast_invalid", field=exc.field) from exc
+    return applied.chapters, cast, applied
+
+
+def _cast_voices(session: Session, owner: str, cast: casting.CastRequest) -> dict[str, uuid.UUID]:
+    """The cast's voice references resolved to the owner's live voices; ``voice_not_found`` naming the
+    first that is none of theirs (another owner's voice is no voice of theirs)."""
+    refs = list(dict.fromkeys([*cast.voices.values(), *([cast.default] if cast.default else [])]))
+    found = live_voices(session, owner, refs)
+    for character, ref in [*cast.voices.items(), *([("default", cast.default)] if cast.default else [])]:
+        if ref not in found:
+            field = "cast.default" if character == "default" else f"cast.voices.{character}"
+            raise PlanError(
+                f"{field} names {ref!r}, but you have no voice with that id or name",
+                "voice_not_found",
+                field=field,
+            )
+    return {ref: voice.id for ref, voice in found.items()}
+
+
+def _line_chunks(
+    specs: Sequence[ChunkSpec], cast: Cast | None, applied: casting.Casting | None
+) -> dict[int, int]:
+    """The chunk that reads each line: the first chunk of the paragraph cut out for it (a cast), else the
+    first chunk of the paragraph it is in."""
+    if cast is None:
+        return {}
+    first: dict[tuple[int, int], int] = {}
+    for spec in specs:
+        first.setdefault((spec.chapter, spec.paragraph), spec.seq)
+    if applied is not None:
+        return {line: first[where] for where, line in applied.line_paragraphs.items() if where in first}
+    return {
+        line.index: first[(line.chapter, line.paragraph)]
+        for line in cast.lines
+        if (line.chapter, line.paragraph) in first
+    }
 
 
 def _over_limit(exc: limits.LimitExceeded) -> PlanError:

@@ -78,6 +78,7 @@ def add_chunks(
             pause_seconds=spec.pause_seconds,
             rate=spec.rate,
             voice_id=voice_id,
+            speaker=spec.speaker,
         )
         for spec, voice_id in zip(specs, voice_ids, strict=True)
     )

@@ -174,6 +174,7 @@ def chunk_rows(
             Chunk.source_text,
             Chunk.voice_id,
             Chunk.words,
+            Chunk.speaker,
         )
         .where(Chunk.job_id == job_id)
         .order_by(Chunk.seq)
@@ -194,6 +195,7 @@ def chunk_rows(
             spoken=r.text,
             voice=str(r.voice_id),
             words=r.words or [],
+            speaker=r.speaker,
         )
         for r in rows
     ]

@@ -42,6 +42,8 @@ class ChunkSpec:
     pause_seconds: float | None = None
     fired: tuple[object, ...] = field(default=(), compare=False)
     mid_sentence: bool = field(default=False, compare=False)  # a sentence too long for one chunk goes on
+    speaker: str | None = None  # the character who says it (a cast's line); None: the narrator
+    paragraph: int = field(default=0, compare=False)  # the paragraph of its chapter it reads
 
     @property
     def written(self) -> str:
@@ -84,6 +86,8 @@ class _Piece:
     style: Style
     last: bool  # the last piece of its paragraph
     cut: bool
+    speaker: str | None
+    index: int  # the paragraph's number in its chapter
 
 
 def make_chunks(chapters: Sequence[Chapter], max_chars: int, say: Say = _as_written) -> list[ChunkSpec]:
@@ -122,6 +126,8 @@ def make_chunks(chapters: Sequence[Chapter], max_chars: int, say: Say = _as_writ
                         chapter.style_of(index),
                         number == len(packed) - 1,
                         unit.cut,
+                        chapter.speaker_of(index),
+                        index,
                     )
                 )
             paragraph_number += 1
@@ -155,6 +161,8 @@ def _spec(seq: int, piece: _Piece, following: _Piece | None) -> ChunkSpec:
         pause_seconds=piece.style.pause if piece.last else None,
         fired=piece.fired,
         mid_sentence=piece.cut,
+        speaker=piece.speaker,
+        paragraph=piece.index,
     )
 
 

@@ -75,7 +75,9 @@ class Chapter:
     single sentence, because headings are spoken. ``voices`` runs parallel to ``paragraphs``: the voice
     name a directive chose for each one, None for the job's own voice. It is empty when every paragraph
     is read by the job's voice (so single-voice chapters compare equal however they were built); the same
-    goes for ``styles``. ``headings`` numbers the paragraphs that are headings (numerals read as such).
+    goes for ``styles`` and ``speakers`` (the character who says a paragraph cut out of a line of
+    dialogue by a cast, :mod:`worker.script.cast`; None for the narrator). ``headings`` numbers the
+    paragraphs that are headings (numerals read as such).
     """
 
     title: str | None
@@ -83,9 +85,10 @@ class Chapter:
     voices: tuple[str | None, ...] = ()
     styles: tuple[Style, ...] = ()
     headings: frozenset[int] = field(default=frozenset(), compare=False)
+    speakers: tuple[str | None, ...] = ()
 
     def __post_init__(self) -> None:
-        for name in ("voices", "styles"):
+        for name in ("voices", "styles", "speakers"):
             values = getattr(self, name)
             if values and len(values) != len(self.paragraphs):
                 raise ValueError(f"{len(values)} {name} for {len(self.paragraphs)} paragraphs")
@@ -93,10 +96,16 @@ class Chapter:
             object.__setattr__(self, "voices", ())
         if all(style == _PLAIN for style in self.styles):
             object.__setattr__(self, "styles", ())
+        if all(speaker is None for speaker in self.speakers):
+            object.__setattr__(self, "speakers", ())
 
     def voice_of(self, paragraph: int) -> str | None:
         """The voice name of paragraph number ``paragraph``; None for the job's own voice."""
         return self.voices[paragraph] if self.voices else None
+
+    def speaker_of(self, paragraph: int) -> str | None:
+        """The character who says paragraph number ``paragraph``; None for the narrator."""
+        return self.speakers[paragraph] if self.speakers else None
 
     def style_of(self, paragraph: int) -> Style:
         return self.styles[paragraph] if self.styles else _PLAIN
@@ -112,6 +121,8 @@ class ParsedScript:
     info: BookInfo = field(default_factory=BookInfo)
     language: str = "en"
     warnings: tuple[str, ...] = ()
+    # ``<!-- speaker: NAME -->`` lines: (chapter, paragraph) -> who says the paragraph's dialogue
+    speakers: dict[tuple[int, int], str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -160,6 +171,7 @@ def parse_document(
         info,
         chosen,
         tuple(warnings + assembler.warnings),
+        assembler.speakers,
     )
 
 
@@ -258,9 +270,13 @@ class _Assembler:
         self.paragraphs: list[_Paragraph] = []
         self.voice: str | None = None
         self.untitled_start = False  # an EPUB chapter whose title is not yet spoken
+        self.speaker: str | None = None  # a speaker directive waiting for its paragraph
+        self.speakers: dict[tuple[int, int], str] = {}
 
     def add(self, event: Event) -> None:
-        if isinstance(event, VoiceDirective):
+        if isinstance(event, VoiceDirective) and event.kind == "speaker":
+            self.speaker = event.name
+        elif isinstance(event, VoiceDirective):
             self.directives.append(event)
             self.voice = event.voice
         elif isinstance(event, ChapterStart):
@@ -340,6 +356,9 @@ class _Assembler:
             self.untitled_start = False
             if not paragraph.heading and self.title is not None:
                 self.paragraphs.append(_Paragraph((self.title,), self.voice, _PLAIN, True))
+        if self.speaker is not None and not paragraph.heading:
+            self.speakers[(len(self.chapters), len(self.paragraphs))] = self.speaker
+            self.speaker = None
         self.paragraphs.append(paragraph)
 
     def _join(self, joined: bool) -> None:
@@ -370,7 +389,12 @@ class _Assembler:
             raise ScriptError(f"breaks in a row add up to more than {MAX_BREAK_SECONDS:g} s")
         styles[-1] = Style(last.rate, round(total, 3), last.joined)
         self.chapters[-1] = Chapter(
-            previous.title, previous.paragraphs, previous.voices, tuple(styles), previous.headings
+            previous.title,
+            previous.paragraphs,
+            previous.voices,
+            tuple(styles),
+            previous.headings,
+            previous.speakers,
         )
 
     def _close(self) -> None:

@@ -1,4 +1,6 @@
-"""Voice directives: a line holding only ``<!-- voice: NAME -->`` switches the voice that reads on.
+"""Voice directives: a line holding only ``<!-- voice: NAME -->`` switches the voice that reads on; a
+line holding only ``<!-- speaker: NAME -->`` says who speaks the dialogue of the paragraph after it
+(overriding attribution, :mod:`worker.script.attribution`).
 
 The directive is an HTML comment so that a Markdown script still renders cleanly anywhere else, and it
 must be a line of its own so that a voice change always falls between paragraphs (never inside a
@@ -19,9 +21,10 @@ DEFAULT_VOICE = "default"
 OWN_LINE = "a voice directive must be a line of its own: <!-- voice: NAME -->"
 
 # Anything that looks like the start of a directive, wherever it is on a line.
-_ATTEMPT = re.compile(r"<!--\s*voice\s*:", re.IGNORECASE)
+_ATTEMPT = re.compile(r"<!--\s*(?:voice|speaker)\s*:", re.IGNORECASE)
 # A whole well-formed directive line; the name may not contain the comment's end.
-_DIRECTIVE = re.compile(r"\s*<!--\s*voice\s*:(?P<name>(?:(?!-->).)*)-->\s*", re.IGNORECASE)
+_DIRECTIVE = re.compile(r"\s*<!--\s*(?P<kind>voice|speaker)\s*:(?P<name>(?:(?!-->).)*)-->\s*", re.IGNORECASE)
+MAX_SPEAKER_NAME = 200
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,7 @@ class VoiceDirective:
     name: str
     line: int
     column: int
+    kind: str = "voice"  # or "speaker": who says the next paragraph's dialogue
 
     @property
     def voice(self) -> str | None:
@@ -58,10 +62,14 @@ def directive_in_line(line: str, line_number: int, source_line: str | None = Non
     if match is None:
         raise ScriptError(OWN_LINE, line_number, column)
     name = match["name"].strip()
+    kind = match["kind"].lower()
     if not name:
-        raise ScriptError("voice directive names no voice: write <!-- voice: NAME -->", line_number, column)
-    if len(name) > MAX_VOICE_NAME:
         raise ScriptError(
-            f"voice name has {len(name)} characters; the limit is {MAX_VOICE_NAME}", line_number, column
+            f"{kind} directive names no {kind}: write <!-- {kind}: NAME -->", line_number, column
         )
-    return VoiceDirective(name, line_number, column)
+    limit = MAX_VOICE_NAME if kind == "voice" else MAX_SPEAKER_NAME
+    if len(name) > limit:
+        raise ScriptError(
+            f"{kind} name has {len(name)} characters; the limit is {limit}", line_number, column
+        )
+    return VoiceDirective(name, line_number, column, kind)
