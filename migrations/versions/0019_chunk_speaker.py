@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0019"
-down_revision = "0015"
+down_revision = "0018"
 branch_labels = None
 depends_on = None
 
