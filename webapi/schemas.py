@@ -85,8 +85,8 @@ class ScriptOptions(Strict):
     )
 
 
-CharacterName = Annotated[str, StringConstraints(min_length=1, max_length=200, strip_whitespace=True)]
-VoiceRef = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+CharacterName = Annotated[Line, StringConstraints(min_length=1, max_length=200, strip_whitespace=True)]
+VoiceRef = Annotated[Line, StringConstraints(min_length=1, max_length=64)]
 LineIndex = Annotated[str, StringConstraints(pattern=r"^[0-9]{1,7}$")]
 
 
