@@ -32,7 +32,7 @@ from worker.script import (
     parse_document,
 )
 from worker.script.document import BookInfo
-from worker.script.errors import ScriptTooLong
+from worker.script.errors import EmptyScript, ScriptTooLong
 from worker.script.lexicon import CompiledLexicon, compile_lexicons
 from worker.script.speak import Speaker
 
@@ -145,6 +145,8 @@ def _parse(request: PlanRequest) -> ParsedScript:
         )
     except ScriptTooLong as exc:
         raise PlanError(exc.message, "script_too_long", field="script") from exc
+    except EmptyScript as exc:
+        raise PlanError(exc.message, "empty_script", field="script") from exc
     except ScriptError as exc:
         raise PlanError(exc.message, "script_invalid", line=exc.line, column=exc.column) from exc
 
