@@ -459,7 +459,7 @@ class _Reader:
             self._close_paragraph()
             if not self.spoken:
                 raise EmptyScript(
-                    "the SSML script has nothing to say: no text, only tags and breaks",
+                    "the script has nothing to read: the SSML holds no text, only tags and breaks",
                     *self.cursor.at(max(frame.index, 0)),
                 )
 
