@@ -158,6 +158,11 @@ class VoiceForm(Strict):
     lexicons: list[str] = Field(
         default_factory=list, max_length=20, description="Default lexicons (ids or names) of the voice"
     )
+    force: bool = Field(
+        False,
+        description="Keep a recording that does not sound like speech (a tone, hiss or music): refused "
+        "otherwise (422 reference_not_speech), kept with the finding as a warning",
+    )
 
 
 class VoiceEmbeddingForm(VoiceForm):
@@ -173,6 +178,11 @@ class VoiceUpdate(Strict):
     ref_text: str | None = Field(None, min_length=1, max_length=5000)
     language: str | None = Field(None, pattern=LANGUAGE_PATTERN)
     lexicons: list[str] | None = Field(None, max_length=20)
+    force: bool = Field(
+        False,
+        description="Keep a recording that does not sound like speech (a tone, hiss or music): refused "
+        "otherwise (422 reference_not_speech), kept with the finding as a warning",
+    )
 
 
 class ListQuery(Strict):
