@@ -384,6 +384,11 @@ class JobOut(BaseModel):
         "plus pauses): what the job counts against the per-job limit and the daily quota"
     )
     progress: Progress
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="What the plan found worth checking (as the preview's warnings, without the per-chunk "
+        "ones): a script in another language than the job's, chapters with nothing but a title, ...",
+    )
     error: str | None
     error_detail: ErrorDetail | None = Field(
         None,

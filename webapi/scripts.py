@@ -32,6 +32,7 @@ from worker.audio import MAX_COVER_BYTES, Cover, CoverError, Pauses, load_cover
 from worker.jobs import limits
 from worker.jobs.plan import PlanError, PlanRequest, ScriptPlan, live_voices, plan
 from worker.script import ReadOptions
+from worker.script.language_id import script_language_warnings
 from worker.script.markdown import leading_front_matter
 from worker.script.warnings import plan_warnings
 
@@ -285,7 +286,11 @@ def _preview(job: JobRequest, script_plan: ScriptPlan) -> PreviewOut:
         chapters=chapters,
         chunks=chunks,
         rules=dict(rules.most_common()),
-        warnings=[*script_plan.warnings, *_chunk_warnings(script_plan)],
+        warnings=[
+            *script_plan.warnings,
+            *script_language_warnings(script_plan.chapters, script_plan.language),
+            *_chunk_warnings(script_plan),
+        ],
     )
 
 
