@@ -41,7 +41,7 @@ $(VENV)/.installed-py$(PYTHON_VERSION)-$(HASH)-%: pyproject.toml
 	fi
 	test -x $(PY) || $(PYTHON) -m venv --clear $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --progress-bar on -e '.$(if $(filter-out base,$*),[$(if $(filter all,$*),dev$(comma)qwen3$(comma)fish,$*)])'
+	$(PY) -m pip install -e '.$(if $(filter-out base,$*),[$(if $(filter all,$*),dev$(comma)qwen3$(comma)fish,$*)])'
 	$(if $(filter all qwen3,$*),$(PY) -m pip install --no-deps 'qwen-tts==0.1.1')
 	$(if $(filter all fish,$*),$(PY) -m pip install --no-deps 'fish-speech==0.1.0' 'descript-audio-codec==1.0.0' 'descript-audiotools==0.7.2')
 	rm -f $(filter-out $(foreach s,base qwen3 fish all,$(call stamp,$(s))),$(wildcard $(VENV)/.installed-*))
