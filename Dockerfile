@@ -17,6 +17,7 @@ COPY worker ./worker
 COPY models ./models
 COPY migrations ./migrations
 COPY scripts ./scripts
+COPY tome_cli ./tome_cli
 RUN pip install --no-cache-dir ".${EXTRAS:+[$EXTRAS]}" \
     && case ",${EXTRAS}," in *,qwen3,*) pip install --no-cache-dir --no-deps "qwen-tts==${QWEN_TTS_VERSION}";; esac \
     && case ",${EXTRAS}," in *,fish,*) pip install --no-cache-dir --no-deps ${FISH_SPEECH_PACKAGES};; esac \

@@ -1,32 +1,64 @@
 # Tome: `make run` starts everything embedded; `make test` runs lint and the whole test suite.
+#
+#   make run                        the embedded default (espeak): no torch, no neural engine, no dev tools
+#   make run ENGINE=qwen3-tts       installs the engine's extra too and runs with it (fish-speech likewise)
+#   make run PORT=9000              serves the API on another port (TOME_API_PORT)
+#   make run PYTHON=python3.13      any Python 3.11-3.13; a .venv of another Python is rebuilt
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
+ENGINE ?= $(or $(TOME_ENGINE),espeak)
+PORT ?= $(or $(TOME_API_PORT),8000)
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+comma := ,
+
+PYTHON_VERSION := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+ifeq ($(filter 3.11 3.12 3.13,$(PYTHON_VERSION))$(filter clean,$(MAKECMDGOALS)),)
+$(error Tome needs Python 3.11, 3.12 or 3.13; PYTHON=$(PYTHON) is $(if $(PYTHON_VERSION),$(PYTHON_VERSION),not found or does not run). Name another: make run PYTHON=python3.12)
+endif
+
+# What each engine adds to the embedded base (pyproject.toml's extras).
+ENGINE_EXTRAS_espeak :=
+ENGINE_EXTRAS_qwen3-tts := qwen3
+ENGINE_EXTRAS_fish-speech := fish
+ifeq ($(origin ENGINE_EXTRAS_$(ENGINE)),undefined)
+$(error ENGINE=$(ENGINE): espeak, qwen3-tts or fish-speech)
+endif
+
+# One stamp per Python version, pyproject.toml and extras set: `make run` (base) and `make test` (every extra)
+# each know whether their own set is installed. A set's install also stamps the sets it contains.
+HASH := $(shell cksum < pyproject.toml | cut -d' ' -f1)
+stamp = $(VENV)/.installed-py$(PYTHON_VERSION)-$(HASH)-$(or $(1),base)
+RUN_STAMP := $(call stamp,$(ENGINE_EXTRAS_$(ENGINE)))
+ALL_STAMP := $(call stamp,all)
 
 .PHONY: run test test-fast lint format bench chaos migrate clean
 
-$(STAMP): pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+# $* names the extras set: base, qwen3, fish, or all (dev, qwen3 and fish: what the tests need).
+$(VENV)/.installed-py$(PYTHON_VERSION)-$(HASH)-%: pyproject.toml
+	@if [ -e $(PY) ] && [ "$$($(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)" != "$(PYTHON_VERSION)" ]; then \
+		echo "tome: $(VENV) was made by another Python than $(PYTHON) ($(PYTHON_VERSION)); rebuilding it"; \
+		rm -rf $(VENV); \
+	fi
+	test -x $(PY) || $(PYTHON) -m venv --clear $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev,qwen3,fish]'
-	$(PY) -m pip install --quiet --no-deps 'qwen-tts==0.1.1'
-	$(PY) -m pip install --quiet --no-deps 'fish-speech==0.1.0' 'descript-audio-codec==1.0.0' 'descript-audiotools==0.7.2'
-	rm -f $(VENV)/.installed-*
-	touch $@
+	$(PY) -m pip install -e '.$(if $(filter-out base,$*),[$(if $(filter all,$*),dev$(comma)qwen3$(comma)fish,$*)])'
+	$(if $(filter all qwen3,$*),$(PY) -m pip install --no-deps 'qwen-tts==0.1.1')
+	$(if $(filter all fish,$*),$(PY) -m pip install --no-deps 'fish-speech==0.1.0' 'descript-audio-codec==1.0.0' 'descript-audiotools==0.7.2')
+	rm -f $(filter-out $(foreach s,base qwen3 fish all,$(call stamp,$(s))),$(wildcard $(VENV)/.installed-*))
+	touch $(sort $@ $(call stamp,base) $(if $(filter all,$*),$(call stamp,qwen3) $(call stamp,fish)))
 
-run: $(STAMP)
-	$(PY) scripts/run_embedded.py
+run: $(RUN_STAMP)
+	TOME_ENGINE=$(ENGINE) TOME_API_PORT=$(PORT) $(PY) scripts/run_embedded.py
 
-migrate: $(STAMP)
+migrate: $(RUN_STAMP)
 	$(PY) -m models.migrate
 
-lint: $(STAMP)
+lint: $(ALL_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 
-format: $(STAMP)
+format: $(ALL_STAMP)
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
@@ -37,12 +69,12 @@ test: lint
 test-fast: lint
 	$(PY) -m pytest tests/unit tests/api tests/cache tests/storage tests/test_migrations.py $(PYTEST_ARGS)
 
-bench: $(STAMP)
+bench: $(ALL_STAMP)
 	$(PY) -m bench
 
 # The full reliability battery (scenario A: 200 jobs x 20 chunks under kills, restarts and a frozen worker
 # on its own PostgreSQL and Redis; scenario B: the embedded stack under 20 concurrent jobs), then the fuzzers.
-chaos: $(STAMP)
+chaos: $(ALL_STAMP)
 	$(PY) -m tests.chaos $(CHAOS_ARGS)
 	$(PY) -m tests.chaos.fuzz
 

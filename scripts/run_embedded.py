@@ -1,32 +1,44 @@
 """`make run`: Tome on one machine with no servers to install.
 
 Applies migrations, mints an admin key on first start (stored in <data dir>/admin.key, mode 0600), then runs
-the API under gunicorn on 127.0.0.1:8000, one Celery worker and Celery beat (the sweeper's clock), until
-Ctrl-C; if any of them exits, the others are stopped too. SQLite, Celery's filesystem broker and the
-espeak engine are the defaults (see worker/config.py).
+the API under gunicorn on TOME_API_HOST:TOME_API_PORT (127.0.0.1:8000), one Celery worker and Celery beat
+(the sweeper's clock), until Ctrl-C; if any of them exits, the others are stopped too. SQLite, Celery's
+filesystem broker and the espeak engine are the defaults (see worker/config.py).
+
+The children run in their own process group, so that Ctrl-C reaches this process alone: it stops them with
+SIGTERM (each shuts down in its own orderly way) instead of the terminal interrupting every one of them
+mid-call, which made gevent print tracebacks. "listening" is printed once the API answers /livez.
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
+from models import make_engine
 from models.migrate import upgrade_head
-from webapi import create_app
-from webapi.cli import mint_key
+from webapi.cli import mint_key_in
 from worker.celery_app import ensure_broker_folders
-from worker.config import load_settings
+from worker.config import ConfigError, Settings, load_settings
+from worker.engines import EngineError, get_engine
 from worker.processes import api_command, beat_command, worker_command
 from worker.storage.atomic import keep_files_private
 
+API_START_SECONDS = 120.0  # the API's first answer, at most (gunicorn imports the app in each worker)
+STOP_SECONDS = 20.0
 
-def ensure_admin_key(path: Path) -> Path:
+
+def ensure_admin_key(settings: Settings) -> Path:
+    path = settings.layout.admin_key
     if not path.exists():
-        key = mint_key(create_app(), owner="admin", name="first-start", admin=True)
+        key = mint_key_in(make_engine(settings.sqlalchemy_url), owner="admin", name="first-start", admin=True)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as handle:
             handle.write(key + "\n")
@@ -36,42 +48,103 @@ def ensure_admin_key(path: Path) -> Path:
     return path
 
 
+def check_engine(settings: Settings) -> None:
+    """Build the configured engine once (construction reads only its settings and config files), so that a
+    missing model directory or extra is said here, before anything starts."""
+    try:
+        get_engine(settings.engine, settings)
+    except ImportError as exc:
+        raise ConfigError(
+            f"TOME_ENGINE={settings.engine}: its packages are not installed ({exc}); "
+            f"`make run ENGINE={settings.engine}` installs them"
+        ) from exc
+    except EngineError as exc:
+        raise ConfigError(f"TOME_ENGINE={settings.engine}: {exc}") from exc
+
+
+def answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return bool(response.status == 200)
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+def tool_path_hint() -> str:
+    """How to reach the ``tome`` command installed beside this interpreter, unless PATH already finds it."""
+    bin_dir = Path(sys.executable).parent.absolute()
+    found = shutil.which("tome")
+    if found and Path(found).parent.absolute() == bin_dir:
+        return ""
+    return f'; for the `tome` command: export PATH="{bin_dir}:$PATH"'
+
+
 def main() -> int:
     keep_files_private()  # the database, keys and audio: 0600 in 0700 folders (the children inherit it)
-    settings = load_settings()
+    try:
+        settings = load_settings()
+        check_engine(settings)
+    except ConfigError as exc:
+        print(f"tome: {exc}", file=sys.stderr, flush=True)
+        return 2
     data_dir = settings.data_dir.resolve()
     data_dir.mkdir(parents=True, exist_ok=True)
     ensure_broker_folders(settings)
     upgrade_head(settings.sqlalchemy_url)
-    ensure_admin_key(settings.layout.admin_key)
+    ensure_admin_key(settings)
     bind = f"{settings.api_host}:{settings.api_port}"
     commands = [
         api_command(bind),
         worker_command(2, [settings.queue, settings.gpu_queue]),
         beat_command(settings.layout.beat_schedule),
     ]
-    children = [subprocess.Popen(cmd) for cmd in commands]
-    print(f"tome: API on http://{bind}, worker and sweeper (beat) running; Ctrl-C stops all", flush=True)
+    # process_group=0: the children leave the terminal's foreground group, so Ctrl-C reaches only this
+    # process, which then stops them in order.
+    children = [subprocess.Popen(cmd, process_group=0) for cmd in commands]
+    interrupted = False
 
-    def stop(*_: object) -> None:
+    def interrupt(*_: object) -> None:
+        nonlocal interrupted
+        if not interrupted:
+            print("tome: stopping", flush=True)
+        interrupted = True
+        stop()
+
+    def stop() -> None:
         for child in children:
             if child.poll() is None:
                 child.terminate()
 
-    signal.signal(signal.SIGINT, stop)
-    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
+    url = f"http://{bind}"
+    deadline = time.monotonic() + API_START_SECONDS
+    listening = False
     try:
-        while all(child.poll() is None for child in children):
-            time.sleep(0.5)
+        while not interrupted and all(child.poll() is None for child in children):
+            if not listening and answers(f"{url}/livez"):
+                listening = True
+                print(
+                    f"tome: listening on {url} (the studio at {url}/, the API reference at {url}/docs); "
+                    f"worker and sweeper running{tool_path_hint()}; Ctrl-C stops all",
+                    flush=True,
+                )
+            elif not listening and time.monotonic() > deadline:
+                print(f"tome: the API did not answer on {url} within {API_START_SECONDS:.0f} s", flush=True)
+                break
+            time.sleep(0.25 if not listening else 0.5)
     finally:
         stop()
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + STOP_SECONDS
         for child in children:
             try:
                 child.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 child.kill()
-    return max(child.returncode or 0 for child in children)
+                child.wait()
+    if interrupted:
+        return 0
+    return max(abs(child.returncode or 0) for child in children) or 1
 
 
 if __name__ == "__main__":

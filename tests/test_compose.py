@@ -9,16 +9,20 @@ GPU queue.
 
 from __future__ import annotations
 
+import importlib.resources
 import json
+import os
 import re
 import subprocess
 import sys
 import threading
+import tomllib
 from dataclasses import fields
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 import yaml
 from gunicorn.util import load_class
@@ -422,3 +426,122 @@ def test_every_storage_setting_reaches_every_tome_service() -> None:
         if name in ("api", "worker", "sweeper"):
             missing = (storage | {"AWS_SESSION_TOKEN"}) - set(service["environment"])
             assert not missing, (name, sorted(missing))
+
+
+# --- the Compose specification, the build context, the first key (issue 26) -----------------------------
+
+# The Compose specification's JSON schema as check-jsonschema vendors it (a test dependency): read from the
+# installed package, never fetched.
+SPEC = json.loads(
+    importlib.resources.files("check_jsonschema.builtin_schemas.vendor")
+    .joinpath("compose-spec.json")
+    .read_text(encoding="utf-8")
+)
+
+
+def spec_errors(document: Any) -> list[str]:
+    validator = jsonschema.Draft202012Validator(SPEC)
+    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(document)]
+
+
+@pytest.mark.parametrize("setup", [None, *SETUPS])
+def test_the_file_follows_the_compose_specification(setup: str | None) -> None:
+    """As written and with each documented setup's variables substituted (Compose validates both ways)."""
+    document = COMPOSE if setup is None else interpolate(COMPOSE, SETUPS[setup][0])
+    assert spec_errors(document) == []
+
+
+@pytest.mark.parametrize(
+    "break_it",
+    [
+        lambda doc: doc["services"]["api"].update(depends_on={"redis": {"required": "no"}}),
+        lambda doc: doc["services"]["worker"].update(restart_policy="always"),
+        lambda doc: doc["services"]["api"]["healthcheck"].update(retires=3),  # a misspelt key
+    ],
+)
+def test_the_schema_check_refuses_what_compose_would(break_it: Any) -> None:
+    document = json.loads(json.dumps(COMPOSE))
+    break_it(document)
+    assert spec_errors(document)
+
+
+def test_the_compose_version_is_stated_where_a_reader_looks() -> None:
+    """``depends_on.required`` (used above) arrived in Compose 2.20."""
+    assert any("required" in wait for s in SERVICES.values() for wait in s.get("depends_on", {}).values())
+    for path in ("docker-compose.yml", "docs/operations.md"):
+        assert "Compose 2.20 or newer" in " ".join((ROOT / path).read_text().split()), path
+
+
+def dockerignored(path: str, patterns: list[str]) -> bool:
+    """Whether the build context leaves ``path`` out (.dockerignore: Go's filepath.Match plus ``**``, a
+    pattern also covering what lies under a matched folder; later ``!`` patterns re-include)."""
+    ignored = False
+    parts = path.split("/")
+    for pattern in patterns:
+        negate = pattern.startswith("!")
+        regex = re.escape(pattern.lstrip("!").strip("/"))
+        regex = regex.replace(r"\*\*/", "(?:.*/)?").replace(r"\*\*", ".*").replace(r"\*", "[^/]*")
+        regex = regex.replace(r"\?", "[^/]")
+        prefixes = ["/".join(parts[: n + 1]) for n in range(len(parts))]
+        if any(re.fullmatch(regex, prefix) for prefix in prefixes):
+            ignored = not negate
+    return ignored
+
+
+def test_the_build_context_leaves_out_the_venv_data_caches_and_history_but_not_the_sources() -> None:
+    patterns = [
+        line.strip()
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    for left_out in (".venv/lib/python3.11/site-packages/torch/__init__.py", "var/tome.db", ".git/HEAD",
+                     "worker/__pycache__/config.cpython-311.pyc", ".mypy_cache/3.11/x.json",
+                     ".pytest_cache/v/cache", "tome.egg-info/PKG-INFO"):  # fmt: skip
+        assert dockerignored(left_out, patterns), left_out
+    copied = re.findall(r"^COPY (\S+(?: \S+)*) \S+$", (ROOT / "Dockerfile").read_text(), re.MULTILINE)
+    sources = [source for line in copied for source in line.split()]
+    assert {"pyproject.toml", "webapi", "worker", "models", "migrations", "tome_cli"} <= set(sources)
+    for source in sources:
+        assert (ROOT / source).exists(), source
+        inside = [source] if (ROOT / source).is_file() else [
+            str(p.relative_to(ROOT)) for p in (ROOT / source).rglob("*.py")
+        ]  # fmt: skip
+        assert not any(dockerignored(p, patterns) for p in inside), source
+
+
+def test_the_image_carries_every_package_the_project_installs() -> None:
+    """pyproject's packages are all copied, or the installed `tome` or app would miss one at run time."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    packages = {p.rstrip("*") for p in project["tool"]["setuptools"]["packages"]["find"]["include"]}
+    copied = set(re.findall(r"^COPY (\w+) \./\1$", (ROOT / "Dockerfile").read_text(), re.MULTILINE))
+    assert packages <= copied, packages - copied
+
+
+def test_the_documented_first_key_command_makes_an_admin_key_in_the_services_database(
+    tmp_path: Path,
+) -> None:
+    """The command docs/operations.md gives, run as the api container would run it: the key lands in the
+    database named by TOME_DATABASE_URL (compose's PostgreSQL there, a migrated SQLite file here)."""
+    docs = (ROOT / "docs" / "operations.md").read_text()
+    [command] = re.findall(r"^\$ (docker compose exec api flask .*)$", docs, re.MULTILINE)
+    assert command in (ROOT / "docker-compose.yml").read_text()
+    service, argv = command.split()[3], command.split()[4:]
+    assert service in SERVICES
+    assert "TOME_DATABASE_URL" in SERVICES[service]["environment"]
+    assert argv[:3] == ["flask", "--app", "webapi"]
+    url = f"sqlite:///{tmp_path / 'tome.db'}"
+    from models.migrate import upgrade_head
+
+    upgrade_head(url)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOME_")}
+    env.update(TOME_DATABASE_URL=url, TOME_DATA_DIR=str(tmp_path / "data"))
+    flask = [sys.executable, "-m", "flask", *argv[1:]]
+    made = subprocess.run(flask, env=env, capture_output=True, text=True, timeout=120, check=False)
+    assert made.returncode == 0, made.stderr
+    key = made.stdout.strip()
+    assert key.startswith("tome_")
+    from sqlalchemy import create_engine, text
+
+    with create_engine(url).connect() as db:
+        role = db.execute(text("SELECT role, owner FROM api_keys")).one()
+    assert tuple(role) == ("admin", "admin")

@@ -152,6 +152,7 @@ def job_out(job: Job, chapters: list[JobChapter] | None = None) -> JobOut:
         script_format=job.script_format,
         engine=job.engine,
         estimated_seconds=job.estimated_seconds,
+        warnings=[str(w) for w in job.options.get("warnings", [])] if isinstance(job.options, dict) else [],
         progress=Progress(
             chunks_done=job.chunks_done,
             chunks_total=job.chunks_total,

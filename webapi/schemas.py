@@ -195,6 +195,11 @@ class VoiceForm(Strict):
     lexicons: list[Line] = Field(
         default_factory=list, max_length=20, description="Default lexicons (ids or names) of the voice"
     )
+    force: bool = Field(
+        False,
+        description="Keep a recording that does not sound like speech (a tone, hiss or music): refused "
+        "otherwise (422 reference_not_speech), kept with the finding as a warning",
+    )
 
 
 class VoiceEmbeddingForm(VoiceForm):
@@ -210,6 +215,11 @@ class VoiceUpdate(Strict):
     ref_text: OptionalLines = Field(None, min_length=1, max_length=5000)
     language: str | None = Field(None, pattern=LANGUAGE_PATTERN)
     lexicons: list[Line] | None = Field(None, max_length=20)
+    force: bool = Field(
+        False,
+        description="Keep a recording that does not sound like speech (a tone, hiss or music): refused "
+        "otherwise (422 reference_not_speech), kept with the finding as a warning",
+    )
 
 
 class ListQuery(Strict):
@@ -416,6 +426,11 @@ class JobOut(BaseModel):
         "plus pauses): what the job counts against the per-job limit and the daily quota"
     )
     progress: Progress
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="What the plan found worth checking (as the preview's warnings, without the per-chunk "
+        "ones): a script in another language than the job's, chapters with nothing but a title, ...",
+    )
     error: str | None
     error_detail: ErrorDetail | None = Field(
         None,

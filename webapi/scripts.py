@@ -37,6 +37,7 @@ from worker.jobs.intake import cast_request
 from worker.jobs.plan import PlanError, PlanRequest, ScriptPlan, live_voices, plan
 from worker.script import ReadOptions
 from worker.script.attribution import NARRATOR
+from worker.script.language_id import script_language_warnings
 from worker.script.markdown import leading_front_matter
 from worker.script.warnings import plan_warnings
 
@@ -295,7 +296,12 @@ def _preview(job: JobRequest, script_plan: ScriptPlan) -> PreviewOut:
         chapters=chapters,
         chunks=chunks,
         rules=dict(rules.most_common()),
-        warnings=[*script_plan.warnings, *_chunk_warnings(script_plan), *_lines_warning(script_plan)],
+        warnings=[
+            *script_plan.warnings,
+            *script_language_warnings(script_plan.chapters, script_plan.language),
+            *_chunk_warnings(script_plan),
+            *_lines_warning(script_plan),
+        ],
         cast=_cast_out(script_plan),
         lines=_lines_out(job, script_plan),
     )

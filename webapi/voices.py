@@ -33,7 +33,7 @@ from worker.jobs.lexicons import LexiconNotFound
 from worker.jobs.lexicons import find as find_lexicons
 from worker.jobs.state import jobs_using_voice
 from worker.logs import log_context
-from worker.qa.reference import TRANSCRIPT_CODES, check_reference, without
+from worker.qa.reference import NOT_SPEECH, TRANSCRIPT_CODES, check_reference, without
 from worker.storage.atomic import atomic_file
 from worker.storage.backend import StorageError, local_copy
 from worker.task_names import BUILD_VOICE
@@ -109,10 +109,12 @@ class StoredReference:
     warnings: list[dict[str, Any]]
 
 
-def _store_reference(upload: FileStorage, voice_id: uuid.UUID) -> StoredReference:
+def _store_reference(upload: FileStorage, voice_id: uuid.UUID, force: bool = False) -> StoredReference:
     """Receive, decode under the configured caps, check the signal (a hopeless recording is a 422 naming
-    ``audio``; a doubtful one comes back with warnings), and keep the reference as mono 16-bit WAV under a
-    new server-generated name (a re-upload never overwrites a file a running build may be reading).
+    ``audio``; one that is not speech, a tone, hiss or music, too unless ``force``, which keeps it with the
+    finding as a warning; a doubtful one comes back with warnings), and keep the reference as mono 16-bit
+    WAV under a new server-generated name (a re-upload never overwrites a file a running build may be
+    reading).
 
     The checks are a few numpy passes over the samples (~30 ms for 120 s at 48 kHz), cheap enough for
     the request; the transcript check costs seconds and runs in the worker's prompt build."""
@@ -132,7 +134,8 @@ def _store_reference(upload: FileStorage, voice_id: uuid.UUID) -> StoredReferenc
         except AudioError as exc:
             raise Invalid(exc.message, code=exc.code, field="audio") from exc
         report = check_reference(decoded.samples, decoded.sample_rate)
-        if report.refusal is not None:
+        kept = report.refusal is not None and report.refusal.code == NOT_SPEECH and force
+        if report.refusal is not None and not kept:
             raise Invalid(
                 f"the reference recording is unusable: {report.refusal.message}",
                 code=report.refusal.code,
@@ -147,7 +150,8 @@ def _store_reference(upload: FileStorage, voice_id: uuid.UUID) -> StoredReferenc
     data = reference.read_bytes()
     sha = hashlib.sha256(data).hexdigest()
     tome().storage.publish(reference)  # in the store before the voice row names it
-    warnings = [finding.to_json() for finding in report.warnings]
+    found = (report.refusal, *report.warnings) if kept and report.refusal is not None else report.warnings
+    warnings = [finding.to_json() for finding in found]
     duration = round(decoded.duration, 3)
     return StoredReference(reference, sha, duration, decoded.sample_rate, len(data), warnings)
 
@@ -295,7 +299,7 @@ def create_voice() -> tuple[Response, int]:
             ref = _store_embedding(embedding, voice_id, speaker)
         else:
             assert upload is not None  # checked above
-            ref = _store_reference(upload, voice_id)
+            ref = _store_reference(upload, voice_id, form.force)
         voice = Voice(
             id=voice_id,
             owner=owner,
@@ -365,7 +369,7 @@ def replace_voice(voice_id: str) -> tuple[Response, int]:
     if in_use := _in_use(voice):
         raise Conflict(f"voice is used by {in_use} unfinished job(s); cancel them or wait", field="voice_id")
     old_audio = voice.audio_path
-    ref = _store_reference(upload, voice.id) if upload is not None else None
+    ref = _store_reference(upload, voice.id, form.force) if upload is not None else None
     if ref is not None:
         voice.audio_path, voice.audio_sha256 = str(ref.path), ref.sha256
         voice.audio_duration, voice.audio_sample_rate = ref.duration, ref.sample_rate

@@ -257,10 +257,13 @@ class Settings:
             raise ConfigError(
                 f"TOME_QA_RECOGNISER={self.qa_recogniser!r}: use one of {', '.join(RECOGNISERS)}"
             )
-        from worker.engines.base import is_device  # worker.engines imports this module
+        if self.qa_whisper_device:
+            from worker.engines.base import is_device  # worker.engines imports this module (and numpy)
 
-        if self.qa_whisper_device and not is_device(self.qa_whisper_device):
-            raise ConfigError(f"TOME_QA_WHISPER_DEVICE={self.qa_whisper_device!r}: use cpu, cuda or cuda:N")
+            if not is_device(self.qa_whisper_device):
+                raise ConfigError(
+                    f"TOME_QA_WHISPER_DEVICE={self.qa_whisper_device!r}: use cpu, cuda or cuda:N"
+                )
         if self.qa_recogniser == "whisper":
             if not self.qa_whisper_dir:
                 raise ConfigError("TOME_QA_RECOGNISER=whisper needs TOME_QA_WHISPER_DIR (a local checkpoint)")

@@ -60,8 +60,9 @@ def narrator(client: FlaskClient, user: dict[str, str], reference_audio: tuple[b
 def test_the_2kb_silence_amplifier_is_refused_at_once(
     client: FlaskClient, user: dict[str, str], narrator: str
 ) -> None:
-    """The hostile-tenant report: 200 headings and a 30 s chapter pause made 6,339 s of WAV from 2 KB."""
-    script = "".join(f"# {i}\n\n" for i in range(200))
+    """The hostile-tenant report: 200 headings and a 30 s chapter pause made 6,339 s of WAV from 2 KB
+    (here with a word under each, since headings alone are refused as nothing to read)."""
+    script = "".join(f"# {i}\n\nYes.\n\n" for i in range(200))
     meter = CpuMeter()
     response = submit_job(
         client,
@@ -104,3 +105,30 @@ def test_duration_and_chapter_limits_are_configurable(
     assert many.status_code == 422
     assert "TOME_MAX_JOB_CHAPTERS" in many.json["error"]["message"]
     assert submit_job(client, user, "narrator", script="Short.").status_code == 202
+
+
+@pytest.mark.parametrize(
+    ("script", "script_format", "why"),
+    [
+        ("# One\n\n## Two\n\n# Three\n", "markdown", "it has only headings (3)"),
+        ("<!-- notes -->\n\n```\nprint('code')\n```\n", "markdown", "markup that is not read"),
+        ("... --- !!! ?\n\n* * *\n", "plain", "no letters or digits"),
+        ("<speak><break time='2s'/></speak>", "ssml", "only tags and breaks"),
+    ],
+)
+def test_a_script_with_nothing_to_read_is_empty_script_naming_why(
+    client: FlaskClient, user: dict[str, str], narrator: str, script: str, script_format: str, why: str
+) -> None:
+    """In the preview and on submission alike; not a pause-share limit that a reader cannot act on."""
+    body = {"voice": narrator, "script": script, "script_format": script_format, "pauses": {"chapter": 30}}
+    preview = client.post("/v1/scripts/preview", json=body, headers=user)
+    job = submit_job(
+        client, user, narrator, script=script, script_format=script_format, pauses={"chapter": 30}
+    )
+    for response in (preview, job):
+        assert response.status_code == 422, response.json
+        error = response.json["error"]
+        assert (error["code"], error["field"]) == ("empty_script", "script"), error
+        assert error["message"].startswith("the script has nothing to read: "), error
+        assert why in error["message"], error
+    assert client.get("/v1/jobs", headers=user).json["jobs"] == []

@@ -76,7 +76,7 @@ def test_voice_can_be_named_by_id(client: FlaskClient, user: dict[str, str], voi
     [
         ({"voice": "nobody"}, "voice", "unknown_voice"),
         ({"script": ""}, "script", "validation_error"),
-        ({"script": "   \n\n  "}, "script", "script_invalid"),
+        ({"script": "   \n\n  "}, "script", "empty_script"),
         ({"script": "bad \x00 byte"}, "script", "script_invalid"),
         ({"output": {"format": "aac"}}, "output.format", "validation_error"),
         ({"script_format": "docx"}, "script_format", "validation_error"),

@@ -261,7 +261,7 @@ def test_speed_scales_the_length(stack: Stack, tmp_path: Path) -> None:
         ({"input": ""}, 422, "input", "validation_error"),
         ({"input": 42}, 422, "input", "validation_error"),
         ({"input": None}, 422, "input", "validation_error"),
-        ({"input": "  \n\n  "}, 422, "input", "script_invalid"),
+        ({"input": "  \n\n  "}, 422, "input", "empty_script"),
         ({"input": "x" * 4097}, 422, "input", "input_too_long"),
         ({"voice": ""}, 422, "voice", "validation_error"),
         ({"voice": ["narrator"]}, 422, "voice", "validation_error"),

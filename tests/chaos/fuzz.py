@@ -259,9 +259,10 @@ def _register_seed_hooks(schema: OpenApiSchema, audio: bytes) -> None:
         if label == "POST /v1/jobs":
             patch: dict[str, Any] = {"voice": SEED_VOICE}
         elif label in ("POST /v1/voices", "PUT /v1/voices/{voice_id}") and "audio" in case.body:
-            # A decodable recording with a transcript in a language the engine has; generated lexicon ids
-            # name nothing (a 422), and a speaker 'embedding' goes instead of audio, never beside it.
-            patch = {"audio": audio, "ref_text": "a steady tone", "language": "en"}
+            # A decodable recording (a tone, kept by force) with a transcript in a language the engine has;
+            # generated lexicon ids name nothing (a 422), and a speaker 'embedding' goes instead of audio,
+            # never beside it.
+            patch = {"audio": audio, "ref_text": "a steady tone", "language": "en", "force": "true"}
         else:
             return st.just(case)
         dropped = {"embedding", "lexicons"}

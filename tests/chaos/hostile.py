@@ -400,8 +400,14 @@ _names = itertools.count(1)
 
 
 def _upload(label: str, audio: bytes, filename: str = "reference.wav", **overrides: Any) -> HostileItem:
-    """A voice upload under a name of its own (an item that is accepted must not turn the rest into 409s)."""
-    form = {"name": f"hostile {next(_names)}", "ref_text": "a hostile reference", **overrides.pop("form", {})}
+    """A voice upload under a name of its own (an item that is accepted must not turn the rest into 409s);
+    ``force``: the valid audio here is a tone, which is kept only when asked (what is hostile is the file)."""
+    form = {
+        "name": f"hostile {next(_names)}",
+        "ref_text": "a hostile reference",
+        "force": "true",
+        **overrides.pop("form", {}),
+    }
     return HostileItem(label, "/v1/voices", form=form, file=(filename, audio), **overrides)
 
 
@@ -1101,7 +1107,12 @@ def seed_voice(app: Flask, headers: Mapping[str, str], name: str = VOICE) -> Non
     response = app.test_client().post(
         "/v1/voices",
         headers=dict(headers),
-        data={"name": name, "ref_text": "a steady tone", "audio": (io.BytesIO(tone_wav()), "seed.wav")},
+        data={
+            "name": name,
+            "ref_text": "a steady tone",
+            "force": "true",  # a tone is not speech: kept only when asked
+            "audio": (io.BytesIO(tone_wav()), "seed.wav"),
+        },
         content_type="multipart/form-data",
     )
     if response.status_code not in (202, 409):

@@ -1,6 +1,7 @@
 """The checks of a voice's reference recording (worker.qa.reference): each signal check on synthetic and
-espeak audio, that tones and wrong transcripts are at most warnings, the speed of the cheap checks, and
-the transcript check on real espeak speech."""
+espeak audio, that noise, tones and music are refused as not speech while speech at any pitch is not, that
+wrong transcripts are at most warnings, the speed of the cheap checks, and the transcript check on real
+espeak speech."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pytest
+import soundfile as sf
 
-from tests.support.audio import TRANSCRIPT, speak
+from tests.support.audio import TRANSCRIPT, pitched_reference, speak
 from worker.qa.reference import (
-    Finding,
+    NOT_SPEECH,
     ReferenceReport,
     check_reference,
     check_reference_transcript,
@@ -102,6 +104,7 @@ def test_noise_only_is_refused_and_noisy_speech_warns(espeak: tuple[Wave, int]) 
         white = check_reference(noise(5, rate, 0.1, seed), rate)
         assert white.refusal is not None
         assert "noise only" in white.refusal.message
+        assert white.refusal.code == NOT_SPEECH
         assert white.snr_db < 3.0
     spectrum = np.fft.rfft(noise(5, rate, 1.0, 11))
     spectrum[1:] /= np.sqrt(np.arange(1, spectrum.size))  # 1/f power: pink noise
@@ -168,16 +171,52 @@ def test_an_echoing_room_warns_and_its_decay_time_is_estimated(espeak: tuple[Wav
     assert 0.6 < estimates[1.0] < 1.5
 
 
-def test_tones_and_sawtooths_are_never_refused() -> None:
-    """The hostile and fuzz tests upload tones (and an 8-bit sawtooth): no speech, but a signal."""
-    for wave, rate in [
-        (tone(), 16_000),
-        (tone(1.0, 8_000, 440.0, 0.9), 8_000),
-        (np.tile(np.arange(256) / 128.0 - 1.0, 300).astype(np.float32), 8_000),
+def test_tones_hums_and_sawtooths_are_refused_as_not_speech() -> None:
+    """A steady signal that is not noise: no level change, its power in a few frequencies."""
+    for wave, rate, why in [
+        (tone(), 16_000, "steady tone or hum"),
+        (tone(1.0, 8_000, 440.0, 0.9), 8_000, "steady tone or hum"),
+        (tone(3.0, 48_000, 50.0, 0.5) + tone(3.0, 48_000, 100.0, 0.2), 48_000, "steady tone or hum"),  # hum
+        # 8-bit sawtooth: its harmonics, and the steps of its 8 bits, are notes without a pause
+        (np.tile(np.arange(256) / 128.0 - 1.0, 300).astype(np.float32), 8_000, "music"),
     ]:
         report = check_reference(wave, rate)
-        assert report.refusal is None, report
-        assert all(isinstance(w, Finding) for w in report.warnings)
+        assert report.refusal is not None, report
+        assert report.refusal.code == NOT_SPEECH
+        assert why in report.refusal.message
+        assert "force=true" in report.refusal.message
+
+
+def notes(rate: int, chords: bool, seconds: float = 6.0, seed: int = 3) -> Wave:
+    """Music without a voice: a chord (three notes and their octaves) or a single note every half second,
+    each struck and decaying, never pausing."""
+    rng = np.random.default_rng(seed)
+    step = int(0.5 * rate)
+    t = np.arange(step) / rate
+    envelope = np.minimum(1.0, t / 0.02) * np.exp(-t / 0.6)
+    out = []
+    for _ in range(int(seconds / 0.5)):
+        root = 220.0 * 2 ** (int(rng.integers(0, 12)) / 12)
+        pitches = (root, root * 1.26, root * 1.5) if chords else (root,)
+        out.append(
+            envelope * sum(np.sin(2 * np.pi * f * t) + 0.5 * np.sin(4 * np.pi * f * t) for f in pitches)
+        )
+    wave = np.concatenate(out)
+    music: Wave = (0.3 * wave / np.max(np.abs(wave))).astype(np.float32)
+    return music
+
+
+@pytest.mark.parametrize("rate", [16_000, 44_100])
+def test_music_is_refused_as_not_speech_and_speech_at_any_pitch_is_not(rate: int, tmp_path: Path) -> None:
+    for chords in (True, False):
+        report = check_reference(notes(rate, chords), rate)
+        assert report.refusal is not None, report
+        assert report.refusal.code == NOT_SPEECH
+        assert "music" in report.refusal.message
+    for f0 in (70.0, 220.0, 400.0):
+        wave, sr = sf.read(pitched_reference(tmp_path, f0, 180.0), dtype="float32")
+        report = check_reference(wave, sr)
+        assert report.refusal is None, (f0, report)
 
 
 def test_the_cheap_checks_are_cheap() -> None:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worker.script import ReadOptions, ScriptError, ScriptFormat, make_chunks, parse_document
+from worker.script import EmptyScript, ReadOptions, ScriptError, ScriptFormat, make_chunks, parse_document
 from worker.script.document import Block, ChapterStart, Pause, Piece, SentenceEnd, Speech, Words
 from worker.script.parse import Sentence, _Assembler
 
@@ -241,6 +241,11 @@ def test_parsing_and_chunking_lose_duplicate_or_reorder_no_word(
     script: str, fmt: str, max_chars: int
 ) -> None:
     # max_chars is above the longest word: a longer word is cut into pieces by design.
+    paragraphs = script.split("\n\n")
+    if fmt == "markdown" and all(p.startswith("# ") for p in paragraphs):
+        with pytest.raises(EmptyScript, match="only headings"):  # nothing to read under the headings
+            parse_document(script, fmt)  # type: ignore[arg-type]
+        return
     chunks = make_chunks(parse_document(script, fmt).chapters, max_chars)  # type: ignore[arg-type]
     written = " ".join(c.written for c in chunks)
     assert re.findall(r"\w+", written) == re.findall(r"\w+", script)

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from worker.script import Chapter, ScriptError, ScriptFormat, parse_script
+from worker.script import Chapter, EmptyScript, ScriptError, ScriptFormat, parse_script
 from worker.script.markdown import TOO_DEEP
 
 MARKDOWN_SCRIPT = """\
@@ -182,6 +182,21 @@ def test_control_characters_are_rejected_with_position(
     assert str(caught.value) == f"line {line}, column {column}: {caught.value.message}"
 
 
+NO_LETTERS = "it holds no letters or digits, only spaces and punctuation"
+MARKUP = "everything in it is markup that is not read (comments, code blocks, tags or metadata)"
+HEADINGS = "with no text under them; headings are read as chapter titles before their text"
+WHY = {
+    "": NO_LETTERS,
+    " \n\t\r\n  ": NO_LETTERS,
+    "...\n\n* * *": NO_LETTERS,
+    "```\ncode only\n```\n": MARKUP,
+    "---\n\n***\n": NO_LETTERS,
+    "<!-- only a comment -->\n": MARKUP,
+    "![only an image](x.png)": MARKUP,
+    "# One\n\n## Two\n\n* * *\n": HEADINGS,
+}
+
+
 @pytest.mark.parametrize(
     ("source", "fmt"),
     [
@@ -193,12 +208,14 @@ def test_control_characters_are_rejected_with_position(
         ("---\n\n***\n", "markdown"),
         ("<!-- only a comment -->\n", "markdown"),
         ("![only an image](x.png)", "markdown"),
+        ("# One\n\n## Two\n\n* * *\n", "markdown"),
     ],
 )
 def test_no_speakable_text(source: str, fmt: ScriptFormat) -> None:
-    with pytest.raises(ScriptError) as caught:
+    with pytest.raises(EmptyScript) as caught:
         parse_script(source, fmt)
-    assert caught.value.message == "script has no speakable text"
+    assert caught.value.message.startswith("the script has nothing to read: "), caught.value.message
+    assert caught.value.message.endswith(WHY[source]), caught.value.message
     assert (caught.value.line, caught.value.column) == (None, None)
     assert isinstance(caught.value, ValueError)
 
@@ -248,7 +265,8 @@ def test_any_markdown_parses_or_raises_script_error(text: str) -> None:
     except ScriptError as error:
         chapters, message = [], error.message
     if not chapters:
-        assert message == "script has no speakable text"
+        assert message is not None
+        assert message.startswith("the script has nothing to read: "), message
         return
     for index, chapter in enumerate(chapters):
         assert chapter.paragraphs

@@ -101,7 +101,7 @@ def test_chapter_voices_must_match_paragraphs() -> None:
 
 
 def test_directive_alone_or_only_switching_is_no_speakable_text() -> None:
-    with pytest.raises(ScriptError, match="no speakable text"):
+    with pytest.raises(ScriptError, match="nothing to read"):
         parse_script("<!-- voice: Bob -->\n", "plain")
 
 

@@ -425,8 +425,8 @@ def test_xml_text_features_comments_cdata_and_references() -> None:
         ("<speak>a</speak> b", "malformed XML: junk after document element", 1, 18),
         ("<speak><p a='1' a='2'>b</p></speak>", "malformed XML: duplicate attribute", 1, 17),
         ("<speak>\n<p>Caf\u00e9 \U0001f600 <b/></p></speak>", "unknown SSML element <b>", 2, 11),
-        ("<speak> \n </speak>", "the SSML script has nothing to say", 1, 1),
-        ("<speak><p>...</p><break time='1s'/></speak>", "the SSML script has nothing to say", 1, 1),
+        ("<speak> \n </speak>", "the SSML holds no text, only tags and breaks", 1, 1),
+        ("<speak><p>...</p><break time='1s'/></speak>", "the SSML holds no text, only tags and breaks", 1, 1),
     ],
 )
 def test_errors_name_the_problem_at_its_line_and_column(
@@ -634,7 +634,7 @@ def documents(draw: st.DrawFn) -> tuple[str, list[str]]:
 def test_the_written_text_of_all_pieces_is_the_words_in_order(document: tuple[str, list[str]]) -> None:
     text, words = document
     if not words:  # only breaks
-        with pytest.raises(ScriptError, match="nothing to say"):
+        with pytest.raises(ScriptError, match="nothing to read"):
             read_ssml(text)
         return
     written: list[str] = []

@@ -24,6 +24,7 @@ from worker.jobs.plan import PlanError, PlanRequest, ScriptPlan, plan
 from worker.runtime import Runtime
 from worker.script import ReadOptions
 from worker.script.cast import CastRequest
+from worker.script.language_id import script_language_warnings
 from worker.task_names import START_JOB, Enqueue
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,9 @@ class PlanOutcome(StrEnum):
 
 def apply_plan(job: Job, script_plan: ScriptPlan) -> None:
     """What a plan records on its job row (chunks are inserted beside it). What the script says about
-    itself (EPUB metadata, front matter) fills the tags the request left out: author and language."""
+    itself (EPUB metadata, front matter) fills the tags the request left out: author and language. The
+    plan's warnings are kept, with one more when the script is written in another language than the job's
+    (worker.script.language_id)."""
     job.chapters = [{"index": i, "title": c.title} for i, c in enumerate(script_plan.chapters)]
     job.chunks_total = len(script_plan.specs)
     job.estimated_seconds = round(script_plan.size.total_seconds, 1)
@@ -46,10 +49,12 @@ def apply_plan(job: Job, script_plan: ScriptPlan) -> None:
         metadata["author"] = script_plan.info.author
     if "language" not in metadata:
         metadata["language"] = tag_language(script_plan.info.language or script_plan.language)
+    warnings = [*script_plan.warnings, *script_language_warnings(script_plan.chapters, script_plan.language)]
     job.options = {
         **job.options,
         "metadata": metadata,
         "voice_ids": [str(v) for v in script_plan.voice_ids(job.voice_id)],
+        "warnings": warnings,
     }
 
 

@@ -35,7 +35,7 @@ from worker.script import (
 from worker.script import cast as casting
 from worker.script.attribution import NARRATOR, Cast, attribute
 from worker.script.document import BookInfo
-from worker.script.errors import ScriptTooLong
+from worker.script.errors import EmptyScript, ScriptTooLong
 from worker.script.lexicon import CompiledLexicon, compile_lexicons
 from worker.script.speak import Speaker
 
@@ -248,6 +248,8 @@ def _parse(request: PlanRequest) -> ParsedScript:
         )
     except ScriptTooLong as exc:
         raise PlanError(exc.message, "script_too_long", field="script") from exc
+    except EmptyScript as exc:
+        raise PlanError(exc.message, "empty_script", field="script") from exc
     except ScriptError as exc:
         raise PlanError(exc.message, "script_invalid", line=exc.line, column=exc.column) from exc
 

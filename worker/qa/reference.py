@@ -33,7 +33,15 @@ The measurements work on 20 ms frames (shorter than a syllable, longer than a pi
 * *flatness*: the median spectral flatness (geometric over arithmetic mean of the power spectrum) of up
   to :data:`FLATNESS_FRAMES` frames: ~0.56 for white noise, near 0 for a tone, well under 0.2 for voiced
   speech. It tells a recording that is noise only from a steady tone or hum, which is a signal (a tone
-  is accepted with a warning: the hostile tests upload tones, and a tone harms nobody but its owner).
+  is refused as not speech, like noise only: see *tonality*);
+* *tonality*: the median share of each sound frame's power below 4 kHz in the strongest sixth of those
+  bins (13 of 80: the same at any sample rate). A steady tone or hum puts all of it in a few bins (1.0),
+  instruments playing notes and chords 0.98 and more; speech spreads its harmonics over the formants
+  (espeak's voices 0.85-0.98, higher voices higher; noisy recordings lower), and pauses between phrases.
+
+A recording that is not speech at all (noise only, a steady tone or hum, music) is refused with the code
+:data:`NOT_SPEECH`; the caller may keep it anyway (the API's ``force=true``): the refusal then becomes a
+warning. A recording no engine can use (silent, badly clipped) is refused whatever the caller says.
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ from worker.qa.transcript import Recogniser, check_transcript
 
 __all__ = [
     "CLIP_LEVEL",
+    "NOT_SPEECH",
     "Finding",
     "ReferenceReport",
     "check_reference",
@@ -80,12 +89,21 @@ MIN_SOUND_S = 0.5
 # and the voice's timbre is replaced by the distortion's harmonics (espeak speech driven 10x past full
 # scale measures 15 %, 3x 1.7 %, 2x 0.3 %); the engine would clone the distortion.
 MAX_CLIPPED_SHARE = 0.10
-# Nothing rises 3 dB above the quietest frames *and* the spectrum is noise-flat: the recording is
-# noise only (stationary noise's 20 ms frame levels spread by about 1 dB; speech at 0 dB SNR already
-# lifts its loud frames ~5 dB above the pauses). A steady tone also has no dynamics, but is not flat: it
-# only warns (see the module docstring).
+# -- not speech (refused as NOT_SPEECH unless the caller insists) ----------------------------------------
+NOT_SPEECH = "reference_not_speech"
+# Nothing rises 3 dB above the quietest frames: the recording is steady, which speech never is (stationary
+# noise's 20 ms frame levels spread by about 1 dB, a tone's not at all; speech at 0 dB SNR already lifts
+# its loud frames ~5 dB above the pauses). A noise-flat spectrum makes it hiss, any other a tone or hum.
 NOISE_ONLY_SNR_DB = 3.0
 NOISE_FLATNESS = 0.2  # white noise ~0.56, pink noise ~0.27; speech measures < 0.06, tones ~0
+# A recording with dynamics whose sound frames put this share of their power (below 4 kHz) in a sixth of
+# the bins, and that never pauses, is notes, not speech: synthetic chords, melodies and a band with drums
+# measure 0.986-1.0 with no silent frames; espeak's speech 0.85-0.90 at 60-120 Hz, up to 0.976 at 400 Hz,
+# but with 7-13 % of its frames silent between phrases; noisy speech 0.67-0.79 (see the module docstring).
+MUSIC_TONALITY = 0.97
+MUSIC_MAX_SILENCE = 0.03
+TONALITY_BINS = 1 / 6
+TONALITY_BAND_HZ = 4000.0  # the voice's fundamentals and formants, and where notes put most of their power
 
 # -- warnings (usable, but worse clones) ----------------------------------------------------------------
 # Speech should stand 20 dB above the background: below that, cloning reproduces the noise (a quiet
@@ -155,6 +173,7 @@ class ReferenceReport:
     dc_offset: float
     flatness: float
     rt60_s: float | None = None
+    tonality: float = 0.0
     refusal: Finding | None = None
     warnings: tuple[Finding, ...] = field(default_factory=tuple)
 
@@ -190,10 +209,10 @@ def check_reference(samples: npt.ArrayLike, sample_rate: int) -> ReferenceReport
     silence_ratio = 1.0 - n_sound / n_frames
     clipped_per_frame = np.count_nonzero(np.abs(frames) >= CLIP_LEVEL, axis=1)
     clipped = float(clipped_per_frame[sound].sum()) / (n_sound * hop) if n_sound else 0.0
-    flatness = _flatness(frames[np.flatnonzero(sound)] if n_sound else frames)
+    flatness, tonality = _spectral_shape(frames[np.flatnonzero(sound)] if n_sound else frames)
     rt60 = _rt60(levels, speech, noise)
 
-    refusal = _refusal(sound_s, clipped, snr, flatness)
+    refusal = _refusal(sound_s, clipped, snr, flatness, tonality, silence_ratio)
     warnings = _warnings(speech, snr, silence_ratio, clipped, dc, rt60) if refusal is None else ()
     return ReferenceReport(
         duration_s=round(duration, 3),
@@ -206,21 +225,29 @@ def check_reference(samples: npt.ArrayLike, sample_rate: int) -> ReferenceReport
         dc_offset=round(dc, 5),
         flatness=round(flatness, 3),
         rt60_s=None if rt60 is None else round(rt60, 2),
+        tonality=round(tonality, 3),
         refusal=refusal,
         warnings=warnings,
     )
 
 
-def _flatness(frames: npt.NDArray[np.float32]) -> float:
-    """Median spectral flatness of up to :data:`FLATNESS_FRAMES` frames spread evenly over ``frames``."""
+def _spectral_shape(frames: npt.NDArray[np.float32]) -> tuple[float, float]:
+    """Median spectral flatness and tonality (see the module docstring) of up to :data:`FLATNESS_FRAMES`
+    frames spread evenly over ``frames``."""
     if not len(frames):
-        return 0.0
+        return 0.0, 0.0
     picked = frames[np.linspace(0, len(frames) - 1, min(len(frames), FLATNESS_FRAMES)).astype(np.intp)]
     picked = picked - picked.mean(axis=1, keepdims=True)
     spectrum = np.abs(np.fft.rfft(picked * np.hanning(picked.shape[1]).astype(np.float32), axis=1)) ** 2
     spectrum = spectrum[:, 1:] + 1e-20  # the DC bin is empty after removing the mean
     flat = np.exp(np.mean(np.log(spectrum), axis=1)) / np.mean(spectrum, axis=1)
-    return float(np.median(flat))
+    # Bins are 1 / FRAME_S = 50 Hz apart at any sample rate; the band below TONALITY_BAND_HZ holds the same
+    # bins at every rate, so a recording measures the same at 8 and at 48 kHz.
+    band = spectrum[:, : min(spectrum.shape[1], round(TONALITY_BAND_HZ * FRAME_S))]
+    strongest = max(1, round(band.shape[1] * TONALITY_BINS))
+    top = -np.partition(-band, strongest - 1, axis=1)[:, :strongest]
+    tonal = top.sum(axis=1) / band.sum(axis=1)
+    return float(np.median(flat)), float(np.median(tonal))
 
 
 def _rt60(levels: npt.NDArray[np.float64], speech: float, noise: float) -> float | None:
@@ -248,7 +275,9 @@ def _rt60(levels: npt.NDArray[np.float64], speech: float, noise: float) -> float
     return 60.0 * fastest / drop
 
 
-def _refusal(sound_s: float, clipped: float, snr: float, flatness: float) -> Finding | None:
+def _refusal(
+    sound_s: float, clipped: float, snr: float, flatness: float, tonality: float, silence: float
+) -> Finding | None:
     if sound_s < MIN_SOUND_S:
         return Finding(
             "reference_unusable",
@@ -263,12 +292,27 @@ def _refusal(sound_s: float, clipped: float, snr: float, flatness: float) -> Fin
             "again with the input gain lower)",
             round(clipped, 4),
         )
+    keep = "; send force=true to keep it anyway"
     if snr < NOISE_ONLY_SNR_DB and flatness >= NOISE_FLATNESS:
         return Finding(
-            "reference_unusable",
-            f"the recording sounds like noise only: nothing in it rises more than {snr:.1f} dB above "
-            "its background",
+            NOT_SPEECH,
+            f"the recording sounds like noise only (a hiss): nothing in it rises more than {snr:.1f} dB "
+            f"above its background, and its spectrum is flat{keep}",
             round(snr, 1),
+        )
+    if snr < NOISE_ONLY_SNR_DB:
+        return Finding(
+            NOT_SPEECH,
+            f"the recording sounds like a steady tone or hum, not speech: its level varies by {snr:.1f} dB "
+            f"at most, and {tonality:.0%} of its sound is in a few pure frequencies{keep}",
+            round(snr, 1),
+        )
+    if tonality >= MUSIC_TONALITY and silence < MUSIC_MAX_SILENCE:
+        return Finding(
+            NOT_SPEECH,
+            f"the recording sounds like music, not speech: {tonality:.0%} of its sound is in a few pure "
+            f"notes, and it never pauses as speech does between phrases{keep}",
+            round(tonality, 3),
         )
     return None
 

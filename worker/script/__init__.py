@@ -2,7 +2,7 @@
 (pure Python)."""
 
 from .chunking import ChunkSpec, PauseAfter, Said, Say, make_chunks, split_clauses
-from .errors import ScriptError
+from .errors import EmptyScript, ScriptError
 from .parse import (
     Chapter,
     ParsedScript,
@@ -20,6 +20,7 @@ __all__ = [
     "MAX_VOICE_NAME",
     "Chapter",
     "ChunkSpec",
+    "EmptyScript",
     "ParsedScript",
     "PauseAfter",
     "ReadOptions",

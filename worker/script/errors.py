@@ -26,3 +26,8 @@ class ScriptError(ValueError):
 
 class ScriptTooLong(ScriptError):
     """A script (an EPUB's text, counted while it is read) is longer than the server's limit."""
+
+
+class EmptyScript(ScriptError):
+    """A script with nothing to read: no text once markup is left out, only spaces and punctuation, or only
+    headings. ``message`` says which."""

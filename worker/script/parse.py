@@ -9,7 +9,7 @@ exact pauses, and paragraphs are split into sentences with the rules of the scri
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -25,7 +25,7 @@ from .document import (
     Speech,
     Words,
 )
-from .errors import ScriptError
+from .errors import EmptyScript, ScriptError
 from .markdown import Footnotes, read_markdown
 from .sentences import split_sentences
 from .voices import VoiceDirective, directive_in_line
@@ -154,8 +154,8 @@ def parse_document(
     (None) of the language the script declares (EPUB metadata, front matter, SSML ``xml:lang``), or
     ``fallback_language``. Whitespace is normalised to single spaces and paragraphs without a letter or
     digit (scene breaks like ``* * *``) are dropped. Raises :class:`ScriptError` for control characters
-    other than tab, CR and LF, for malformed directives and markup (with their line and column), and for
-    scripts with no speakable text.
+    other than tab, CR and LF, for malformed directives and markup (with their line and column), and
+    :class:`EmptyScript` for scripts with nothing to read.
     """
     events, info, directives, warnings = _read(source, fmt, options)
     chosen = language or info.language or fallback_language
@@ -163,8 +163,7 @@ def parse_document(
     for event in events:
         assembler.add(event)
     chapters = assembler.finish()
-    if not chapters:
-        raise ScriptError("script has no speakable text")
+    check_something_to_read(chapters, source)
     return ParsedScript(
         chapters,
         tuple(directives or assembler.directives),
@@ -173,6 +172,22 @@ def parse_document(
         tuple(warnings + assembler.warnings),
         assembler.speakers,
     )
+
+
+def check_something_to_read(chapters: Sequence[Chapter], source: str | bytes) -> None:
+    """Raise :class:`EmptyScript` naming why, when no paragraph but a heading holds a letter or digit."""
+    if not chapters:
+        text = source if isinstance(source, str) else ""
+        if isinstance(source, str) and not any(character.isalnum() for character in text):
+            why = "it holds no letters or digits, only spaces and punctuation"
+        else:
+            why = "everything in it is markup that is not read (comments, code blocks, tags or metadata)"
+        raise EmptyScript(f"the script has nothing to read: {why}")
+    if all(len(chapter.headings) >= len(chapter.paragraphs) for chapter in chapters):
+        raise EmptyScript(
+            f"the script has nothing to read: it has only headings ({len(chapters)}), with no text under "
+            "them; headings are read as chapter titles before their text"
+        )
 
 
 def _read(

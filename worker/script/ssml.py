@@ -47,7 +47,7 @@ from typing import NoReturn
 from xml.parsers import expat
 
 from .document import MAX_BREAK_SECONDS, Pause, Piece, SentenceEnd, Speech, Words
-from .errors import ScriptError
+from .errors import EmptyScript, ScriptError
 from .voices import MAX_VOICE_NAME, VoiceDirective
 
 SSML_NAMESPACE = "http://www.w3.org/2001/10/synthesis"
@@ -458,7 +458,10 @@ class _Reader:
         elif tag == "speak":
             self._close_paragraph()
             if not self.spoken:
-                self._fail("the SSML script has nothing to say", frame.index)
+                raise EmptyScript(
+                    "the script has nothing to read: the SSML holds no text, only tags and breaks",
+                    *self.cursor.at(max(frame.index, 0)),
+                )
 
     def _open_paragraph(self) -> _Paragraph:
         """The paragraph being built; inline content outside any <p> opens one."""
