@@ -86,7 +86,8 @@ def _reference_frames(engine: Qwen3Engine, text: str, prompt: SpeakerPrompt, **k
         codes, _ = qm.model.generate(
             **_generate_args(engine, text, prompt), **qm._merge_generate_kwargs(**kwargs)
         )
-    return codes[0].cpu()
+    frames: torch.Tensor = codes[0].cpu()
+    return frames
 
 
 def _row(engine: Qwen3Engine, text: str, prompt: SpeakerPrompt, seed: int = 0, **kwargs: Any) -> LoopRow:

@@ -655,7 +655,7 @@ class Qwen3Engine:
         """The reference's codes a row is decoded after (ICL prompts), on the model's device."""
         if item.ref_code is None:
             return None
-        return item.ref_code.to(self.model.device)
+        return cast("torch.Tensor", item.ref_code.to(self.model.device))
 
     def _synthesize_fast(
         self,

@@ -122,16 +122,19 @@ def row_from_capture(captured: Mapping[str, Any], seed: int) -> LoopRow:
         sample=bool(captured.get("do_sample", True)),
         temperature=float(captured.get("temperature") or 1.0),
         top_k=int(captured.get("top_k") or 0),
-        top_p=float(captured.get("top_p") if captured.get("top_p") is not None else 1.0),
+        top_p=_number(captured, "top_p", 1.0),
         repetition_penalty=float(captured.get("repetition_penalty") or 1.0),
         sub_sample=bool(captured.get("subtalker_dosample", True)),
         sub_temperature=float(captured.get("subtalker_temperature") or 1.0),
         sub_top_k=int(captured.get("subtalker_top_k") or 0),
-        sub_top_p=float(
-            captured.get("subtalker_top_p") if captured.get("subtalker_top_p") is not None else 1.0
-        ),
+        sub_top_p=_number(captured, "subtalker_top_p", 1.0),
         min_new_tokens=int(captured.get("min_new_tokens") or 0),
     )
+
+
+def _number(captured: Mapping[str, Any], name: str, default: float) -> float:
+    value = captured.get(name)
+    return default if value is None else float(value)
 
 
 def _round_up(value: int, step: int) -> int:
@@ -318,7 +321,7 @@ class TalkerLoop:
             )
             hidden = hidden + attn.o_proj(out.transpose(1, 2).reshape(rows, q, -1))
             hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
-        return model.norm(hidden)
+        return cast(torch.Tensor, model.norm(hidden))
 
     def _cp_forward(self, hidden: torch.Tensor, start: int, state: _State) -> torch.Tensor:
         """Code-predictor layers over ``hidden`` (rows, q, D_cp) at positions start..start+q-1 of the
@@ -350,7 +353,7 @@ class TalkerLoop:
             )
             hidden = hidden + attn.o_proj(out.transpose(1, 2).reshape(rows, q, -1))
             hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
-        return model.norm(hidden)
+        return cast(torch.Tensor, model.norm(hidden))
 
     def _talker_mask(self, positions: torch.Tensor, length: int) -> torch.Tensor:
         """(rows, 1, q, length): cache entry j is seen by the query at position p when j <= p (and within
@@ -455,7 +458,7 @@ class TalkerLoop:
         state.active.zero_()
         try:
             with _CAPTURE_LOCK:
-                stream = torch.cuda.Stream(device=self.device)
+                stream = torch.cuda.Stream(device=self.device)  # type: ignore[no-untyped-call]
                 stream.wait_stream(torch.cuda.current_stream(self.device))
                 with torch.cuda.stream(stream):
                     for _ in range(2):
@@ -572,18 +575,19 @@ class TalkerLoop:
                 in_use = max(position[s] for s, o in enumerate(owner) if o is not None)
                 length = min(state.length, _round_up(in_use + 1, CACHE_BUCKET))
                 self._run_step(state, length)
-                done, generated, position = torch.stack(
+                progress: list[list[int]] = torch.stack(
                     [state.done.to(torch.int64), state.generated, state.position]
                 ).tolist()
-                for slot, index in enumerate(owner):
-                    if index is None:
+                done, generated, position = progress
+                for slot, owned in enumerate(owner):
+                    if owned is None:
                         continue
                     frames = int(generated[slot]) - 1
-                    if sink is not None and frames > sent[index]:
-                        sink(index, state.frames[slot, sent[index] : frames])
-                        sent[index] = frames
+                    if sink is not None and frames > sent[owned]:
+                        sink(owned, state.frames[slot, sent[owned] : frames])
+                        sent[owned] = frames
                     if done[slot]:
-                        results[index] = state.frames[slot, :frames].clone()
+                        results[owned] = state.frames[slot, :frames].clone()
                         owner[slot] = None
             yield
         empty = torch.zeros(0, self.codebooks, dtype=torch.int64, device=self.device)
