@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from flask import Flask
 from flask.testing import FlaskClient
 
 from bench.voice_set import REFERENCE_TEXT, VoiceSpec, reference_of

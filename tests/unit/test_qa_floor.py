@@ -68,7 +68,9 @@ def test_a_telephone_voice_is_held_to_its_own_floor(
 ) -> None:
     """The clean chunks of the low telephone voice hold long stretches of low, unvoiced sound (its
     creak): the default limits flag them as rumble or noise; held to the voice's own floor, none is."""
-    default_flags = [failed(check_audio(wave, SR, text)) & NOISE_CHECKS for wave, text in zip(book, BOOK)]
+    default_flags = [
+        failed(check_audio(wave, SR, text)) & NOISE_CHECKS for wave, text in zip(book, BOOK, strict=True)
+    ]
     assert any(default_flags), "the voice no longer shows the false flags this test is about"
     for wave, text in zip(book, BOOK, strict=True):
         result = check_audio(wave, SR, text, floor=phone_floor)
@@ -145,7 +147,8 @@ def test_measure_floor_takes_the_worst_of_each_kind(engine: EspeakEngine) -> Non
 def test_calibration_is_kept_per_voice_and_none_for_a_neural_engine(engine: EspeakEngine) -> None:
     request = SynthesisRequest("", PHONE_VOICE, "en", {}, seed=0)
     first = quality.calibration(engine, request, "kept-voice")
-    assert first is not None and quality.calibration(engine, request, "kept-voice") is first
+    assert first is not None
+    assert quality.calibration(engine, request, "kept-voice") is first
 
     class Neural:
         name = "qwen3-tts"
