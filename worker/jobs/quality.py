@@ -178,9 +178,12 @@ CALIBRATION_PARAGRAPHS = (
     "had said Thursday, and followed her along a corridor that smelled of wax and old paper.",
 )
 CALIBRATION_LINES = (
+    "Chapter One",
     "Chapter Three: The Orchard",
-    "Part Two",
     "Chapter Eleven",
+    "Chapter Twenty",
+    "Part Two",
+    "Prologue",
     "Nobody answered.",
     "Good morning, Doctor.",
 )
