@@ -37,8 +37,10 @@ from worker.qa.checks import (
     QaPolicy,
     QaResult,
     SpeakingRate,
+    VoiceFloor,
     check_audio,
     is_rule_based,
+    measure_floor,
     measure_speaking_rate,
     median_f0,
     median_level,
@@ -163,8 +165,64 @@ CALIBRATION_TEXTS = (
     "Why had nobody told him that the ferry would not sail that evening?",
     "They walked home together through the narrow streets behind the harbour.",
 )
-_calibrated: dict[tuple[object, ...], float | None] = {}
+# Read with it too for the voice's floor (worker.qa.checks.VoiceFloor): paragraphs as long as a book's
+# chunks (more sentence ends and pauses, where a low voice's creak sits), and headings and one-line
+# sentences, whose starts and ends are a larger share of their sound than a paragraph's.
+CALIBRATION_PARAGRAPHS = (
+    "The carriage stopped at the edge of the village, and the driver would go no further. Martha paid "
+    "him, lifted her trunk onto the wet grass and watched the lamps disappear between the hedges. The "
+    "house stood where her mother had said it would, dark except for one window on the upper floor. "
+    "She knocked twice, waited, and knocked again.",
+    "\u201cYou are late,\u201d said the woman who opened the door. \u201cWe expected you on Tuesday, "
+    "and the fire has been lit for three days.\u201d Martha apologised, although she was sure the letter "
+    "had said Thursday, and followed her along a corridor that smelled of wax and old paper.",
+)
+CALIBRATION_LINES = (
+    "Chapter One",
+    "Chapter Three: The Orchard",
+    "Chapter Eleven",
+    "Chapter Twenty",
+    "Part Two",
+    "Prologue",
+    "Nobody answered.",
+    "Good morning, Doctor.",
+)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What a voice's prompt sounds like through an engine that reads by rule, measured on the
+    calibration texts, paragraphs and lines read with it: its median F0 (of :data:`CALIBRATION_TEXTS`;
+    None: nothing voiced heard) and its floor on the edge and noise checks (of all of them)."""
+
+    f0_hz: float | None
+    floor: VoiceFloor
+
+
+_calibrated: dict[tuple[object, ...], Calibration | None] = {}
 _calibration_lock = threading.Lock()
+
+
+def calibration(engine: Engine, request: SynthesisRequest, voice_key: str) -> Calibration | None:
+    """The voice's :class:`Calibration` at the request's settings, once per worker process and voice
+    (~1 s of CPU with espeak); None for a neural engine (a render is costly, and varies)."""
+    if not is_rule_based(engine.name):
+        return None
+    key = (engine.name, engine.version, voice_key, request.language, tuple(sorted(request.params.items())))
+    with _calibration_lock:
+        if key in _calibrated:
+            return _calibrated[key]
+    texts = CALIBRATION_TEXTS + CALIBRATION_PARAGRAPHS + CALIBRATION_LINES
+    waves = engine.synthesize([replace(request, text=text) for text in texts])
+    medians = [
+        check_audio(wave, engine.sample_rate, text).f0_median_hz
+        for wave, text in zip(waves[: len(CALIBRATION_TEXTS)], CALIBRATION_TEXTS, strict=True)
+    ]
+    floor = measure_floor(zip(waves, texts, strict=True), engine.sample_rate, policy_for(engine.name))
+    found = Calibration(median_f0(medians), floor)
+    with _calibration_lock:
+        _calibrated[key] = found
+    return found
 
 
 def calibrated_pitch(engine: Engine, request: SynthesisRequest, voice_key: str) -> float | None:
@@ -173,23 +231,9 @@ def calibrated_pitch(engine: Engine, request: SynthesisRequest, voice_key: str) 
     until the job has learnt it from its own (the first chunks of a job, every chunk of a short one, would
     otherwise have no pitch check: another voice would pass). Measured, not the prompt's own figure:
     espeak's rendering sits up to 3 semitones under the reference's median for a lively voice. None for
-    a neural engine (a render is costly, and varies) or when nothing voiced was heard. Kept per process."""
-    if not is_rule_based(engine.name):
-        return None
-    key = (engine.name, engine.version, voice_key, request.language, tuple(sorted(request.params.items())))
-    with _calibration_lock:
-        if key in _calibrated:
-            return _calibrated[key]
-    requests = [replace(request, text=text) for text in CALIBRATION_TEXTS]
-    waves = engine.synthesize(requests)
-    medians = [
-        check_audio(wave, engine.sample_rate, text).f0_median_hz
-        for wave, text in zip(waves, CALIBRATION_TEXTS, strict=True)
-    ]
-    f0 = median_f0(medians)
-    with _calibration_lock:
-        _calibrated[key] = f0
-    return f0
+    a neural engine or when nothing voiced was heard."""
+    found = calibration(engine, request, voice_key)
+    return None if found is None else found.f0_hz
 
 
 @dataclass(frozen=True)
@@ -202,6 +246,7 @@ class Expected:
     rate: SpeakingRate | None = None
     f0_hz: float | None = None
     level_db: float | None = None  # the speech level of the voice's chunks in this job (loudness outliers)
+    floor: VoiceFloor | None = None  # the voice's own edge and noise figures (its calibration)
 
     @classmethod
     def learnt(cls, passed: Sequence[tuple[str, Mapping[str, Any]]]) -> Expected:
@@ -230,18 +275,22 @@ def assess(
         rate=expected.rate,
         expected_f0_hz=expected.f0_hz,
         expected_level_db=expected.level_db,
+        floor=expected.floor,
         recogniser=(settings.recogniser or recogniser()) if settings.transcript else None,
         speaker=None if encoder is None else (encoder, request.prompt),
     )
 
 
-def with_calibrated_pitch(
+def with_calibration(
     expected: Expected, engine: Engine, request: SynthesisRequest, voice_key: str
 ) -> Expected:
-    """``expected``, with :func:`calibrated_pitch` where it has learnt no pitch yet."""
-    if expected.f0_hz is not None:
+    """``expected`` with the voice's floor, and with its :func:`calibrated_pitch` where it has learnt no
+    pitch yet (an engine that reads by rule; a neural one's stays as it is)."""
+    found = calibration(engine, request, voice_key)
+    if found is None:
         return expected
-    return replace(expected, f0_hz=calibrated_pitch(engine, request, voice_key))
+    f0 = expected.f0_hz if expected.f0_hz is not None else found.f0_hz
+    return replace(expected, f0_hz=f0, floor=found.floor)
 
 
 def _better(a: Take, b: Take) -> bool:

@@ -119,9 +119,9 @@ def _render(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -
         with rt.sessions() as session:
             learnt = quality.learnt(session, job_id, {c.voice_id for c in rest}) if qa.enabled else {}
         expected = [learnt.get((c.voice_id, c.rate), quality.Expected()) for c in rest]
-        if qa.enabled:  # until the job has learnt a voice's pitch, the pitch its prompt is read with
+        if qa.enabled:  # the voice's floor, and its calibrated pitch until the job has learnt its own
             expected = [
-                quality.with_calibrated_pitch(e, engine, requests[c.id], prompts[c.voice_id].key)
+                quality.with_calibration(e, engine, requests[c.id], prompts[c.voice_id].key)
                 for c, e in zip(rest, expected, strict=True)
             ]
         try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy.typing as npt
 
 from worker.engines.base import SpeakerPrompt
-from worker.qa.checks import QaPolicy, QaResult, SpeakingRate, check_audio
+from worker.qa.checks import QaPolicy, QaResult, SpeakingRate, VoiceFloor, check_audio
 from worker.qa.speaker import SpeakerEncoder, check_speaker, speaker_similarity
 from worker.qa.transcript import Recogniser, check_transcript
 
@@ -21,6 +21,7 @@ def assess_chunk(
     rate: SpeakingRate | None = None,
     expected_f0_hz: float | None = None,
     expected_level_db: float | None = None,
+    floor: VoiceFloor | None = None,
     recogniser: Recogniser | None = None,
     speaker: tuple[SpeakerEncoder, SpeakerPrompt] | None = None,
 ) -> QaResult:
@@ -38,6 +39,7 @@ def assess_chunk(
         rate=rate,
         expected_f0_hz=expected_f0_hz,
         expected_level_db=expected_level_db,
+        floor=floor,
     )
     silence = result.check("silence")
     if silence is None or not silence.passed:

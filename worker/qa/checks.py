@@ -53,14 +53,19 @@ from worker.qa.signal import longest_run, resample, runs
 __all__ = [
     "DEFAULT_POLICIES",
     "Check",
+    "NoiseFigures",
     "QaPolicy",
     "QaResult",
     "SpeakingRate",
+    "VoiceFloor",
     "check_audio",
     "is_rule_based",
+    "is_short_line",
+    "measure_floor",
     "measure_speaking_rate",
     "median_f0",
     "median_level",
+    "noise_figures",
     "policy_for",
     "spoken_units",
     "unusable_audio",
@@ -166,6 +171,44 @@ class QaPolicy:
     # on every chunk, never held to a limit. Not calibrated: only a tiny random-weight Qwen3 checkpoint
     # exists here (every input scores 0.98-1.0 on it), so a job sets it from its own engine's figures.
     min_speaker_similarity: float = 0.0
+    # The voice's own floor (:class:`VoiceFloor`, measured on its clean calibration renderings): the
+    # edge, noise, hiss and rumble limits of its chunks are at least ``floor_factor`` times its worst
+    # calibration figure plus ``floor_slack_s``; a chunk of at most ``short_line_words`` words (a
+    # heading, a one-line sentence) is held to the figures of the voice's calibration headings. Set on
+    # the calibration voices of bench/voice_set.py only: on the three whose floor rises above these
+    # defaults (low and telephone voices, whose espeak rendering dips into creak), the worst rumble and
+    # heading edge of 30 clean chunks each stayed within 1.25 x the calibration worst + 0.05 s (rumble
+    # 0.56 s against a floor of 0.60 s; a "Chapter one" edge of 0.83 s against a headings floor of
+    # 0.83 s); the worst unvoiced stretch (noise) did not on one voice (0.80 s against a limit of
+    # 0.59 s), and a wider factor would let through the noise bursts that only that check sees. For
+    # the voices with a clear rendering the floor stays under the defaults and changes nothing. A
+    # paragraph's edge is held to the longer of the prose's and the lines' edges: it ends on a
+    # sentence's final fall as a heading does (30 clean chunks of the calibration voices ended with up
+    # to 0.61-0.65 s where their prose calibration measured 0.21-0.42 s and their lines 0.64-0.83 s).
+    floor_factor: float = 1.25
+    floor_slack_s: float = 0.05
+    short_line_words: int = 8
+
+    def for_voice(self, floor: VoiceFloor | None, text: str = "") -> QaPolicy:
+        """This policy with the edge and noise limits raised to what the voice's own clean rendering
+        measures (never lowered): the ``lines`` figures for a short line of ``text``, else ``prose``
+        (and for the edges, the longer of ``prose`` and ``lines``)."""
+        if floor is None:
+            return self
+        own = floor.lines if is_short_line(text, self) else floor.prose
+
+        def limit(default: float, measured: float) -> float:
+            return max(default, round(measured * self.floor_factor + self.floor_slack_s, 3))
+
+        # a paragraph ends on a sentence's final fall as a heading does: its edge may be a line's
+        edge = max(own.edge_s, floor.lines.edge_s)
+        return replace(
+            self,
+            max_edge_s=limit(self.max_edge_s, edge),
+            max_noise_s=limit(self.max_noise_s, own.noise_s),
+            max_hiss_s=limit(self.max_hiss_s, own.hiss_s),
+            max_rumble_s=limit(self.max_rumble_s, own.rumble_s),
+        )
 
     def to_json(self) -> dict[str, object]:
         return {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -457,10 +500,12 @@ def check_audio(
     rate: SpeakingRate | None = None,
     expected_f0_hz: float | None = None,
     expected_level_db: float | None = None,
+    floor: VoiceFloor | None = None,
 ) -> QaResult:
     """Run the cheap checks (see the module docstring) on a chunk's mono waveform, as the engine returned
-    it (before the render step trims silence), against its normalised ``text``."""
-    policy = policy or QaPolicy()
+    it (before the render step trims silence), against its normalised ``text``; the edge and noise
+    limits raised to the voice's own ``floor`` where it is known (:meth:`QaPolicy.for_voice`)."""
+    policy = (policy or QaPolicy()).for_voice(floor, text)
     x = np.asarray(audio)
     if x.ndim != 1:
         x = x.reshape(-1) if x.size in x.shape else np.mean(x, axis=int(np.argmin(x.shape)))
@@ -597,6 +642,108 @@ def _duration_check(text: str, speech_s: float, rate: SpeakingRate | None, polic
     return Check("duration", round(ratio, 3), f"{max(shortest, 0):.2f}-{longest:.2f} s", ok, reason)
 
 
+@dataclass(frozen=True)
+class NoiseFigures:
+    """The longest stretches (seconds) that the edge and noise checks measure in a rendering: unvoiced
+    sound at either end (``edge_s``), and inside it unvoiced sound (``noise_s``), flat-spectrum unvoiced
+    sound (``hiss_s``) and low-pitched unvoiced sound (``rumble_s``)."""
+
+    edge_s: float = 0.0
+    noise_s: float = 0.0
+    hiss_s: float = 0.0
+    rumble_s: float = 0.0
+
+    @classmethod
+    def worst(cls, figures: Iterable[NoiseFigures]) -> NoiseFigures:
+        """The longest of each figure over ``figures``."""
+        rows = list(figures)
+        return cls(
+            max((f.edge_s for f in rows), default=0.0),
+            max((f.noise_s for f in rows), default=0.0),
+            max((f.hiss_s for f in rows), default=0.0),
+            max((f.rumble_s for f in rows), default=0.0),
+        )
+
+    def to_json(self) -> dict[str, float]:
+        return {name: round(getattr(self, name), 3) for name in self.__dataclass_fields__}
+
+
+@dataclass(frozen=True)
+class VoiceFloor:
+    """What a voice's own clean rendering measures on the edge and noise checks: the worst of its
+    calibration sentences (``prose``) and of its calibration headings and one-line sentences (``lines``).
+
+    What is noise for one voice is the voice for another: a low voice with a wide intonation (what a
+    telephone-band reference makes of espeak's prompt) dips into creak that the pitch tracker calls
+    unvoiced, and its unvoiced stretches are long and low-pitched, as rumble is. The checks hold such a
+    voice's chunks to its own figures (:meth:`QaPolicy.for_voice`), never to less than the policy's."""
+
+    prose: NoiseFigures
+    lines: NoiseFigures
+
+    def to_json(self) -> dict[str, object]:
+        return {"prose": self.prose.to_json(), "lines": self.lines.to_json()}
+
+
+def _noise_figures(
+    frames: _Frames, active: npt.NDArray[np.bool_], level_db: float | None, hop: float, policy: QaPolicy
+) -> tuple[NoiseFigures, str]:
+    """The :class:`NoiseFigures` of one analysed rendering, and at which end its longer edge is."""
+    sound = frames.levels_db > policy.silence_dbfs  # what the render step's trim keeps
+    voiced = np.flatnonzero(frames.voiced)
+    if voiced.size:
+        lead = float(np.count_nonzero(sound[: voiced[0]])) * hop
+        trail = float(np.count_nonzero(sound[voiced[-1] + 1 :])) * hop
+    else:
+        lead = trail = float(np.count_nonzero(sound)) * hop
+    heard = active
+    if level_db is not None:  # see QaPolicy.sound_range_db
+        heard = active | (sound & (frames.levels_db > level_db - policy.sound_range_db))
+    unvoiced = heard & ~frames.voiced
+    figures = NoiseFigures(
+        edge_s=max(lead, trail),
+        noise_s=longest_run(unvoiced) * hop,
+        hiss_s=longest_run(unvoiced & (frames.flatness > policy.hiss_flatness)) * hop,
+        rumble_s=longest_run(unvoiced & (frames.low_share > policy.rumble_low_share)) * hop,
+    )
+    return figures, "start" if lead >= trail else "end"
+
+
+def is_short_line(text: str, policy: QaPolicy) -> bool:
+    """Whether a chunk's text is a heading or a one-line sentence (at most ``short_line_words`` words):
+    held to the ``lines`` figures of its voice's floor."""
+    return spoken_units(text, "words") <= policy.short_line_words
+
+
+def noise_figures(audio: npt.ArrayLike, sample_rate: int, policy: QaPolicy | None = None) -> NoiseFigures:
+    """The :class:`NoiseFigures` of a mono rendering (what :func:`check_audio` holds to its limits)."""
+    policy = policy or QaPolicy()
+    x = np.nan_to_num(np.asarray(audio, dtype=np.float64).reshape(-1))
+    if x.size == 0:
+        return NoiseFigures()
+    frames = _analyse(x, sample_rate)
+    active = frames.active & (frames.levels_db > policy.silence_dbfs)
+    if not active.any():
+        return NoiseFigures()
+    return _noise_figures(frames, active, _speech_level(frames.levels_db, active), pitch.HOP_S, policy)[0]
+
+
+def measure_floor(
+    renderings: Iterable[tuple[npt.ArrayLike, str]], sample_rate: int, policy: QaPolicy | None = None
+) -> VoiceFloor:
+    """A voice's :class:`VoiceFloor` from clean renderings of known texts with its prompt: the worst
+    figures of the prose and of the short lines (:func:`is_short_line`); a class with no rendering takes
+    the other's."""
+    policy = policy or QaPolicy()
+    prose: list[NoiseFigures] = []
+    lines: list[NoiseFigures] = []
+    for audio, text in renderings:
+        (lines if is_short_line(text, policy) else prose).append(noise_figures(audio, sample_rate, policy))
+    worst_prose = NoiseFigures.worst(prose or lines)
+    worst_lines = NoiseFigures.worst(lines or prose)
+    return VoiceFloor(worst_prose, worst_lines)
+
+
 def _timing_checks(
     frames: _Frames,
     active: npt.NDArray[np.bool_],
@@ -616,15 +763,8 @@ def _timing_checks(
             "" if pause <= policy.max_pause_s else f"a silence of {_fmt_s(pause)} inside the speech",
         )
     ]
-    sound = frames.levels_db > policy.silence_dbfs  # what the render step's trim keeps
-    voiced = np.flatnonzero(frames.voiced)
-    if voiced.size:
-        lead = float(np.count_nonzero(sound[: voiced[0]])) * hop
-        trail = float(np.count_nonzero(sound[voiced[-1] + 1 :])) * hop
-    else:
-        lead = trail = float(np.count_nonzero(sound)) * hop
-    edge = max(lead, trail)
-    where = "start" if lead >= trail else "end"
+    figures, where = _noise_figures(frames, active, level_db, hop, policy)
+    edge = figures.edge_s
     checks.append(
         Check(
             "edges",
@@ -636,11 +776,7 @@ def _timing_checks(
             else f"{_fmt_s(edge)} of sound without voice at the {where} of the chunk",
         )
     )
-    heard = active
-    if level_db is not None:  # see QaPolicy.sound_range_db
-        heard = active | (sound & (frames.levels_db > level_db - policy.sound_range_db))
-    unvoiced = heard & ~frames.voiced
-    noise = longest_run(unvoiced) * hop
+    noise = figures.noise_s
     checks.append(
         Check(
             "noise",
@@ -652,7 +788,7 @@ def _timing_checks(
             else f"{_fmt_s(noise)} of sound without voice (noise or a hiss) inside the chunk",
         )
     )
-    hiss = longest_run(unvoiced & (frames.flatness > policy.hiss_flatness)) * hop
+    hiss = figures.hiss_s
     checks.append(
         Check(
             "hiss",
@@ -664,7 +800,7 @@ def _timing_checks(
             else f"{_fmt_s(hiss)} of hiss (sound with a flat, noise-like spectrum) inside the chunk",
         )
     )
-    rumble = longest_run(unvoiced & (frames.low_share > policy.rumble_low_share)) * hop
+    rumble = figures.rumble_s
     checks.append(
         Check(
             "rumble",
