@@ -7,15 +7,16 @@ warm-up call, then ``--repeats`` timed ``synthesize`` calls of n requests (two v
 i always the same text and seed), the median kept. The runners and sizes are interleaved in each repeat,
 so both see the same machine. Figures per row:
 
-- ``ms_per_frame``: wall milliseconds per generated frame of one stream (wall / mean frames per request);
+- ``ms_per_frame``: wall milliseconds per generated frame of one stream: wall / the frames of the call's
+  longest request (a batch runs until its longest row ends, in both runners);
 - ``audio_s_per_wall_s``: seconds of audio of all n requests per second of wall;
 - ``rtf``: wall / (audio / n), the real-time factor one request sees;
 - ``first_audio_s``: for n = 1, seconds until the first audio of a request is in hand (the fast runner
   streams it, the reference has it only at the end); null for n > 1;
 - ``peak_mib``: on CUDA the peak allocated memory of the calls, on a CPU the process's peak resident size.
 
-Random weights may end a row early (end of speech is a token like any other): the per-frame figures
-divide by the frames actually generated, so runners compare even then.
+Random weights may end a row early (end of speech is a token like any other, and the two runners sample
+different noise): the per-frame figures divide by the longest row's frames, the steps the call took.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ class RunnerRow:
     first_audio_s: float | None
     peak_mib: float
     wall_s: float
-    frames: int  # generated frames of all n requests (median call)
+    frames: int  # frames of the longest request of a call (median call): the steps every row waits for
     generate_ms_per_frame: float  # ms_per_frame without the codec decoder's share
 
 
@@ -156,16 +157,16 @@ def compare(
                 walls.setdefault((name, n), []).append(time.perf_counter() - began)
                 decoding.setdefault((name, n), []).append(decode_s[0])
                 samples = sum(w.size for w in out)
-                generated = round(samples / engine.sample_rate * FRAMES_PER_SECOND)
-                produced.setdefault((name, n), []).append((samples / engine.sample_rate, generated))
+                steps = round(max(w.size for w in out) / engine.sample_rate * FRAMES_PER_SECOND)
+                produced.setdefault((name, n), []).append((samples / engine.sample_rate, steps))
     rows = []
     for name in runners:
         for n in batches:
             wall = statistics.median(walls[(name, n)])
             decode = statistics.median(decoding[(name, n)])
             audio = statistics.median(a for a, _ in produced[(name, n)])
-            generated = int(statistics.median(f for _, f in produced[(name, n)]))
-            per_stream = max(generated / n, 1e-9)
+            steps = int(statistics.median(f for _, f in produced[(name, n)]))
+            per_stream = max(steps, 1e-9)
             rows.append(
                 RunnerRow(
                     runner=name,
@@ -176,7 +177,7 @@ def compare(
                     first_audio_s=firsts.get(name) if n == 1 else None,
                     peak_mib=_peak_mib(device),
                     wall_s=wall,
-                    frames=generated,
+                    frames=steps,
                     generate_ms_per_frame=(wall - decode) * 1000 / per_stream,
                 )
             )

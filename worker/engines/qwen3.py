@@ -666,8 +666,6 @@ class Qwen3Engine:
     ) -> list[Waveform]:
         """Every request through the fast loop, up to ``batch_limit`` rows in flight (rows that end are
         refilled at once, whatever their voice or sampling settings), then decoded as qwen-tts decodes."""
-        from worker.engines.qwen3_stream import decode_whole
-
         indices = [i for i, request in enumerate(batch) if request.text.strip()]
         out: list[Waveform] = [np.zeros(0, dtype=np.float32) for _ in batch]
         if not indices:
@@ -681,13 +679,19 @@ class Qwen3Engine:
             began = time.perf_counter()
             codes = loop.run(rows, slots)
             self.last_generate_s = time.perf_counter() - began
-            decoder, upsample = self._decoder()
-            with _torch().inference_mode():
-                for i, generated in zip(indices, codes, strict=True):
-                    prefix = self._reference_codes(items[i])
-                    whole = generated if prefix is None else _torch().cat([prefix, generated], dim=0)
-                    wav = decode_whole(decoder, upsample, whole, 0 if prefix is None else prefix.shape[0])
-                    out[i] = np.clip(wav, -1.0, 1.0).astype(np.float32)
+            # One decode of every row, after its reference's codes, as qwen-tts decodes a generate call's
+            # rows; the reference's samples are cut at its exact frame boundary.
+            prefixes = [self._reference_codes(items[i]) for i in indices]
+            wholes = [
+                generated if prefix is None else _torch().cat([prefix, generated], dim=0)
+                for prefix, generated in zip(prefixes, codes, strict=True)
+            ]
+            wavs, _rate = self.model.model.speech_tokenizer.decode([{"audio_codes": w} for w in wholes])
+            _decoder, upsample = self._decoder()
+            for i, prefix, wav in zip(indices, prefixes, wavs, strict=True):
+                cut = 0 if prefix is None else int(prefix.shape[0]) * upsample
+                samples = np.asarray(wav, dtype=np.float32).reshape(-1)[cut:]
+                out[i] = np.clip(samples, -1.0, 1.0).astype(np.float32)
         self.last_calls = (loop.last_slots,)
         return out
 
