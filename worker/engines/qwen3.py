@@ -671,10 +671,12 @@ class Qwen3Engine:
         if not indices:
             self.last_calls = ()
             return out
-        frames = max(self._expected_frames(batch[i].text, items[i], kwargs[i]) for i in indices)
-        slots = min(len(indices), self.batch_limit(frames))
         with self._generate_lock:
             rows = [self._loop_row(batch[i], items[i], languages[i], kwargs[i]) for i in indices]
+            # The static cache holds every position a row can reach: its prompt and its frame cap.
+            slots = min(
+                len(indices), self.batch_limit(max(r.prefill.shape[0] + r.max_new_tokens for r in rows))
+            )
             loop = self._fast_loop()
             began = time.perf_counter()
             codes = loop.run(rows, slots)

@@ -18,7 +18,8 @@ they are) and replaces only the control around them:
 A request's prompt (the talker's input embeddings and the trailing text it reads frame by frame) is built
 by qwen-tts's own ``generate`` up to the point where it would call the talker's ``generate``
 (:func:`capture_prompt`), so prompts cannot drift from the package's. With greedy decoding the loop yields
-exactly qwen-tts's codec frames; with sampling, each row's tokens are a pure function of its seed.
+exactly qwen-tts's codec frames on a CPU in float32 (in bf16 on a GPU, batched kernels may round a near-tie
+the other way); with sampling, each row's tokens are a pure function of its seed.
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ class LoopRow:
     sub_top_k: int = 50
     sub_top_p: float = 1.0
     min_new_tokens: int = 2
+    pad_embed: torch.Tensor | None = None  # the text pad embedding as qwen-tts's prompt computed it
 
 
 class _Captured(Exception):
@@ -129,6 +131,7 @@ def row_from_capture(captured: Mapping[str, Any], seed: int) -> LoopRow:
         sub_top_k=int(captured.get("subtalker_top_k") or 0),
         sub_top_p=_number(captured, "subtalker_top_p", 1.0),
         min_new_tokens=int(captured.get("min_new_tokens") or 0),
+        pad_embed=captured.get("tts_pad_embed"),
     )
 
 
@@ -170,6 +173,7 @@ class _State:
     done: torch.Tensor  # (slots,) bool: ended at this step
     warps: tuple[Warps, Warps] = (Warps(0, False), Warps(0, False))  # talker, code predictor
     graphs: dict[tuple[int, tuple[Warps, Warps]], Any] = field(default_factory=dict)
+    pool: Any = None  # one CUDA graph memory pool for all of them (they replay one at a time)
 
 
 class TalkerLoop:
@@ -222,7 +226,7 @@ class TalkerLoop:
             self.codebooks, self.codebooks, dtype=torch.bool, device=self.device
         ).tril()
         self.use_graphs = torch.device(self.device).type == "cuda" if use_graphs is None else bool(use_graphs)
-        self._state: _State | None = None
+        self._states: dict[int, _State] = {}  # by slots (a power of two), each with its graphs
         # Rows in flight at most in the last run (benchmarks, tests).
         self.last_slots = 0
 
@@ -270,21 +274,22 @@ class TalkerLoop:
         return state
 
     def _state_for(self, slots: int, length: int, trailing: int, cap: int) -> _State:
-        state = self._state
+        """The buffers of ``slots`` rows (a power of two: a handful of shapes, each captured once),
+        reallocated only when a run needs longer caches, texts or frame caps than they hold."""
+        state = self._states.get(slots)
         if (
             state is None
-            or state.slots != slots
             or state.length < length
             or state.trailing.shape[1] < trailing
             or state.frames.shape[1] < cap
         ):
-            old = state
-            self._state = None
-            del state, old
+            self._states.pop(slots, None)
+            del state
             if torch.device(self.device).type == "cuda":
                 torch.cuda.empty_cache()
             state = self._allocate(slots, _round_up(length, CACHE_BUCKET), trailing, cap)
-            self._state = state
+            self._states[slots] = state
+        state.active.zero_()  # nothing of an earlier run (one that was abandoned too) steps again
         return state
 
     # -- the model's pieces ----------------------------------------------------------------------------
@@ -316,9 +321,7 @@ class TalkerLoop:
             qs, ks = qs * cos + rotate_half(qs) * sin, ks * cos + rotate_half(ks) * sin
             k[index][row_index, :, positions] = ks.transpose(1, 2)
             v[index][row_index, :, positions] = vs.transpose(1, 2)
-            out = functional.scaled_dot_product_attention(
-                qs, k[index], v[index], attn_mask=mask, scale=attn.scaling, enable_gqa=True
-            )
+            out = _attend(qs, k[index], v[index], mask, attn.scaling)
             hidden = hidden + attn.o_proj(out.transpose(1, 2).reshape(rows, q, -1))
             hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
         return cast(torch.Tensor, model.norm(hidden))
@@ -343,13 +346,8 @@ class TalkerLoop:
             qs, ks = apply_rotary_pos_emb(qs, ks, cos, sin)
             state.cp_k[index][:, :, start:length] = ks
             state.cp_v[index][:, :, start:length] = vs
-            out = functional.scaled_dot_product_attention(
-                qs,
-                state.cp_k[index][:, :, :length],
-                state.cp_v[index][:, :, :length],
-                attn_mask=causal,
-                scale=attn.scaling,
-                enable_gqa=True,
+            out = _attend(
+                qs, state.cp_k[index][:, :, :length], state.cp_v[index][:, :, :length], causal, attn.scaling
             )
             hidden = hidden + attn.o_proj(out.transpose(1, 2).reshape(rows, q, -1))
             hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
@@ -464,8 +462,10 @@ class TalkerLoop:
                     for _ in range(2):
                         self._step(state, length)
                 torch.cuda.current_stream(self.device).wait_stream(stream)
+                if state.pool is None:
+                    state.pool = torch.cuda.graph_pool_handle()
                 graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph):
+                with torch.cuda.graph(graph, pool=state.pool, capture_error_mode="thread_local"):
                     self._step(state, length)
         finally:
             state.active.copy_(active)
@@ -476,6 +476,7 @@ class TalkerLoop:
     def _prefill(self, state: _State, slot: int, row: LoopRow) -> bool:
         """Load ``row`` into ``slot``: its prompt through the talker (eagerly), its first token chosen;
         False when that token already ends the row."""
+        state.active[slot] = False
         length = row.prefill.shape[0]
         sel = slice(slot, slot + 1)
         positions = torch.arange(length, device=self.device).unsqueeze(0)
@@ -540,8 +541,13 @@ class TalkerLoop:
         hand out audio while the rows are still generating; the generator's value is :meth:`run`'s."""
         if not rows:
             return []
-        slots = max(1, min(int(slots), len(rows)))
+        wanted = max(1, min(int(slots), len(rows)))
+        bucket = 1 << (wanted - 1).bit_length()  # a power of two, unless that is more than allowed
+        slots = bucket if bucket <= int(slots) else wanted
         self.last_slots = slots
+        pad = rows[0].pad_embed
+        if pad is not None:
+            self.pad_embed.copy_(pad.reshape(-1))  # in place: captured graphs read this tensor
         longest = max(r.prefill.shape[0] + r.max_new_tokens for r in rows)
         trailing = max(r.trailing.shape[0] for r in rows)
         cap = max(r.max_new_tokens for r in rows)
@@ -584,7 +590,7 @@ class TalkerLoop:
                         continue
                     frames = int(generated[slot]) - 1
                     if sink is not None and frames > sent[owned]:
-                        sink(owned, state.frames[slot, sent[owned] : frames])
+                        sink(owned, state.frames[slot, sent[owned] : frames].clone())
                         sent[owned] = frames
                     if done[slot]:
                         results[owned] = state.frames[slot, :frames].clone()
@@ -592,6 +598,29 @@ class TalkerLoop:
             yield
         empty = torch.zeros(0, self.codebooks, dtype=torch.int64, device=self.device)
         return [r if r is not None else empty for r in results]
+
+
+def _attend(
+    query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, scale: float
+) -> torch.Tensor:
+    """Grouped-query attention: ``query`` (rows, heads, q, dim) over ``keys``/``values`` (rows, kv_heads,
+    S, dim); ``mask`` (rows or 1, 1, q or 1, S) or (q, S) says what each query sees. One query position
+    (a decode step): the heads sharing a key/value head are folded into that head's queries, so the
+    fused attention kernels run without copying the cache per head (a mask with grouped heads sends them
+    to the slow path). Several positions: the key/value heads are repeated, as transformers does."""
+    rows, heads, positions, dim = query.shape
+    kv_heads = keys.shape[1]
+    groups = heads // kv_heads
+    if positions == 1 and groups > 1:
+        folded = query.reshape(rows, kv_heads, groups, dim)
+        if mask.dim() == 4:
+            mask = mask.reshape(mask.shape[0], 1, 1, mask.shape[-1])
+        out = functional.scaled_dot_product_attention(folded, keys, values, attn_mask=mask, scale=scale)
+        return out.reshape(rows, heads, 1, dim)
+    if groups > 1:
+        keys = keys.repeat_interleave(groups, dim=1)
+        values = values.repeat_interleave(groups, dim=1)
+    return functional.scaled_dot_product_attention(query, keys, values, attn_mask=mask, scale=scale)
 
 
 def _params_of(params: RowParams, sel: slice | torch.Tensor) -> RowParams:

@@ -54,15 +54,15 @@ def gumbel_noise(
     and counter (``counter`` is (rows,) or (rows, draws): several draws of a row in one call).
 
     ``vocab_salt`` is ``_mix32(arange(vocab))``, computed once per vocabulary (see :func:`vocab_salt`).
-    Uniforms come from the top 24 bits of the hash, so ``(h + 0.5) / 2**24`` lies strictly inside (0, 1)
-    and is exact in float32.
+    Uniforms come from the top 23 bits of the hash: ``(h + 0.5) / 2**23`` needs 24 bits, so it is exact in
+    float32 and lies strictly inside (0, 1) (at most ``1 - 2**-24``): the noise is always finite.
     """
     row = _mix32(seed_low ^ _mix32(seed_high))
     if counter.dim() == 2:
         row = row.unsqueeze(1)
     key = _mix32(row ^ (counter & _MASK32))
     hashed = _mix32(key.unsqueeze(-1) ^ vocab_salt)
-    uniform = ((hashed >> 8).to(torch.float32) + 0.5) * (1.0 / (1 << 24))
+    uniform = ((hashed >> 9).to(torch.float32) + 0.5) * (1.0 / (1 << 23))
     return -torch.log(-torch.log(uniform))
 
 
@@ -134,7 +134,7 @@ def choose(scores: torch.Tensor, params: RowParams, noise: torch.Tensor, warps: 
     """The token of each row: greedy rows the argmax of ``scores`` (already processed), sampled rows the
     argmax of the warped log-probabilities plus ``noise``."""
     warped = warp(scores, params, warps)
-    sampled = torch.log_softmax(warped, dim=-1) + noise
+    sampled = (torch.log_softmax(warped, dim=-1) + noise).masked_fill(warped == _NEG_INF, _NEG_INF)
     picked = torch.where(params.sample.unsqueeze(1), sampled, scores)
     return torch.argmax(picked, dim=-1)
 
