@@ -107,6 +107,7 @@ def test_voice_book_preview_render_play_and_download(
     assert studio.text("#job-status") in {"queued", "running", "stitching", "succeeded"}
     assert "chunks" in studio.text("#job-progress-text")
     wait_succeeded(studio)
+    studio.wait(lambda: "queued" not in studio.text("#notice"), what="the queued notice cleared at the end")
     assert studio.js("return window.studioTestMarker") == 1
     assert studio.js("return document.getElementById('job-progress').value") == 100
 
@@ -148,6 +149,7 @@ def test_voice_book_preview_render_play_and_download(
     studio.nav("Jobs")
     row = studio.wait_text("#jobs-table tbody tr", "The Harbour")
     assert "succeeded" in row.text
+    assert studio.text("#notice") == "", "another page's notice stays on its page"
     studio.screenshot("jobs")
 
 
@@ -195,6 +197,7 @@ def test_flagged_chunks_can_be_heard_and_rendered_again(
     )
     with stack.api(stack.alice) as api:
         assert api.get(f"/v1/jobs/{job_id}").json()["revision"] == 1
+    studio.wait(lambda: "rendered again" not in studio.text("#notice"), what="the re-render notice cleared")
     studio.wait(
         lambda: studio.js("return document.getElementById('job-audio').duration > 0"), what="new book"
     )
@@ -251,3 +254,67 @@ def test_every_request_stayed_on_the_origin_without_a_key_in_its_url(studio: Stu
     urls = studio.check_requests([stack.alice, stack.bob, stack.admin])
     assert any("/audio" in url for url in urls)  # the player's fetch, with the key in its header only
     assert any(url.startswith("blob:") for url in urls)
+
+
+# What passes the viewport, or squeezes a table column below its words (see the script).
+OVERFLOW = (Path(__file__).parent / "overflow.js").read_text(encoding="utf-8")
+WIDTHS = (390, 1280)
+
+
+def fits(studio: Studio, page: str, width: int) -> None:
+    """The page as it is now fits ``width``: nothing passes the viewport but in a table's scrolling box."""
+    assert studio.js("return window.innerWidth") == width
+    studio.screenshot(f"layout-{width}-{page}")
+    assert studio.js(OVERFLOW) == [], f"{page} at {width} px"
+
+
+def test_every_page_fits_a_phone_and_a_laptop(studio: Studio, stack: Stack, worker: WorkerProcess) -> None:
+    """The voices, a new job's preview, a finished job (player, chapters, files, QA), the jobs and the admin
+    pages at 390 and 1280 CSS pixels wide: nothing passes the screen's right edge except inside a table's
+    sideways-scrolling box, and no column is narrower than its words. Screenshots:
+    var/test-artifacts/studio/layout-WIDTH-PAGE.png."""
+    with stack.api(stack.alice) as api:
+        jobs = api.get("/v1/jobs").json()["jobs"]
+    [job_id] = [job["id"] for job in jobs if job["title"] == "The Harbour"]
+    try:
+        for width in WIDTHS:
+            studio.driver.execute_cdp_cmd(
+                "Emulation.setDeviceMetricsOverride",
+                {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": width < 800},
+            )
+            studio.sign_in(stack.alice)
+            studio.go("#/voices")
+            studio.wait_text("#voices-table tbody tr th", "Narrator")
+            fits(studio, "voices", width)
+
+            studio.go("#/new")
+            studio.wait(lambda: studio.finds("#job-voice option"), what="the voices in the form")
+            studio.fill("#job-title", "The Harbour")
+            studio.fill("#job-script", BOOK)
+            studio.click("#job-preview-button")
+            studio.wait(lambda: studio.shown("#preview"), what="the preview")
+            fits(studio, "new-job-preview", width)
+            assert studio.text("#notice").startswith("Preview:")
+            studio.find("#job-title").send_keys(", again")  # the preview is out of date, its summary too
+            studio.wait(lambda: studio.text("#notice") == "", what="the preview's notice cleared")
+
+            studio.go(f"#/jobs/{job_id}")
+            studio.wait_text("#qa-summary", "passed")
+            studio.wait(
+                lambda: studio.js("return document.getElementById('job-audio').duration > 0"),
+                what="the player loaded",
+            )
+            assert studio.finds("#job-files tbody tr")
+            assert studio.finds("#job-chapters button")
+            fits(studio, "job", width)
+
+            studio.go("#/jobs")
+            studio.wait(lambda: len(studio.finds("#jobs-table tbody tr")) == len(jobs), what="every job")
+            fits(studio, "jobs", width)
+
+            studio.sign_in(stack.admin)
+            studio.go("#/admin")
+            studio.wait_text("#admin-table tbody tr", "Narrator")
+            fits(studio, "admin", width)
+    finally:
+        studio.driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})

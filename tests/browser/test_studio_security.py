@@ -126,7 +126,7 @@ def test_markup_in_names_transcripts_and_titles_is_shown_as_text(
     studio.fill("#voice-text", f"{HOSTILE} The old keeper climbed the stairs.")
     studio.find("#voice-audio").send_keys(str(reference))
     studio.click("#voice-form button[type=submit]")
-    assert "name" in studio.wait_text("#problem", "should match pattern").text
+    assert "field name" in studio.wait_text("#problem", "a voice name starts with a letter or digit").text
     # A transcript with markup is accepted: the table shows it as it was typed.
     studio.fill("#voice-name", "Keeper")
     studio.find("#voice-audio").send_keys(str(reference))

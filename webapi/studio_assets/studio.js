@@ -122,9 +122,37 @@
 
   // ---------- messages ----------
 
-  function say(text) {
+  /* Messages are transient: open() clears those of an earlier view, a notice about a job's progress
+     ("queued", "being rendered again") is cleared when the job page sees that work end, and the preview's
+     summary when the form changes. */
+  let messageView = 0; // the generation (view) the shown messages belong to
+  let noticeJob = null; // {id, revision}: the job whose end (or new revision) clears the notice
+  let noticePreview = false; // the notice sums up the preview shown
+
+  /* A notice; with {carry: true} it survives the navigation that follows it (to the next view), with
+     {job} it lasts until that job ends (or, given its revision, publishes a newer one), with
+     {preview: true} until the preview is out of date. */
+  function say(text, options = {}) {
     $("notice").textContent = text;
     $("problem").textContent = "";
+    messageView = options.carry ? generation + 1 : generation;
+    noticeJob = options.job ? { id: options.job.id, revision: options.revision ?? null } : null;
+    noticePreview = Boolean(options.preview);
+  }
+
+  function problem(text, options = {}) {
+    $("notice").textContent = "";
+    $("problem").textContent = text;
+    messageView = options.carry ? generation + 1 : generation;
+    noticeJob = null;
+    noticePreview = false;
+  }
+
+  function clearMessages() {
+    $("notice").textContent = "";
+    $("problem").textContent = "";
+    noticeJob = null;
+    noticePreview = false;
   }
 
   class ApiError extends Error {
@@ -151,8 +179,7 @@
       signOut("The API refused the key (unknown or revoked): sign in again.");
       return;
     }
-    $("notice").textContent = "";
-    $("problem").textContent = describe(error);
+    problem(describe(error));
   }
 
   // ---------- the API ----------
@@ -228,6 +255,7 @@
   function open(name, arg) {
     generation += 1;
     clearTimeout(pollTimer);
+    if (messageView < generation) clearMessages();
     viewBlobs.forEach((url) => URL.revokeObjectURL(url));
     viewBlobs = [];
     for (const [other, view] of Object.entries(VIEWS)) $(view.section).hidden = other !== name;
@@ -263,7 +291,7 @@
     } catch (error) {
       key = null;
       if (error instanceof ApiError && error.status === 401) {
-        $("problem").textContent = "The API refused this key (unknown or revoked).";
+        problem("The API refused this key (unknown or revoked).");
       } else complain(error);
       return false;
     }
@@ -276,8 +304,8 @@
     $("who").hidden = true;
     $("nav").hidden = true;
     $("nav-admin").hidden = true;
-    if (message) $("problem").textContent = message;
-    else say("Signed out: the key is gone from this tab.");
+    if (message) problem(message, { carry: true });
+    else say("Signed out: the key is gone from this tab.", { carry: true });
     if (location.hash !== "#/signin") location.hash = "#/signin";
     else route();
   }
@@ -343,7 +371,7 @@
     event.preventDefault();
     const file = $("voice-audio").files[0] || recorded;
     if (!file) {
-      $("problem").textContent = "Choose a reference recording (or record one) first.";
+      problem("Choose a reference recording (or record one) first.");
       return;
     }
     const form = new FormData();
@@ -387,7 +415,7 @@
       try {
         stream = await navigator.mediaDevices.getUserMedia({ audio: true });
       } catch (error) {
-        $("problem").textContent = `The microphone could not be opened: ${error.message}`;
+        problem(`The microphone could not be opened: ${error.message}`);
         return;
       }
       const parts = [];
@@ -440,13 +468,14 @@
       other.append(el("option", { value: voice.name }, voice.name));
     }
     if (chosen && voices.some((v) => v.id === chosen)) narrator.value = chosen;
-    if (!voices.length) $("problem").textContent = "Add a voice first (Voices): a job needs one.";
+    if (!voices.length) problem("Add a voice first (Voices): a job needs one.");
   }
 
   function invalidatePreview() {
     previewed = false;
     $("job-submit").disabled = true;
     $("preview").hidden = true;
+    if (noticePreview) clearMessages();
   }
 
   const SCRIPT_FIELDS = new Set(["job-script", "job-script-format", "job-file"]);
@@ -461,6 +490,7 @@
   function castChanged() {
     previewed = false;
     $("job-submit").disabled = true;
+    if (noticePreview) clearMessages();
     $("cast-status").textContent = "The cast changed: preview again to see its chunks, then submit.";
   }
 
@@ -542,7 +572,7 @@
     event.preventDefault();
     invalidatePreview();
     if (!$("job-voice").value) {
-      $("problem").textContent = "Choose a voice first.";
+      problem("Choose a voice first.");
       return;
     }
     const gen = generation;
@@ -557,7 +587,7 @@
     $("job-submit").disabled = false;
     const { chapters, chunks } = preview;
     say(`Preview: ${chapters.length} chapters, ${chunks.length} chunks, ` +
-      `about ${fmtSeconds(preview.estimated_seconds)}.`);
+      `about ${fmtSeconds(preview.estimated_seconds)}.`, { preview: true });
   }
 
   function renderPreview(preview) {
@@ -653,7 +683,7 @@
       const request = jobRequest();
       request.headers = { "Idempotency-Key": idempotencyKey };
       const job = await api("POST", "/v1/jobs", request);
-      say(`Job "${job.title}" queued.`);
+      say(`Job "${job.title}" queued.`, { carry: true, job });
       invalidatePreview();
       location.hash = `#/jobs/${job.id}`;
     } catch (error) {
@@ -761,6 +791,12 @@
     }
     const cancel = $("job-cancel");
     cancel.hidden = !UNFINISHED.has(job.status);
+    if (noticeJob && noticeJob.id === job.id && !UNFINISHED.has(job.status)) {
+      const rerender = job.rerender ? job.rerender.state : null;
+      const over = noticeJob.revision === null || job.revision > noticeJob.revision
+        || rerender === "refused" || rerender === "cancelled";
+      if (over) clearMessages();
+    }
     renderChapters(job);
   }
 
@@ -910,7 +946,8 @@
       const body = edited && edited !== chunk.text ? { text: edited } : {};
       try {
         await api("POST", `/v1/jobs/${encodeURIComponent(job.id)}/chunks/${chunk.seq}/rerender`, { json: body });
-        say(`Chunk ${chunk.seq} is being rendered again${body.text ? " with the new text" : " (a new take)"}.`);
+        const how = body.text ? " with the new text" : " (a new take)";
+        say(`Chunk ${chunk.seq} is being rendered again${how}.`, { job, revision: job.revision });
         await refreshJob(generation);
       } catch (error) {
         again.disabled = false;
@@ -980,7 +1017,7 @@
       if (!candidate) return;
       if (await signIn(candidate)) {
         $("api-key").value = "";
-        say("Signed in.");
+        say("Signed in.", { carry: true });
         if (location.hash.startsWith("#/") && location.hash !== "#/signin") route();
         else location.hash = "#/voices";
       }
