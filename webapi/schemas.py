@@ -109,6 +109,12 @@ class CastIn(Strict):
         description="Corrections: the preview's line `index` to the character who says it (`narrator` for "
         "the narrator); a name the rules did not find needs a voice in `voices` or a `default`",
     )
+    llm: bool = Field(
+        False,
+        description="Also ask the server's attribution model (when its operator set one) about the lines "
+        "the rules are unsure of; it only labels, the text read is the book's. A job that asks is planned "
+        "by a worker, never while the request waits",
+    )
 
 
 class QaOptions(Strict):
