@@ -164,3 +164,11 @@ def test_off_by_default_and_the_url_follows_the_webhook_rules(chat: ChatServer) 
     )
     assert LlmSettings.of(allowed) == LlmSettings(chat.url, "m")
     assert not allowed.webhook_allow_private  # the LLM's permission opens nothing for webhooks
+
+
+def test_a_character_the_model_leaves_silent_stays_in_the_cast(chat: ChatServer, rules: Cast) -> None:
+    chat.speakers = {"": "Tom"}  # every line asked about is Tom's
+    labelled = label(rules, [CHAPTER], _llm(chat, threshold=1.0))
+    assert {line.speaker for line in labelled.lines} == {"Tom Hale"}
+    counts = {member.name: (member.lines, member.words) for member in labelled.characters}
+    assert counts == {"Tom Hale": (6, 16), "Anna Price": (0, 0), "Mrs. Bell": (0, 0)}

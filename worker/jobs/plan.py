@@ -193,7 +193,7 @@ def _cast(
     if not request.attribute and request.cast is None:
         return parsed.chapters, None, None
     texts = [[" ".join(paragraph) for paragraph in chapter.paragraphs] for chapter in parsed.chapters]
-    cast = attribute(texts, parsed.language)
+    cast = rules = attribute(texts, parsed.language)
     if request.cast is not None and request.cast.llm:
         if request.llm is None:
             cast = relabelled(cast, cast.lines, [_NO_LLM])
@@ -206,6 +206,9 @@ def _cast(
         applied = casting.apply(parsed.chapters, parsed.language, cast, asked)
     except casting.CastError as exc:
         raise PlanError(exc.message, "cast_invalid", field=exc.field) from exc
+    if cast is not rules:  # the model only labels: the text read is, piece for piece, the rules' own
+        alone = casting.apply(parsed.chapters, parsed.language, rules, asked)
+        assert [c.paragraphs for c in alone.chapters] == [c.paragraphs for c in applied.chapters]
     return applied.chapters, cast, applied
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from .characters import TITLES, Character, Characters, Gender, Name, display, is_title, names_in, title_gender
@@ -644,9 +644,12 @@ class _Resolver:
 
 def relabelled(cast: Cast, lines: Sequence[Line], warnings: Sequence[str] = ()) -> Cast:
     """``cast`` with its lines replaced by ``lines`` (the same lines, relabelled) and its characters
-    counted again; a character left with no line drops out."""
+    counted again; a character left with no line stays, with none (a job's cast may still name them)."""
     known = [(member.name, member.aliases) for member in cast.characters]
-    return Cast(_count(lines, known), tuple(lines), (*cast.warnings, *warnings))
+    counted = _count(lines, known)
+    speaking = {member.name for member in counted}
+    silent = [replace(m, lines=0, words=0) for m in cast.characters if m.name not in speaking]
+    return Cast((*counted, *silent), tuple(lines), (*cast.warnings, *warnings))
 
 
 def _members(lines: Sequence[Line], characters: Characters) -> tuple[CastMember, ...]:
