@@ -94,15 +94,14 @@ def label(cast: Cast, chapters: Sequence[Sequence[str]], llm: LlmSettings) -> Ca
     with httpx.Client(headers=headers, follow_redirects=False) as client:
         for start in range(0, len(asked), llm.batch_lines):
             batch = asked[start : start + llm.batch_lines]
-            left = deadline - time.monotonic()
-            if left <= 0:
+            if time.monotonic() >= deadline:
                 warnings.append(
                     f"the attribution model's time ran out: {len(asked) - start} uncertain line(s) keep "
                     "the rules' attribution"
                 )
                 break
             try:
-                answer = _ask(client, llm, _prompt(cast, chapters, batch), min(llm.timeout_seconds, left))
+                answer = _ask(client, llm, _prompt(cast, chapters, batch), deadline)
             except _Failed as exc:
                 log.warning("cast LLM: %s", exc.detail)
                 warnings.append(
@@ -149,27 +148,36 @@ def _prompt(cast: Cast, chapters: Sequence[Sequence[str]], batch: Sequence[Line]
     return json.dumps({"characters": characters, "lines": lines}, ensure_ascii=False)
 
 
-def _ask(client: httpx.Client, llm: LlmSettings, prompt: str, timeout: float) -> Any:
+def _ask(client: httpx.Client, llm: LlmSettings, prompt: str, deadline: float) -> Any:
+    """The JSON the model answered, read within ``deadline`` (a monotonic time) and MAX_ANSWER_BYTES."""
     body = {
         "model": llm.model,
         "temperature": 0,
         "messages": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": prompt}],
     }
+    timeout = httpx.Timeout(max(0.01, min(llm.timeout_seconds, deadline - time.monotonic())))
     try:
-        response = client.post(llm.url, json=body, timeout=httpx.Timeout(timeout))
+        with client.stream("POST", llm.url, json=body, timeout=timeout) as response:
+            answer = bytearray()
+            for part in response.iter_bytes():
+                answer += part
+                if len(answer) > MAX_ANSWER_BYTES:
+                    raise _Failed("answer too long", f"over {MAX_ANSWER_BYTES} bytes")
+                if time.monotonic() > deadline:
+                    raise _Failed("timed out", "the answer outlasted the time budget")
     except httpx.TimeoutException as exc:
         raise _Failed("timed out", repr(exc)) from exc
     except httpx.HTTPError as exc:
         raise _Failed("connection failed", repr(exc)) from exc
     if response.status_code != 200:
-        raise _Failed(f"HTTP {response.status_code}", response.text[:500])
-    if len(response.content) > MAX_ANSWER_BYTES:
-        raise _Failed("answer too long", f"{len(response.content)} bytes")
+        raise _Failed(f"HTTP {response.status_code}", answer[:500].decode(errors="replace"))
     try:
-        content = response.json()["choices"][0]["message"]["content"]
+        content = json.loads(answer)["choices"][0]["message"]["content"]
         return json.loads(_unfenced(content))
-    except (ValueError, KeyError, IndexError, TypeError) as exc:
-        raise _Failed("an answer that is not the JSON asked for", response.text[:500]) from exc
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+        raise _Failed(
+            "an answer that is not the JSON asked for", answer[:500].decode(errors="replace")
+        ) from exc
 
 
 def _unfenced(content: str) -> str:

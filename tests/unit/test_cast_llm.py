@@ -172,3 +172,19 @@ def test_a_character_the_model_leaves_silent_stays_in_the_cast(chat: ChatServer,
     assert {line.speaker for line in labelled.lines} == {"Tom Hale"}
     counts = {member.name: (member.lines, member.words) for member in labelled.characters}
     assert counts == {"Tom Hale": (6, 16), "Anna Price": (0, 0), "Mrs. Bell": (0, 0)}
+
+
+def test_the_budget_bounds_all_requests_together(chat: ChatServer, rules: Cast) -> None:
+    chat.hang = True
+    labelled = label(rules, [CHAPTER], _llm(chat, batch_lines=1, timeout_seconds=30.0, budget_seconds=0.3))
+    assert len(chat.requests) == 1  # its read timed out past the budget: no second request
+    assert _said(labelled) == _said(rules)
+    assert "timed out" in labelled.warnings[0]
+    assert "time ran out: 2 uncertain line(s)" in labelled.warnings[1]
+
+
+def test_an_oversized_answer_is_refused(chat: ChatServer, rules: Cast) -> None:
+    chat.content = '{"labels": [], "padding": "' + "x" * 300_000 + '"}'
+    labelled = label(rules, [CHAPTER], _llm(chat))
+    assert _said(labelled) == _said(rules)
+    assert "answer too long" in labelled.warnings[0]
