@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from math import isfinite
 from typing import Any
@@ -74,16 +74,24 @@ class LlmSettings:
         )
 
 
-def uncertain(cast: Cast, threshold: float, limit: int) -> list[Line]:
-    """The lines to ask about: unknown or below ``threshold``, the least sure first, at most ``limit``."""
-    found = [line for line in cast.lines if line.attribution == "unknown" or line.confidence < threshold]
+def uncertain(cast: Cast, threshold: float, limit: int, settled: Collection[int] = ()) -> list[Line]:
+    """The lines to ask about: unknown or below ``threshold`` and not ``settled`` (corrected by the job or
+    the script), the least sure first, at most ``limit``."""
+    found = [
+        line
+        for line in cast.lines
+        if (line.attribution == "unknown" or line.confidence < threshold) and line.index not in settled
+    ]
     found.sort(key=lambda line: (line.confidence, line.index))
     return sorted(found[:limit], key=lambda line: line.index)
 
 
-def label(cast: Cast, chapters: Sequence[Sequence[str]], llm: LlmSettings) -> Cast:
-    """``cast`` with its uncertain lines labelled by the model where it answered with a known name."""
-    asked = uncertain(cast, llm.threshold, llm.max_lines)
+def label(
+    cast: Cast, chapters: Sequence[Sequence[str]], llm: LlmSettings, settled: Collection[int] = ()
+) -> Cast:
+    """``cast`` with its uncertain lines labelled by the model where it answered with a known name
+    (``settled`` lines, whose speaker a correction gives, are not asked about)."""
+    asked = uncertain(cast, llm.threshold, llm.max_lines, settled)
     if not asked or not cast.characters:
         return cast
     known = names(cast)

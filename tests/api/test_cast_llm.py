@@ -140,3 +140,14 @@ def test_a_job_that_asks_is_planned_by_a_worker_with_the_model_s_labels(
     assert planned == PlanOutcome.PLANNED
     assert len(chat.requests) == asked + 1
     assert chunk_voice_ids(llm_app, job.json["id"]) == [c["voice_id"] for c in preview["chunks"]]
+
+
+def test_corrected_lines_are_not_sent_and_the_correction_wins(
+    llm_app: Flask, chat: ChatServer, reference_audio: tuple[bytes, str]
+) -> None:
+    client, user, _ = _setup(llm_app, reference_audio)
+    script = CHAPTER.replace("“Well, sit down.”", "<!-- speaker: Tom -->\n“Well, sit down.”")
+    preview = _preview(client, user, script=script, cast={**CAST, "llm": True, "lines": {"3": "Anna"}})
+    assert [line["id"] for line in chat.asked()] == [5]
+    said = [(line["speaker"], line["attribution"]) for line in preview["lines"][3:]]
+    assert said == [("Anna Price", "corrected"), ("Tom Hale", "corrected"), ("Mrs. Bell", "llm")]

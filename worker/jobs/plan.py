@@ -198,7 +198,8 @@ def _cast(
         if request.llm is None:
             cast = relabelled(cast, cast.lines, [_NO_LLM])
         else:
-            cast = label(cast, texts, request.llm)
+            settled = {*_overrides(parsed, cast), *request.cast.lines}
+            cast = label(cast, texts, request.llm, settled)
     if request.cast is None:
         return parsed.chapters, cast, None
     asked = replace(request.cast, lines={**_overrides(parsed, cast), **request.cast.lines})
