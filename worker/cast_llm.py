@@ -97,6 +97,7 @@ def label(
     known = names(cast)
     labels: dict[int, tuple[str, float]] = {}
     warnings: list[str] = []
+    failed: dict[str, int] = {}  # reason -> lines left to the rules (one warning per reason)
     deadline = time.monotonic() + llm.budget_seconds
     headers = {"Authorization": f"Bearer {llm.key}"} if llm.key else {}
     with httpx.Client(headers=headers, follow_redirects=False) as client:
@@ -112,12 +113,14 @@ def label(
                 answer = _ask(client, llm, _prompt(cast, chapters, batch), deadline)
             except _Failed as exc:
                 log.warning("cast LLM: %s", exc.detail)
-                warnings.append(
-                    f"the attribution model failed ({exc}): {len(batch)} line(s) keep the rules' attribution"
-                )
+                failed[str(exc)] = failed.get(str(exc), 0) + len(batch)
                 continue
             ids = {line.index for line in batch}
             labels.update({i: found for i, found in _labels(answer, known).items() if i in ids})
+    warnings[:0] = [
+        f"the attribution model failed ({reason}): {count} line(s) keep the rules' attribution"
+        for reason, count in failed.items()
+    ]
     lines = [_relabel(line, labels.get(line.index)) for line in cast.lines]
     for before, after in zip(cast.lines, lines, strict=True):  # the model only labels
         assert (before.index, before.chapter, before.paragraph, before.spans, before.text) == (

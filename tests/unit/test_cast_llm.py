@@ -188,3 +188,12 @@ def test_an_oversized_answer_is_refused(chat: ChatServer, rules: Cast) -> None:
     labelled = label(rules, [CHAPTER], _llm(chat))
     assert _said(labelled) == _said(rules)
     assert "answer too long" in labelled.warnings[0]
+
+
+def test_failures_make_one_warning_per_reason(chat: ChatServer, rules: Cast) -> None:
+    chat.status = 502
+    labelled = label(rules, [CHAPTER], _llm(chat, batch_lines=1))
+    assert len(chat.requests) == 3
+    assert labelled.warnings == (
+        "the attribution model failed (HTTP 502): 3 line(s) keep the rules' attribution",
+    )
