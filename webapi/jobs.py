@@ -258,7 +258,10 @@ def create_job() -> tuple[Response, int]:
     _check_script_size(submitted)
     voice = scripts.resolve_voice(owner, body.voice)
     title = scripts.script_title(submitted)
-    if isinstance(submitted.source, str) and len(submitted.source) > tome().settings.inline_plan_max_chars:
+    if isinstance(submitted.source, str) and (
+        len(submitted.source) > tome().settings.inline_plan_max_chars
+        or (body.cast is not None and body.cast.llm)
+    ):
         _check_tags(body, _required_title(title))
         return _accept_for_planning(submitted, _required_title(title), voice, idempotency_key)
     script_plan = scripts.plan_or_422(owner, submitted, voice)

@@ -109,6 +109,12 @@ class CastIn(Strict):
         description="Corrections: the preview's line `index` to the character who says it (`narrator` for "
         "the narrator); a name the rules did not find needs a voice in `voices` or a `default`",
     )
+    llm: bool = Field(
+        False,
+        description="Also ask the server's attribution model (when its operator set one) about the lines "
+        "the rules are unsure of; it only labels, the text read is the book's. A job that asks is planned "
+        "by a worker, never while the request waits",
+    )
 
 
 class QaOptions(Strict):
@@ -501,7 +507,8 @@ class LineOut(BaseModel):
     speaker: str = Field(description="A character's canonical name, or `narrator`")
     attribution: Literal["explicit", "pronoun", "alternation", "llm", "unknown", "corrected"] = Field(
         description="How the speaker was decided: a tag naming them, a pronoun tag, turns in an exchange, "
-        "nothing (`unknown`, read by the narrator), or the job's `cast.lines`"
+        "nothing (`unknown`, read by the narrator), the attribution model (`llm`, with `cast.llm`), or the "
+        "job's `cast.lines`"
     )
     confidence: float = Field(description="0-1")
     chunk: int | None = Field(description="The chunk that reads it (its first)")
@@ -530,7 +537,9 @@ class PreviewOut(BaseModel):
     chunks: list[PreviewChunk]
     rules: dict[str, int] = Field(description="How often each rule and lexicon entry fired")
     warnings: list[str]
-    cast: CastOut = Field(description="The characters found speaking (rules only)")
+    cast: CastOut = Field(
+        description="The characters found speaking (by the rules, and with `cast.llm` a model)"
+    )
     lines: list[LineOut] = Field(
         description="Every line of dialogue with its speaker (at most 20,000; a warning says when more)"
     )

@@ -32,6 +32,7 @@ from webapi.schemas import (
 )
 from webapi.validation import json_body, validate
 from worker.audio import MAX_COVER_BYTES, Cover, CoverError, Pauses, load_cover
+from worker.cast_llm import LlmSettings
 from worker.jobs import limits
 from worker.jobs.intake import cast_request
 from worker.jobs.plan import PlanError, PlanRequest, ScriptPlan, live_voices, plan
@@ -187,6 +188,7 @@ def plan_request(owner: str, job: JobRequest, voice: Voice, *, attribute: bool =
         split_chapters=body.output.split == "chapter" and body.output.preset != "acx",
         attribute=attribute,
         cast=cast_request(body.cast.model_dump() if body.cast is not None else None),
+        llm=LlmSettings.of(tome().settings),
     )
 
 

@@ -102,6 +102,20 @@ class Settings:
     # Ports a webhook URL may name besides its scheme's own, comma-separated; empty: 80 and 443 (any port
     # with webhook_allow_private).
     webhook_ports: str = ""
+    # Optional LLM attribution (worker/cast_llm.py, docs/scripts.md): any OpenAI-compatible chat-completions
+    # URL (vLLM, Ollama, ...); empty: off. Only lines the rules leave unknown or below the threshold are
+    # sent, in batches, within a total budget per plan; the model only labels, it never changes the text.
+    # The URL follows the webhook address rules; cast_llm_allow_private lifts the address rule for it alone
+    # (a model served on the operator's own network), as webhook_allow_private does for webhooks.
+    cast_llm_url: str = ""
+    cast_llm_model: str = ""
+    cast_llm_key: str = ""  # sent as a bearer token when set
+    cast_llm_allow_private: bool = False
+    cast_llm_timeout_seconds: float = 10.0  # to connect, and for each read
+    cast_llm_budget_seconds: float = 20.0  # all of one plan's requests together
+    cast_llm_batch_lines: int = 20  # lines per request
+    cast_llm_max_lines: int = 400  # lines sent per plan (the least sure first)
+    cast_llm_threshold: float = 0.6  # lines attributed with less confidence than this are sent
     rate_limit_per_minute: int = 600  # requests per API key per minute; 0 disables
     # Bearer token Prometheus sends to GET /metrics (admin API keys work too); empty: admin keys only.
     metrics_token: str = ""
@@ -216,7 +230,32 @@ class Settings:
             raise ConfigError("TOME_API_PORT must be a TCP port (1-65535)")
         self._validate_queues()
         self._validate_storage()
+        self._validate_cast_llm()
         return self
+
+    def _validate_cast_llm(self) -> None:
+        if not (self.cast_llm_timeout_seconds > 0 and self.cast_llm_budget_seconds > 0):
+            raise ConfigError(
+                "TOME_CAST_LLM_TIMEOUT_SECONDS and TOME_CAST_LLM_BUDGET_SECONDS must be positive"
+            )
+        if not (1 <= self.cast_llm_batch_lines <= 200 and 0 <= self.cast_llm_max_lines <= 10_000):
+            raise ConfigError("TOME_CAST_LLM_BATCH_LINES must be 1-200, TOME_CAST_LLM_MAX_LINES 0-10000")
+        if not 0 <= self.cast_llm_threshold <= 1:
+            raise ConfigError("TOME_CAST_LLM_THRESHOLD must be between 0 and 1")
+        if not self.cast_llm_url:
+            return
+        if not self.cast_llm_model:
+            raise ConfigError("TOME_CAST_LLM_URL needs TOME_CAST_LLM_MODEL (the model the endpoint serves)")
+        from worker.webhooks import WebhookRefused, check_url  # imports models: only when an LLM is set
+
+        try:
+            check_url(self.cast_llm_url, self.cast_llm_allow_private, allowed_ports=self.webhook_port_set)
+        except WebhookRefused as exc:
+            message = str(exc).replace("webhook_url", "the URL")
+            raise ConfigError(
+                f"TOME_CAST_LLM_URL={self.cast_llm_url[:200]!r}: {message} (TOME_CAST_LLM_ALLOW_PRIVATE=true "
+                "allows a model on a private or loopback address)"
+            ) from exc
 
     def _validate_storage(self) -> None:
         if self.storage not in ("local", "s3"):

@@ -18,6 +18,7 @@ from sqlalchemy import update
 
 from models import Job, JobStatus, Voice, unit_of_work, utcnow
 from worker.audio import Pauses
+from worker.cast_llm import LlmSettings
 from worker.jobs import actions, limits
 from worker.jobs import state as jobs
 from worker.jobs.plan import PlanError, PlanRequest, ScriptPlan, plan
@@ -86,6 +87,7 @@ def plan_request(rt: Runtime, job: Job, voice: Voice, script: str | bytes) -> Pl
         engine=job.engine,
         split_chapters=_splits_by_name(options),
         cast=cast_request(options.get("cast")),
+        llm=LlmSettings.of(rt.settings),
     )
 
 
@@ -97,6 +99,7 @@ def cast_request(stored: object) -> CastRequest | None:
         voices=dict(stored.get("voices") or {}),
         default=stored.get("default"),
         lines={int(index): name for index, name in (stored.get("lines") or {}).items()},
+        llm=stored.get("llm") is True,
     )
 
 

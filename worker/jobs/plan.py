@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session
 from models import Voice
 from models.names import voice_name_key
 from worker.audio import Pauses
+from worker.cast_llm import LlmSettings, label
 from worker.jobs import lexicons, limits
 from worker.script import (
     Chapter,
@@ -33,11 +34,16 @@ from worker.script import (
     parse_document,
 )
 from worker.script import cast as casting
-from worker.script.attribution import NARRATOR, Cast, attribute
+from worker.script.attribution import NARRATOR, Cast, attribute, relabelled
 from worker.script.document import BookInfo
 from worker.script.errors import EmptyScript, ScriptTooLong
 from worker.script.lexicon import CompiledLexicon, compile_lexicons
 from worker.script.speak import Speaker
+
+_NO_LLM = (
+    "cast.llm asks for the attribution model, but this server has none (TOME_CAST_LLM_URL): the rules' "
+    "attribution stands"
+)
 
 # Distinct voices one script may name: a cast, not a crowd; also bounds the size of the lookup query.
 MAX_SCRIPT_VOICES = 100
@@ -103,6 +109,7 @@ class PlanRequest:
     split_chapters: bool = False  # output.split = "chapter" asked by name: the script needs chapters
     attribute: bool = False  # find and attribute the dialogue (the preview does, always)
     cast: casting.CastRequest | None = None  # read each line by its character's voice
+    llm: LlmSettings | None = None  # the operator's attribution model, used when the cast asks for it
 
 
 def plan(session: Session, request: PlanRequest) -> ScriptPlan:
@@ -186,7 +193,13 @@ def _cast(
     if not request.attribute and request.cast is None:
         return parsed.chapters, None, None
     texts = [[" ".join(paragraph) for paragraph in chapter.paragraphs] for chapter in parsed.chapters]
-    cast = attribute(texts, parsed.language)
+    cast = rules = attribute(texts, parsed.language)
+    if request.cast is not None and request.cast.llm:
+        if request.llm is None:
+            cast = relabelled(cast, cast.lines, [_NO_LLM])
+        else:
+            settled = {*_overrides(parsed, cast), *request.cast.lines}
+            cast = label(cast, texts, request.llm, settled)
     if request.cast is None:
         return parsed.chapters, cast, None
     asked = replace(request.cast, lines={**_overrides(parsed, cast), **request.cast.lines})
@@ -194,6 +207,9 @@ def _cast(
         applied = casting.apply(parsed.chapters, parsed.language, cast, asked)
     except casting.CastError as exc:
         raise PlanError(exc.message, "cast_invalid", field=exc.field) from exc
+    if cast is not rules:  # the model only labels: the text read is, piece for piece, the rules' own
+        alone = casting.apply(parsed.chapters, parsed.language, rules, asked)
+        assert [c.paragraphs for c in alone.chapters] == [c.paragraphs for c in applied.chapters]
     return applied.chapters, cast, applied
 
 

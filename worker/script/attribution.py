@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from .characters import TITLES, Character, Characters, Gender, Name, display, is_title, names_in, title_gender
@@ -642,20 +642,36 @@ class _Resolver:
         self.last = (speaker, position)
 
 
+def relabelled(cast: Cast, lines: Sequence[Line], warnings: Sequence[str] = ()) -> Cast:
+    """``cast`` with its lines replaced by ``lines`` (the same lines, relabelled) and its characters
+    counted again; a character left with no line stays, with none (a job's cast may still name them)."""
+    known = [(member.name, member.aliases) for member in cast.characters]
+    counted = _count(lines, known)
+    speaking = {member.name for member in counted}
+    silent = [replace(m, lines=0, words=0) for m in cast.characters if m.name not in speaking]
+    return Cast((*counted, *silent), tuple(lines), (*cast.warnings, *warnings))
+
+
 def _members(lines: Sequence[Line], characters: Characters) -> tuple[CastMember, ...]:
+    return _count(lines, [(character.name, tuple(character.aliases)) for character in characters.all])
+
+
+def _count(
+    lines: Sequence[Line], characters: Sequence[tuple[str, tuple[str, ...]]]
+) -> tuple[CastMember, ...]:
     by_name: dict[str, list[Line]] = {}
     for line in lines:
         if line.speaker != NARRATOR:
             by_name.setdefault(line.speaker, []).append(line)
     members: list[CastMember] = []
-    for character in characters.all:
-        spoken = by_name.get(character.name)
+    for name, aliases in characters:
+        spoken = by_name.get(name)
         if not spoken:
             continue
         members.append(
             CastMember(
-                character.name,
-                tuple(character.aliases),
+                name,
+                aliases,
                 len(spoken),
                 sum(len(line.text.split()) for line in spoken),
                 round(sum(line.confidence for line in spoken) / len(spoken), 2),
@@ -668,4 +684,14 @@ def _members(lines: Sequence[Line], characters: Characters) -> tuple[CastMember,
     return tuple(members)
 
 
-__all__ = ["NARRATOR", "Attribution", "Cast", "CastMember", "Line", "attribute", "display", "title_gender"]
+__all__ = [
+    "NARRATOR",
+    "Attribution",
+    "Cast",
+    "CastMember",
+    "Line",
+    "attribute",
+    "display",
+    "relabelled",
+    "title_gender",
+]

@@ -39,6 +39,7 @@ class CastRequest:
     voices: Mapping[str, str] = field(default_factory=dict)
     default: str | None = None
     lines: Mapping[int, str] = field(default_factory=dict)
+    llm: bool = False  # ask the operator's attribution model about the lines the rules are unsure of
 
 
 @dataclass(frozen=True)
