@@ -140,19 +140,22 @@ def _best_start(decoded: np.ndarray, samples: np.ndarray, starts: range) -> int:
     for each start that cost seconds of CPU a chunk. A start near the end, where the slice is cut short,
     is scored on views of the same float64 copies."""
     length = len(samples)
-    signal, reference = decoded.astype(np.float64), samples.astype(np.float64)
-    last = min(starts.stop, len(signal) - length + 1) if length else starts.start  # (an empty chunk: none)
-    whole = range(starts.start, last, starts.step)
+    first = starts.start
+    # Only the stretch of the book the starts reach, as float64 (not a copy of the whole book per call).
+    signal = decoded[first : starts[-1] + length].astype(np.float64)
+    reference = samples.astype(np.float64)
+    last = min(starts.stop, first + len(signal) - length + 1) if length else first  # (an empty chunk: none)
+    whole = range(first, last, starts.step)
     scores: list[float] = []
     if whole:
-        segment = signal[whole.start : whole[-1] + length]
+        segment = signal[: whole[-1] - first + length]
         products = fftconvolve(segment, reference[::-1], mode="valid")[:: whole.step]
         energy = np.concatenate(([0.0], np.cumsum(segment**2)))
         window = np.maximum(energy[length:] - energy[:-length], 0.0)[:: whole.step]
         norms = np.sqrt(window) * np.linalg.norm(reference)
         scores = [float(p / n) if n else 0.0 for p, n in zip(products, norms, strict=True)]
     for start in starts[len(whole) :]:
-        a = signal[start : start + length]
+        a = signal[start - first : start - first + length]
         b = reference[: len(a)]
         denominator = float(np.linalg.norm(a) * np.linalg.norm(b))
         scores.append(float(a @ b) / denominator if denominator else 0.0)
