@@ -17,8 +17,7 @@ import pytest
 from sqlalchemy import update
 
 from models import CacheStatus, Voice, unit_of_work, utcnow
-from models.migrate import upgrade_head
-from tests.support.apps import close_engine
+from tests.support.apps import close_engine, migrate
 from tests.support.audio import TRANSCRIPT, speak
 from worker import counters
 from worker.audio import write_wav_atomic
@@ -33,7 +32,7 @@ def make_runtime(data_dir: Path) -> Runtime:
     """A Runtime on a fresh SQLite database at head, with its data under ``data_dir``."""
     data_dir.mkdir(parents=True, exist_ok=True)
     settings = load_settings({}, data_dir=data_dir)
-    upgrade_head(settings.sqlalchemy_url)
+    migrate(settings.sqlalchemy_url)
     return Runtime(settings)
 
 

@@ -24,8 +24,7 @@ import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from models import ApiKey, Job, Voice, unit_of_work, utcnow
-from models.migrate import upgrade_head
-from tests.support.apps import close_engine
+from tests.support.apps import close_engine, migrate
 from worker import webhooks
 from worker.config import load_settings
 from worker.runtime import Runtime
@@ -169,7 +168,7 @@ def make_rt(tmp_path: Path) -> Iterator[Callable[..., Runtime]]:
     def make(**overrides: Any) -> Runtime:
         settings = load_settings({}, data_dir=tmp_path / f"var-{uuid.uuid4().hex[:8]}", **overrides)
         settings.data_dir.mkdir(parents=True)
-        upgrade_head(settings.sqlalchemy_url)
+        migrate(settings.sqlalchemy_url)
         made.append(Runtime(settings))
         return made[-1]
 
