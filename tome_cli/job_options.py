@@ -67,6 +67,24 @@ _OPTIONS = (
         help="Override one QA threshold (docs/qa.md names them); repeatable.",
     ),
     click.option("--webhook-url", help="Where the job's events are POSTed."),
+    click.option(
+        "--cast-voice",
+        "cast_voices",
+        multiple=True,
+        metavar="CHARACTER=VOICE",
+        help="Read a character's lines in one of your voices (docs/api.md, a full cast); repeatable.",
+    ),
+    click.option("--cast-default", metavar="VOICE", help="The voice of the characters not given one."),
+    click.option(
+        "--cast-line",
+        "cast_lines",
+        multiple=True,
+        metavar="INDEX=CHARACTER",
+        help="Correct who says one line (the preview's line index; narrator for the narrator); repeatable.",
+    ),
+    click.option(
+        "--cast-llm/--no-cast-llm", default=None, help="Ask the server's model about the uncertain lines."
+    ),
 )
 
 
@@ -81,18 +99,26 @@ def _given(**fields: Any) -> dict[str, Any]:
     return {k: v for k, v in fields.items() if v is not None and v not in ((), {})}
 
 
-def _thresholds(pairs: tuple[str, ...]) -> dict[str, float]:
-    found: dict[str, float] = {}
+def _pairs(pairs: tuple[str, ...], option: str, example: str) -> dict[str, str]:
+    """``NAME=VALUE`` options as a mapping (the value may hold ``=``; the name may not be empty)."""
+    found: dict[str, str] = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
-        try:
-            found[name.strip()] = float(value)
-        except ValueError:
-            sep = ""
         if not sep or not name.strip():
+            raise click.BadParameter(f"{pair!r}: expected {example}", param_hint=option)
+        found[name.strip()] = value
+    return found
+
+
+def _thresholds(pairs: tuple[str, ...]) -> dict[str, float]:
+    found: dict[str, float] = {}
+    for name, value in _pairs(pairs, "--qa-threshold", "NAME=VALUE, e.g. max_wer=0.3").items():
+        try:
+            found[name] = float(value)
+        except ValueError:
             raise click.BadParameter(
-                f"{pair!r}: expected NAME=VALUE, e.g. max_wer=0.3", param_hint="--qa-threshold"
-            )
+                f"{name}={value!r}: expected NAME=VALUE, e.g. max_wer=0.3", param_hint="--qa-threshold"
+            ) from None
     return found
 
 
@@ -149,5 +175,11 @@ def job_body(voice: str, options: dict[str, Any]) -> dict[str, Any]:
             thresholds=_thresholds(options["qa_thresholds"]) or None,
         ),
         webhook_url=options["webhook_url"],
+        cast=_given(
+            voices=_pairs(options["cast_voices"], "--cast-voice", "CHARACTER=VOICE, e.g. Tom=tom") or None,
+            default=options["cast_default"],
+            lines=_pairs(options["cast_lines"], "--cast-line", "INDEX=CHARACTER, e.g. 12=Tom") or None,
+            llm=options["cast_llm"],
+        ),
     )
     return body

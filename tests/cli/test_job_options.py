@@ -29,6 +29,8 @@ EVERY_OPTION = [
     "--pause-paragraph", "0.9", "--pause-chapter", "2.5", "--no-qa", "--qa-transcript",
     "--qa-max-rerenders", "3", "--qa-on-fail", "fail", "--qa-threshold", "max_wer=0.3",
     "--qa-threshold", "max_pause_s=1.5", "--webhook-url", "https://example.org/hook",
+    "--cast-voice", "Tom=tom", "--cast-voice", "Margaret Ellis=maggie", "--cast-default", "extra",
+    "--cast-line", "12=Tom", "--cast-llm",
 ]  # fmt: skip
 
 
@@ -66,7 +68,7 @@ def _is_model(annotation: object) -> bool:
 def _paths(body: dict[str, Any], prefix: str = "") -> set[str]:
     found = set()
     for key, value in body.items():
-        if isinstance(value, dict) and key != "thresholds":
+        if isinstance(value, dict) and key not in ("thresholds", "voices", "lines"):
             found |= _paths(value, f"{prefix}{key}.")
         else:
             found.add(f"{prefix}{key}")

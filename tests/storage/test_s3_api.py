@@ -30,7 +30,7 @@ from worker.storage.s3 import S3Storage
 from worker.sweeper import ORPHAN_INTERVAL, expire_outputs, remove_stored_orphans, sweep
 from worker.task_names import BUILD_VOICE, START_JOB
 
-HOSTILE_TITLE = "../../voices/x/../../../etc/passwd %2e%2e/\\..\x00"
+HOSTILE_TITLE = "../../voices/x/../../../etc/passwd %2e%2e/\\..\u2028"  # (NUL is refused in titles)
 SCRIPT = "# One\n\nThe fog came in before dawn.\n\n# Two\n\nBy noon the wind had turned."
 
 

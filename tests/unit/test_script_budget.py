@@ -78,8 +78,8 @@ _GROWING: dict[str, tuple[ScriptFormat, Callable[[int], str], int]] = {
     "voice lines, plain": ("plain", lambda n: _repeat(_VOICE, n, ""), 25_000),
     "image openers": ("markdown", lambda n: _repeat("![", n), 8_000),
     "nested lists and blockquotes": ("markdown", _nested, 40_000),
-    # 25,000 and 100,000 headings.
-    "headings without blank lines": ("markdown", lambda n: _repeat("# Chapter\n", n, ""), 250_000),
+    # 25,000 and 100,000 headings, and a line to read (a script of headings alone is refused at once).
+    "headings without blank lines": ("markdown", lambda n: _repeat("# Chapter\n", n, "Look.\n"), 250_000),
 }
 
 

@@ -136,7 +136,8 @@ def sentence_times(
     at = start
     for n, (text, weight) in enumerate(zip(written_sentences, weights, strict=True)):
         done += weight
-        until = end if n == len(weights) - 1 else start + (end - start) * done / total
+        # min: start + span * done / total can round past end (when the sentences after are empty)
+        until = end if n == len(weights) - 1 else min(end, start + (end - start) * done / total)
         times.append(SentenceTiming(text=text, start=at, end=until, estimated=True))
         at = until
     return times
