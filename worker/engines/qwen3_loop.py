@@ -305,53 +305,30 @@ class TalkerLoop:
         """Talker layers over ``hidden`` (rows, q, D) at ``positions`` (rows, q); keys and values are
         written into ``k``/``v`` (rows, heads, S, dim) at those positions; ``mask`` (rows, 1, q, S) says
         which cache entries each query sees. Returns the final-norm hidden states."""
-        from qwen_tts.core.models.modeling_qwen3_tts import rotate_half
-
-        model = self.talker.model
         rows, q = positions.shape
         cos, sin = self._talker_cos[positions].unsqueeze(1), self._talker_sin[positions].unsqueeze(1)
         row_index = torch.arange(rows, device=positions.device).unsqueeze(1).expand(rows, q)
-        for index, layer in enumerate(model.layers):
-            attn = layer.self_attn
-            x = layer.input_layernorm(hidden)
-            shape = (rows, q, -1, attn.head_dim)
-            qs = attn.q_norm(attn.q_proj(x).view(shape)).transpose(1, 2)
-            ks = attn.k_norm(attn.k_proj(x).view(shape)).transpose(1, 2)
-            vs = attn.v_proj(x).view(shape).transpose(1, 2)
-            qs, ks = qs * cos + rotate_half(qs) * sin, ks * cos + rotate_half(ks) * sin
-            k[index][row_index, :, positions] = ks.transpose(1, 2)
-            v[index][row_index, :, positions] = vs.transpose(1, 2)
-            out = _attend(qs, k[index], v[index], mask, attn.scaling)
-            hidden = hidden + attn.o_proj(out.transpose(1, 2).reshape(rows, q, -1))
-            hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
-        return cast(torch.Tensor, model.norm(hidden))
+
+        def store(index: int, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            k[index][row_index, :, positions] = keys.transpose(1, 2)
+            v[index][row_index, :, positions] = values.transpose(1, 2)
+            return k[index], v[index]
+
+        return _layers(self.talker.model, hidden, cos, sin, store, mask)
 
     def _cp_forward(self, hidden: torch.Tensor, start: int, state: _State) -> torch.Tensor:
         """Code-predictor layers over ``hidden`` (rows, q, D_cp) at positions start..start+q-1 of the
         per-frame cache."""
-        from qwen_tts.core.models.modeling_qwen3_tts import apply_rotary_pos_emb
+        length = start + hidden.shape[1]
+        cos = self._cp_cos[:, start:length].unsqueeze(1)
+        sin = self._cp_sin[:, start:length].unsqueeze(1)
 
-        model = self.cp.model
-        rows, q = hidden.shape[0], hidden.shape[1]
-        length = start + q
-        cos, sin = self._cp_cos[:, start:length], self._cp_sin[:, start:length]
-        causal = self._cp_causal[start:length, :length]
-        for index, layer in enumerate(model.layers):
-            attn = layer.self_attn
-            x = layer.input_layernorm(hidden)
-            shape = (rows, q, -1, attn.head_dim)
-            qs = attn.q_norm(attn.q_proj(x).view(shape)).transpose(1, 2)
-            ks = attn.k_norm(attn.k_proj(x).view(shape)).transpose(1, 2)
-            vs = attn.v_proj(x).view(shape).transpose(1, 2)
-            qs, ks = apply_rotary_pos_emb(qs, ks, cos, sin)
-            state.cp_k[index][:, :, start:length] = ks
-            state.cp_v[index][:, :, start:length] = vs
-            out = _attend(
-                qs, state.cp_k[index][:, :, :length], state.cp_v[index][:, :, :length], causal, attn.scaling
-            )
-            hidden = hidden + attn.o_proj(out.transpose(1, 2).reshape(rows, q, -1))
-            hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
-        return cast(torch.Tensor, model.norm(hidden))
+        def store(index: int, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            state.cp_k[index][:, :, start:length] = keys
+            state.cp_v[index][:, :, start:length] = values
+            return state.cp_k[index][:, :, :length], state.cp_v[index][:, :, :length]
+
+        return _layers(self.cp.model, hidden, cos, sin, store, self._cp_causal[start:length, :length])
 
     def _talker_mask(self, positions: torch.Tensor, length: int) -> torch.Tensor:
         """(rows, 1, q, length): cache entry j is seen by the query at position p when j <= p (and within
@@ -598,6 +575,34 @@ class TalkerLoop:
             yield
         empty = torch.zeros(0, self.codebooks, dtype=torch.int64, device=self.device)
         return [r if r is not None else empty for r in results]
+
+
+Store = Callable[[int, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+
+
+def _layers(
+    model: Any, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, store: Store, mask: torch.Tensor
+) -> torch.Tensor:
+    """A qwen-tts decoder stack (talker or code predictor: the same layer shape) over ``hidden``
+    (rows, q, D), its own modules called as they are: rotary ``cos``/``sin`` broadcast over the heads,
+    ``store`` writing layer i's keys and values into the cache and giving back what the queries attend,
+    ``mask`` saying what each query sees. Returns the final-norm hidden states."""
+    from qwen_tts.core.models.modeling_qwen3_tts import rotate_half
+
+    rows, q = hidden.shape[0], hidden.shape[1]
+    for index, layer in enumerate(model.layers):
+        attn = layer.self_attn
+        x = layer.input_layernorm(hidden)
+        shape = (rows, q, -1, attn.head_dim)
+        qs = attn.q_norm(attn.q_proj(x).view(shape)).transpose(1, 2)
+        ks = attn.k_norm(attn.k_proj(x).view(shape)).transpose(1, 2)
+        vs = attn.v_proj(x).view(shape).transpose(1, 2)
+        qs, ks = qs * cos + rotate_half(qs) * sin, ks * cos + rotate_half(ks) * sin
+        keys, values = store(index, ks, vs)
+        out = _attend(qs, keys, values, mask, attn.scaling)
+        hidden = hidden + attn.o_proj(out.transpose(1, 2).reshape(rows, q, -1))
+        hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
+    return cast(torch.Tensor, model.norm(hidden))
 
 
 def _attend(
