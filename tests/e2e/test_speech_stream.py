@@ -181,4 +181,10 @@ def test_a_client_that_hangs_up_leaves_nothing_running(stack: Stack) -> None:
     job = stack.job(job_id)
     assert job.status == JobStatus.CANCELLED, job.status
     assert job.chunks_done < job.chunks_total
-    assert not tome_of(stack.app).settings.layout.job_dir(job.id).exists()
+    # The worker may still be storing a chunk of the batch it had in hand when the job was cancelled: that
+    # write re-creates the job's folder for a moment, then removes its file and the folder again
+    # (worker.jobs.speech._store). What must hold is that nothing is left once it has.
+    folder = tome_of(stack.app).settings.layout.job_dir(job.id)
+    while folder.exists():
+        assert time.monotonic() < deadline + 15, sorted(p.name for p in folder.rglob("*"))
+        time.sleep(0.1)
