@@ -529,8 +529,7 @@ class Qwen3Engine:
                 if piece.size:
                     pieces.append(np.clip(piece, -1.0, 1.0))
 
-            # The loop calls the sink between frames; pieces are handed out after the loop returns only
-            # when the caller does not consume them concurrently, so run the loop frame by frame here.
+            # The loop yields after every frame (its sink has decoded what is due): hand the audio out then.
             loop = self._fast_loop()
             for _ in loop.run_iter([row], 1, sink=sink):
                 while pieces:

@@ -114,8 +114,6 @@ def row_from_capture(captured: Mapping[str, Any], seed: int) -> LoopRow:
     embeds = captured["inputs_embeds"]
     if embeds.shape[0] != 1:
         raise ValueError("capture one request at a time")
-    suppressed = captured.get("suppress_tokens") or []
-    del suppressed  # the loop suppresses the same range itself (see TalkerLoop.__init__)
     return LoopRow(
         prefill=embeds[0],
         trailing=captured["trailing_text_hidden"][0],

@@ -66,11 +66,15 @@ class StreamDecoder:
         """Generated frames pushed so far."""
         return self._frames - self._prefix
 
-    def push(self, frames: torch.Tensor) -> npt.NDArray[np.float32]:
-        """Add generated frames (n, codebooks); returns the audio that is ready (possibly none)."""
+    def extend(self, frames: torch.Tensor) -> None:
+        """Add generated frames (n, codebooks) without decoding anything."""
         if frames.shape[0]:
             self._codes.append(frames)
             self._frames += int(frames.shape[0])
+
+    def push(self, frames: torch.Tensor) -> npt.NDArray[np.float32]:
+        """Add generated frames (n, codebooks); returns the audio that is ready (possibly none)."""
+        self.extend(frames)
         if self.frames < self._due:
             return np.zeros(0, dtype=np.float32)
         self._due = 2 * self.frames
@@ -104,6 +108,5 @@ def decode_whole(
     """The audio of ``codes`` (frames, codebooks) as qwen-tts decodes it (windows of 300 frames with 25 of
     context), without the first ``prefix_frames`` frames' samples: one pass, no streaming."""
     stream = StreamDecoder(decoder, upsample, codes[:prefix_frames] if prefix_frames else None)
-    stream._codes.append(codes[prefix_frames:])
-    stream._frames = int(codes.shape[0])
+    stream.extend(codes[prefix_frames:])
     return stream.finish()
