@@ -1,9 +1,10 @@
 """`make run`: Tome on one machine with no servers to install.
 
-Applies migrations, mints an admin key on first start (stored in <data dir>/admin.key, mode 0600), then runs
-the API under gunicorn on TOME_API_HOST:TOME_API_PORT (127.0.0.1:8000), one Celery worker and Celery beat
-(the sweeper's clock), until Ctrl-C; if any of them exits, the others are stopped too. SQLite, Celery's
-filesystem broker and the espeak engine are the defaults (see worker/config.py).
+Applies migrations, mints an admin key on first start (stored in <data dir>/admin.key, mode 0600) and a secret
+key (<data dir>/secret.key, unless TOME_SECRET_KEY is set), then runs the API under gunicorn on
+TOME_API_HOST:TOME_API_PORT (127.0.0.1:8000), one Celery worker and Celery beat (the sweeper's clock), until
+Ctrl-C; if any of them exits, the others are stopped too. SQLite, Celery's filesystem broker and the espeak
+engine are the defaults (see worker/config.py).
 
 The children run in their own process group, so that Ctrl-C reaches this process alone: it stops them with
 SIGTERM (each shuts down in its own orderly way) instead of the terminal interrupting every one of them
@@ -13,6 +14,7 @@ mid-call, which made gevent print tracebacks. "listening" is printed once the AP
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -46,6 +48,21 @@ def ensure_admin_key(settings: Settings) -> Path:
     else:
         print(f"tome: admin API key in {path}", flush=True)
     return path
+
+
+def ensure_secret_key(settings: Settings) -> Settings:
+    """TOME_SECRET_KEY when set; else the one in <data dir>/secret.key, created (mode 0600) on first start.
+    The children inherit it through the environment."""
+    if settings.secret_key:
+        return settings
+    path = settings.layout.secret_key
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(secrets.token_urlsafe(32) + "\n")
+        print(f"tome: created a secret key in {path} (mode 0600; keep it: stored tokens need it)", flush=True)
+    os.environ["TOME_SECRET_KEY"] = path.read_text().strip()
+    return load_settings()
 
 
 def check_engine(settings: Settings) -> None:
@@ -92,6 +109,7 @@ def main() -> int:
     ensure_broker_folders(settings)
     upgrade_head(settings.sqlalchemy_url)
     ensure_admin_key(settings)
+    settings = ensure_secret_key(settings)
     bind = f"{settings.api_host}:{settings.api_port}"
     commands = [
         api_command(bind),

@@ -17,6 +17,8 @@ from worker.storage.backend import Storage
 from worker.storage.layout import Layout
 from worker.storage.select import open_storage
 
+MIN_SECRET_KEY_CHARS = 32
+
 
 class ConfigError(ValueError):
     """A setting is missing, malformed or inconsistent with another one."""
@@ -117,6 +119,10 @@ class Settings:
     cast_llm_max_lines: int = 400  # lines sent per plan (the least sure first)
     cast_llm_threshold: float = 0.6  # lines attributed with less confidence than this are sent
     rate_limit_per_minute: int = 600  # requests per API key per minute; 0 disables
+    # Tome's own secret (TOME_SECRET_KEY, at least 32 characters): encrypts stored third-party tokens
+    # (integrations) and signs short-lived file URLs. `make run` creates one under data_dir on first start;
+    # empty elsewhere: what needs it answers 409 naming the setting.
+    secret_key: str = ""
     # Bearer token Prometheus sends to GET /metrics (admin API keys work too); empty: admin keys only.
     metrics_token: str = ""
     # Observability (docs/observability.md): "text" or "json" log lines; how often each process writes
@@ -196,6 +202,11 @@ class Settings:
             raise ConfigError(
                 "TOME_CHUNKS_PER_TASK, TOME_MAX_CHUNK_ATTEMPTS and TOME_RENDER_TASKS_IN_FLIGHT "
                 "must be at least 1"
+            )
+        if self.secret_key and len(self.secret_key) < MIN_SECRET_KEY_CHARS:
+            raise ConfigError(
+                f"TOME_SECRET_KEY must be at least {MIN_SECRET_KEY_CHARS} characters "
+                "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')"
             )
         if self.speech_max_chars < 1 or not self.speech_wait_seconds > 0:
             raise ConfigError("TOME_SPEECH_MAX_CHARS and TOME_SPEECH_WAIT_SECONDS must be positive")

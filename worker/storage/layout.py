@@ -88,6 +88,10 @@ class Layout:
     def admin_key(self) -> Path:
         return self.root / "admin.key"
 
+    @property
+    def secret_key(self) -> Path:
+        return self.root / "secret.key"
+
     # -- voices ----------------------------------------------------------------------------------------
 
     @property
