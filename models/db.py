@@ -37,8 +37,8 @@ def _ping_if_idle(dbapi_connection: Any, record: Any, _proxy: Any) -> None:
     """Ping a connection that sat idle in the pool; a dead one is replaced (the pool retries the checkout
     with a new connection on DisconnectionError).
 
-    ``pool_pre_ping`` did this on every checkout: a ``SELECT 1`` round trip before every transaction, about
-    one in nine of a chunk's database round trips (issue 15). A connection checked in less than
+    ``pool_pre_ping`` would do this on every checkout: a ``SELECT 1`` round trip before every transaction,
+    a large share of a chunk's database round trips. A connection checked in less than
     :data:`PING_AFTER_IDLE_SECONDS` ago was working then; a restart inside that window still fails one
     statement, after which SQLAlchemy invalidates every connection of the pool (as it always did on a
     disconnect), and tasks retry transient database errors."""

@@ -13,7 +13,7 @@ from models import CacheStatus, Voice
 from webapi.auth import authenticate, require_admin
 from webapi.errors import NotFound
 from webapi.extensions import tome
-from webapi.openapi import Operation, operation
+from webapi.operations import Operation, operation
 from webapi.schemas import ListQuery, Strict, VoiceOut
 from webapi.text import OptionalLine
 from webapi.validation import json_body, parse_id, query

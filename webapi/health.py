@@ -17,7 +17,8 @@ from flask import Blueprint, Response, current_app, jsonify
 from sqlalchemy import text
 
 from webapi.extensions import tome
-from webapi.openapi import Operation, build_spec, operation
+from webapi.openapi import build_spec
+from webapi.operations import Operation, operation
 from webapi.schemas import Health, Liveness, Readiness
 from worker import broker_probe
 from worker.storage.backend import StorageError

@@ -19,7 +19,7 @@ from webapi.jobs import (
     owned_job,
     require_finished,
 )
-from webapi.openapi import Operation, operation
+from webapi.operations import Operation, operation
 from webapi.schemas import FileList, FileOut
 from webapi.stored_files import send_stored
 from worker.audio import FORMATS

@@ -19,7 +19,7 @@ from webapi.auth import require_key
 from webapi.errors import Conflict, Gone, Invalid, NotFound, Unavailable
 from webapi.extensions import tome
 from webapi.jobs import chapter_rows, job_out, owned_job
-from webapi.openapi import Operation, operation
+from webapi.operations import Operation, operation
 from webapi.schemas import ChunkQaOut, JobOut, JobQaOut, JobQaQuery, QaCheckOut, RerenderIn
 from webapi.stored_files import send_stored
 from webapi.usage import require_room_for_rerender

@@ -18,7 +18,7 @@ from webapi import scripts
 from webapi.auth import current_principal, require_key
 from webapi.errors import Conflict, Gone, Invalid, NotFound
 from webapi.extensions import tome
-from webapi.openapi import Operation, operation
+from webapi.operations import Operation, operation
 from webapi.schemas import (
     ChapterOut,
     ErrorDetail,

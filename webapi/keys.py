@@ -21,7 +21,7 @@ from models import ApiKey, utcnow
 from webapi.auth import current_principal, require_key
 from webapi.errors import NotFound
 from webapi.extensions import tome
-from webapi.openapi import Operation, operation
+from webapi.operations import Operation, operation
 from webapi.validation import json_body, parse_id
 from worker.webhooks import standard_secret
 

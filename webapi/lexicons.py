@@ -20,7 +20,7 @@ from webapi.lexicon_schemas import (
     LexiconSummary,
     PlsQuery,
 )
-from webapi.openapi import Operation, operation
+from webapi.operations import Operation, operation
 from webapi.schemas import ListQuery
 from webapi.validation import json_body, parse_id, query
 from worker.jobs.lexicons import entry_from_json, entry_to_json

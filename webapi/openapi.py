@@ -4,40 +4,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from flask import Flask
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
+from webapi.openapi_examples import response_example
+from webapi.operations import Operation
 from webapi.schemas import ErrorOut
 
-F = TypeVar("F", bound=Callable[..., Any])
 REF = "#/components/schemas/{model}"
-
-
-@dataclass(frozen=True)
-class Operation:
-    summary: str
-    responses: dict[int, type[BaseModel] | None]
-    body: type[BaseModel] | None = None
-    form: type[BaseModel] | None = None  # multipart: text fields from the model plus file fields
-    files: tuple[str, ...] = ()
-    optional_files: tuple[str, ...] = ()
-    query: type[BaseModel] | None = None
-    auth: bool = True
-    tags: tuple[str, ...] = field(default_factory=tuple)
-    binary: str | None = None  # media type of a binary 200 response
-
-
-def operation(op: Operation) -> Callable[[F], F]:
-    def mark(view: F) -> F:
-        view.__dict__["openapi"] = op
-        return view
-
-    return mark
 
 
 def _models(app: Flask) -> list[type[BaseModel]]:
@@ -300,8 +277,6 @@ def _split_summary(text: str) -> tuple[str, str | None]:
 def _operation(
     op: Operation, arguments: set[str] | frozenset[str], schemas: dict[str, Any], extra: frozenset[int]
 ) -> dict[str, Any]:
-    from webapi.openapi_examples import response_example  # it imports the views' models, which import this
-
     summary, description = _split_summary(op.summary)
     out: dict[str, Any] = {"summary": summary, "tags": list(op.tags), "responses": {}}
     if description:

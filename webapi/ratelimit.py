@@ -2,9 +2,9 @@
 
 With a Redis broker the count lives in Redis: one INCR (and an EXPIRE when the window's key is new) in a
 single atomic Lua call, no database write at all. Embedded (SQLite and the filesystem broker: no Redis
-server) it is an upsert and commit of the key's row in the database, as before. The upsert cost a
-PostgreSQL write and commit on every request, on one hot row per key: it cut status polls from 871 to
-519 requests a second (issue 15); the Redis count costs one round trip to a server already there.
+server) it is an upsert and commit of the key's row in the database. Under PostgreSQL that upsert would
+be a write and commit on every request, on one hot row per key (docs/benchmarks.md has what it cost);
+the Redis count costs one round trip to a server already there.
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ from models import Voice
 from webapi.auth import current_principal, require_key
 from webapi.errors import Invalid, TooLarge, UnsupportedMediaType
 from webapi.extensions import tome
-from webapi.openapi import Operation, operation
+from webapi.operations import Operation, operation
 from webapi.schemas import (
     CastMemberOut,
     CastOut,

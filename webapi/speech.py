@@ -25,7 +25,7 @@ from models import Voice
 from webapi.auth import current_principal, require_key
 from webapi.errors import ApiError, Conflict, Invalid, NotFound
 from webapi.extensions import tome
-from webapi.openapi import Operation, operation
+from webapi.operations import Operation, operation
 from webapi.text import Line, OptionalLine, OptionalLines
 from webapi.usage import require_room_for_job
 from webapi.validation import json_body

@@ -12,7 +12,7 @@ from models import utcnow
 from webapi.auth import current_principal, require_key
 from webapi.errors import ApiError, Forbidden
 from webapi.extensions import tome
-from webapi.openapi import Operation, operation
+from webapi.operations import Operation, operation
 from webapi.ratelimit import RateLimited
 from worker.jobs.usage import (
     QuotaExceeded,

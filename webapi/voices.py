@@ -23,7 +23,7 @@ from models.names import voice_name_key
 from webapi.auth import current_principal, require_key
 from webapi.errors import Conflict, Invalid, NotFound, TooLarge, UnsupportedMediaType
 from webapi.extensions import tome
-from webapi.openapi import Operation, operation
+from webapi.operations import Operation, operation
 from webapi.schemas import ListQuery, VoiceEmbeddingForm, VoiceForm, VoiceList, VoiceOut, VoiceUpdate
 from webapi.usage import require_storage_room
 from webapi.validation import parse_id, query, validate

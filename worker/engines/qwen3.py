@@ -380,8 +380,8 @@ class Qwen3Engine:
         a prompt build from a reference *not* at the model's rate (:data:`WARM_UP_REFERENCE_RATE`), with a
         transcript (ICL: the reference's codec codes too), then one tiny generation with that prompt
         (first-call allocations, kernels). Resampling the reference goes through librosa, whose numba code
-        compiles on first use: a warm-up at the model's own rate never resampled, and the first build of a
-        16 kHz reference paid about 20 s for it (issue 15)."""
+        compiles on first use, so a warm-up at the model's own rate alone would leave that compile to the first
+        build of a 16 kHz reference."""
         sr = WARM_UP_REFERENCE_RATE
         prompt = self.encode_speaker(sine_reference(sr), sr, "Hello.")
         self.synthesize([SynthesisRequest(text="Hello.", prompt=prompt, params={"max_new_tokens": 8})])

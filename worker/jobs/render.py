@@ -348,8 +348,8 @@ def _store(
     seqs it completed and how many of the job's chunks were left after (None: it completed none).
 
     The job's state is read once for the batch, in the transaction that completes it, not before every
-    chunk, and its counters move once (worker.jobs.state.complete_chunks): a database round trip and an
-    update of the job's one row a chunk, before (issue 15)."""
+    chunk, and its counters move once (worker.jobs.state.complete_chunks): no database round trip or
+    update of the job's one row per chunk."""
     rate = engine.sample_rate
     completions: list[state.Completion] = []
     paths: dict[int, Path] = {}

@@ -252,8 +252,8 @@ def complete_chunks(
     """:func:`complete_chunk` for each of ``completions`` (running -> done where ``token`` still holds the
     chunk), with the job's counters moved once for all of them; the ids of the chunks it completed.
 
-    One UPDATE of the job row a batch instead of one a chunk: every worker's every chunk updated that one
-    row (a quarter of the busy time under PostgreSQL, issue 15). Same transaction, so the counters still
+    One UPDATE of the job row a batch instead of one a chunk: every worker's chunks would otherwise all
+    update that one hot row. Same transaction, so the counters still
     move exactly with the chunks. The chunks' own UPDATEs go as one prepared statement executed for
     each (psycopg pipelines them: one round trip), not one ORM statement built a chunk; when fewer rows
     moved than asked (another attempt took some over), the ones this token completed are read back."""

@@ -1,4 +1,4 @@
-"""Chunk QA (issue 13), pure: numpy and the pocketsphinx wheel; no Flask, no Celery, no database.
+"""Chunk QA, pure: numpy and the pocketsphinx wheel; no Flask, no Celery, no database.
 
 * :mod:`.checks`: cheap checks of a rendered chunk against its text and voice, the :class:`QaPolicy`
   thresholds (per-engine defaults), the voice's speaking rate measured from its chunks.

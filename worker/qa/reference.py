@@ -1,4 +1,4 @@
-"""Checks of a voice's reference recording at enrollment (issue 13), pure: numpy and the recogniser.
+"""Checks of a voice's reference recording at enrollment, pure: numpy and the recogniser.
 
 Two kinds, run in two places:
 

@@ -2,8 +2,8 @@
 
 pysbd builds many of its patterns from strings at run time (one per abbreviation it meets, formatted with
 that abbreviation) and hands them to ``re.sub``/``re.findall``/... as strings. The ``re`` module caches
-only 512 compiled patterns; one English paragraph can need more than that, so the cache thrashed and a
-1,000,000-character script paid 18,931 compilations, over half of its 3.6 s planning time (issue 15).
+only 512 compiled patterns; one English paragraph can need more than that, so the cache thrashes and
+long scripts spend most of their planning time compiling (docs/benchmarks.md has the figures).
 :func:`install` gives pysbd's modules a ``re`` whose string-pattern calls go through a larger cache of
 compiled patterns. The patterns, flags and calls are pysbd's own, unchanged: only the compiling is
 shared, so every sentence boundary stays exactly where pysbd puts it.
