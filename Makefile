@@ -57,6 +57,7 @@ lint: $(ALL_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
+	$(PY) scripts/check_layers.py
 
 format: $(ALL_STAMP)
 	$(VENV)/bin/ruff check --fix .

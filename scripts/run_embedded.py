@@ -22,6 +22,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from models import make_engine
@@ -96,20 +97,59 @@ def tool_path_hint() -> str:
     return f'; for the `tome` command: export PATH="{bin_dir}:$PATH"'
 
 
-def main() -> int:
-    keep_files_private()  # the database, keys and audio: 0600 in 0700 folders (the children inherit it)
+def prepare() -> Settings | None:
+    """Settings checked, the data folder, broker folders, database and keys ready; None after saying why."""
     try:
         settings = load_settings()
         check_engine(settings)
     except ConfigError as exc:
         print(f"tome: {exc}", file=sys.stderr, flush=True)
-        return 2
-    data_dir = settings.data_dir.resolve()
-    data_dir.mkdir(parents=True, exist_ok=True)
+        return None
+    settings.data_dir.resolve().mkdir(parents=True, exist_ok=True)
     ensure_broker_folders(settings)
     upgrade_head(settings.sqlalchemy_url)
     ensure_admin_key(settings)
-    settings = ensure_secret_key(settings)
+    return ensure_secret_key(settings)
+
+
+def watch(children: list[subprocess.Popen[bytes]], url: str, interrupted: Callable[[], bool]) -> None:
+    """Say "listening" once the API answers; return when one child exits, on Ctrl-C, or when the API never
+    answered within :data:`API_START_SECONDS`."""
+    deadline = time.monotonic() + API_START_SECONDS
+    listening = False
+    while not interrupted() and all(child.poll() is None for child in children):
+        if not listening and answers(f"{url}/livez"):
+            listening = True
+            print(
+                f"tome: listening on {url} (the studio at {url}/, the API reference at {url}/docs); "
+                f"worker and sweeper running{tool_path_hint()}; Ctrl-C stops all",
+                flush=True,
+            )
+        elif not listening and time.monotonic() > deadline:
+            print(f"tome: the API did not answer on {url} within {API_START_SECONDS:.0f} s", flush=True)
+            return
+        time.sleep(0.25 if not listening else 0.5)
+
+
+def stop_all(children: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM to each child still running, then wait for them together (killing any past STOP_SECONDS)."""
+    for child in children:
+        if child.poll() is None:
+            child.terminate()
+    deadline = time.monotonic() + STOP_SECONDS
+    for child in children:
+        try:
+            child.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+
+def main() -> int:
+    keep_files_private()  # the database, keys and audio: 0600 in 0700 folders (the children inherit it)
+    settings = prepare()
+    if settings is None:
+        return 2
     bind = f"{settings.api_host}:{settings.api_port}"
     commands = [
         api_command(bind),
@@ -126,40 +166,16 @@ def main() -> int:
         if not interrupted:
             print("tome: stopping", flush=True)
         interrupted = True
-        stop()
-
-    def stop() -> None:
         for child in children:
             if child.poll() is None:
                 child.terminate()
 
     signal.signal(signal.SIGINT, interrupt)
     signal.signal(signal.SIGTERM, interrupt)
-    url = f"http://{bind}"
-    deadline = time.monotonic() + API_START_SECONDS
-    listening = False
     try:
-        while not interrupted and all(child.poll() is None for child in children):
-            if not listening and answers(f"{url}/livez"):
-                listening = True
-                print(
-                    f"tome: listening on {url} (the studio at {url}/, the API reference at {url}/docs); "
-                    f"worker and sweeper running{tool_path_hint()}; Ctrl-C stops all",
-                    flush=True,
-                )
-            elif not listening and time.monotonic() > deadline:
-                print(f"tome: the API did not answer on {url} within {API_START_SECONDS:.0f} s", flush=True)
-                break
-            time.sleep(0.25 if not listening else 0.5)
+        watch(children, f"http://{bind}", lambda: interrupted)
     finally:
-        stop()
-        deadline = time.monotonic() + STOP_SECONDS
-        for child in children:
-            try:
-                child.wait(timeout=max(0.1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                child.kill()
-                child.wait()
+        stop_all(children)
     if interrupted:
         return 0
     return max(abs(child.returncode or 0) for child in children) or 1

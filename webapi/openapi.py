@@ -281,64 +281,86 @@ def _operation(
     out: dict[str, Any] = {"summary": summary, "tags": list(op.tags), "responses": {}}
     if description:
         out["description"] = description
+    params = _parameters(op, arguments, schemas)
+    if params:
+        out["parameters"] = params
+    content = {**_json_body(op, out), **_form_body(op, out, schemas)}
+    if content:
+        out["requestBody"] = {"required": True, "content": content}
+    for status, model in op.responses.items():
+        if status >= 400 and model is None:
+            continue  # an error: documented below with the shared error shape
+        out["responses"][str(status)] = _response(op, status, model)
+    for status in _error_statuses(op, arguments, extra):
+        out["responses"].setdefault(str(status), _error_response(status))
+    if op.auth:
+        out["security"] = [{"bearer": []}]
+    return out
+
+
+def _parameters(
+    op: Operation, arguments: set[str] | frozenset[str], schemas: dict[str, Any]
+) -> list[dict[str, Any]]:
     params = [
         {"name": a, "in": "path", "required": True, "schema": {"type": "string"}} for a in sorted(arguments)
     ]
     if op.query is not None:
         for name, schema in schemas[op.query.__name__]["properties"].items():
             params.append({"name": name, "in": "query", "required": False, "schema": schema})
-    if params:
-        out["parameters"] = params
-    content: dict[str, Any] = {}
-    if op.body is not None:
-        content["application/json"] = {"schema": {"$ref": REF.format(model=op.body.__name__)}}
-        example = EXAMPLES.get(op.body.__name__)
-        if example is not None and op.body.__name__ in IN_DESCRIPTION:
-            text = json.dumps(example, indent=2)
-            out["description"] = (
-                f"{out.get('description', op.summary)}\n\nExample JSON body:\n\n```json\n{text}\n```"
-            )
-        elif example is not None:
-            content["application/json"]["example"] = example
-    if op.form is not None:
-        form = dict(schemas[op.form.__name__])
-        properties = dict(form.get("properties", {}))
-        for name in (*op.files, *op.optional_files):
-            properties[name] = {"type": "string", "contentMediaType": "application/octet-stream"}
-            if name in FILE_DESCRIPTIONS:
-                properties[name]["description"] = FILE_DESCRIPTIONS[name]
-        form["properties"] = properties
-        form["required"] = sorted({*form.get("required", []), *op.files})
-        content["multipart/form-data"] = {"schema": form}
-        fields = FORM_EXAMPLES.get(op.form.__name__)
-        if fields:
-            lines = "\n".join(f"{name}={value}" for name, value in fields)
-            out["description"] = (
-                f"{out.get('description', op.summary)}\n\nExample form fields (a file as @name):"
-                f"\n\n```\n{lines}\n```"
-            )
-    if content:
-        out["requestBody"] = {"required": True, "content": content}
-    for status, model in op.responses.items():
-        if status >= 400 and model is None:
-            continue  # an error: documented below with the shared error shape
-        response: dict[str, Any] = {"description": _SUCCESS.get(status, str(status))}
-        if model is not None:
-            media: dict[str, Any] = {"schema": {"$ref": REF.format(model=model.__name__)}}
-            example = response_example(model, status)
-            if example is not None:
-                media["example"] = example
-            response["content"] = {"application/json": media}
-        elif status in (200, 206) and op.binary:
-            response["content"] = {op.binary: {"schema": {"type": "string", "contentMediaType": op.binary}}}
-        if status in RESPONSE_HEADERS:
-            response["headers"] = RESPONSE_HEADERS[status]
-        out["responses"][str(status)] = response
-    for status in _error_statuses(op, arguments, extra):
-        out["responses"].setdefault(str(status), _error_response(status))
-    if op.auth:
-        out["security"] = [{"bearer": []}]
-    return out
+    return params
+
+
+def _json_body(op: Operation, out: dict[str, Any]) -> dict[str, Any]:
+    """The JSON request body's content entry; a long example goes into the description instead."""
+    if op.body is None:
+        return {}
+    media: dict[str, Any] = {"schema": {"$ref": REF.format(model=op.body.__name__)}}
+    example = EXAMPLES.get(op.body.__name__)
+    if example is not None and op.body.__name__ in IN_DESCRIPTION:
+        text = json.dumps(example, indent=2)
+        out["description"] = (
+            f"{out.get('description', op.summary)}\n\nExample JSON body:\n\n```json\n{text}\n```"
+        )
+    elif example is not None:
+        media["example"] = example
+    return {"application/json": media}
+
+
+def _form_body(op: Operation, out: dict[str, Any], schemas: dict[str, Any]) -> dict[str, Any]:
+    """The multipart request body's content entry: the form model's text fields plus its file fields."""
+    if op.form is None:
+        return {}
+    form = dict(schemas[op.form.__name__])
+    properties = dict(form.get("properties", {}))
+    for name in (*op.files, *op.optional_files):
+        properties[name] = {"type": "string", "contentMediaType": "application/octet-stream"}
+        if name in FILE_DESCRIPTIONS:
+            properties[name]["description"] = FILE_DESCRIPTIONS[name]
+    form["properties"] = properties
+    form["required"] = sorted({*form.get("required", []), *op.files})
+    fields = FORM_EXAMPLES.get(op.form.__name__)
+    if fields:
+        lines = "\n".join(f"{name}={value}" for name, value in fields)
+        out["description"] = (
+            f"{out.get('description', op.summary)}\n\nExample form fields (a file as @name):"
+            f"\n\n```\n{lines}\n```"
+        )
+    return {"multipart/form-data": {"schema": form}}
+
+
+def _response(op: Operation, status: int, model: type[BaseModel] | None) -> dict[str, Any]:
+    response: dict[str, Any] = {"description": _SUCCESS.get(status, str(status))}
+    if model is not None:
+        media: dict[str, Any] = {"schema": {"$ref": REF.format(model=model.__name__)}}
+        example = response_example(model, status)
+        if example is not None:
+            media["example"] = example
+        response["content"] = {"application/json": media}
+    elif status in (200, 206) and op.binary:
+        response["content"] = {op.binary: {"schema": {"type": "string", "contentMediaType": op.binary}}}
+    if status in RESPONSE_HEADERS:
+        response["headers"] = RESPONSE_HEADERS[status]
+    return response
 
 
 _SUCCESS = {

@@ -29,8 +29,8 @@ from worker.engines.base import Engine, EngineError, SynthesisRequest
 from worker.engines.fish import (
     SAMPLE_RATE,
     FishEngine,
-    _identity_cached,
     check_prompt,
+    identity_cached,
     import_fish_speech,
     load_models,
     model_identity,
@@ -123,10 +123,10 @@ def test_version_follows_the_checkpoint_and_construction_does_not_hash(
     tiny_dir: Path, tmp_path: Path
 ) -> None:
     copy = Path(shutil.copytree(tiny_dir, tmp_path / "copy"))
-    hashed = _identity_cached.cache_info().misses
+    hashed = identity_cached.cache_info().misses
     fresh = FishEngine(copy, device="cpu")
     assert fresh.max_chunk_chars > 0
-    assert _identity_cached.cache_info().misses == hashed  # the API builds engines to size chunks
+    assert identity_cached.cache_info().misses == hashed  # the API builds engines to size chunks
     assert model_identity(copy) == model_identity(tiny_dir)
     data = bytearray((copy / "codec.pth").read_bytes())
     data[-1] ^= 0x01

@@ -28,17 +28,17 @@ from worker.engines.base import Engine, EngineError, SynthesisRequest
 from worker.engines.qwen3 import (
     DEVICE_SETTING,
     MAX_BATCH,
+    CheckpointLayout,
     Qwen3Engine,
-    _identity_cached,
-    _Layout,
-    _read_layout,
     batch_size_for,
     check_device,
     free_gpu_bytes,
+    identity_cached,
     import_qwen_tts,
     load_model,
     model_identity,
     prompt_from_arrays,
+    read_layout,
 )
 
 SR = 24000
@@ -113,12 +113,12 @@ def test_version_follows_the_weights(tiny_dir: Path, tmp_path: Path) -> None:
 def test_construction_does_not_hash_the_checkpoint(tiny_dir: Path, tmp_path: Path) -> None:
     """The API builds the engine to size chunks: that must not read the weights (gigabytes for real)."""
     copy = Path(shutil.copytree(tiny_dir, tmp_path / "fresh"))
-    hashed = _identity_cached.cache_info().misses
+    hashed = identity_cached.cache_info().misses
     engine = Qwen3Engine(copy, device="cpu")
     assert engine.max_chunk_chars > 0
-    assert _identity_cached.cache_info().misses == hashed
+    assert identity_cached.cache_info().misses == hashed
     assert engine.version == f"qwen3-tts/prompt-v1/{model_identity(tiny_dir)}"
-    assert _identity_cached.cache_info().misses == hashed + 1
+    assert identity_cached.cache_info().misses == hashed + 1
 
 
 def test_missing_model_dir_is_an_engine_error(tmp_path: Path) -> None:
@@ -311,13 +311,13 @@ def test_real_checkpoint_layout_sizes_a_frame(tiny_dir: Path) -> None:
     """A talker shaped like Qwen3-0.6B (28 layers, hidden 1024, 8 kv heads x 128) in bf16: 2 x (2 x 28 x
     1024 + 29 x 1024) x 2 bytes = 348,160 bytes a frame, so a 30 s chunk (about 400 frames with its
     prompt) needs about 139 MB: 2 GiB free take 10 rows, 24 GiB the cap."""
-    layout = _Layout(num_quantizers=16, embedding_dim=1024, sample_rate=24000, layers=28, hidden=1024,
-                     kv_width=8 * 128)  # fmt: skip
+    layout = CheckpointLayout(num_quantizers=16, embedding_dim=1024, sample_rate=24000, layers=28,
+                              hidden=1024, kv_width=8 * 128)  # fmt: skip
     per_frame = layout.bytes_per_frame(2)
     assert per_frame == 348_160
     assert batch_size_for(24 << 30, per_frame * 400) == MAX_BATCH
     assert batch_size_for(2 << 30, per_frame * 400) == 10
-    tiny = _read_layout(tiny_dir)
+    tiny = read_layout(tiny_dir)
     assert tiny.layers == 1
     assert tiny.hidden == HIDDEN
 

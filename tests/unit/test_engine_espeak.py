@@ -14,14 +14,14 @@ import pytest
 
 from worker.engines import Engine, EngineError, SynthesisRequest, espeak_binding
 from worker.engines.espeak import (
-    _PITCH_TABLE_DEFAULT,
-    _PITCH_TABLE_F3,
-    _RATE_TABLE,
     ANALYSIS_VERSION,
     DEFAULT_F0_MEDIAN_HZ,
     DEFAULT_F0_RANGE_ST,
     DEFAULT_WORDS_PER_MINUTE,
     FEMALE_VARIANT,
+    PITCH_TABLE_DEFAULT,
+    PITCH_TABLE_F3,
+    RATE_TABLE,
     EspeakEngine,
     VoiceSettings,
     measure_rendering,
@@ -252,13 +252,13 @@ def test_settings_defaults_for_empty_or_broken_prompts() -> None:
 
 def test_settings_follow_the_calibration() -> None:
     # Table nodes map back to their own settings.
-    f0, span = _PITCH_TABLE_DEFAULT[8][3]  # pitch 80, range 75
+    f0, span = PITCH_TABLE_DEFAULT[8][3]  # pitch 80, range 75
     settings = settings_for_prompt({"f0_median_hz": np.array([f0]), "f0_range_st": np.array([span])})
     assert (settings.variant, settings.pitch, settings.pitch_range) == (None, 80, 75)
-    f0, span = _PITCH_TABLE_F3[3][1]  # pitch 30, range 25
+    f0, span = PITCH_TABLE_F3[3][1]  # pitch 30, range 25
     settings = settings_for_prompt({"f0_median_hz": np.array([f0]), "f0_range_st": np.array([span])})
     assert (settings.variant, settings.pitch, settings.pitch_range) == (FEMALE_VARIANT, 30, 25)
-    for rate, wpm in _RATE_TABLE:
+    for rate, wpm in RATE_TABLE:
         assert settings_for_prompt({"words_per_minute": np.array([wpm])}).rate == rate
     # Out of reach: clamped.
     assert settings_for_prompt({"f0_median_hz": np.array([30.0])}).pitch == 0
@@ -281,10 +281,10 @@ def test_rate_scale(engine: EspeakEngine) -> None:
 @pytest.mark.parametrize(
     ("voice", "pitch", "pitch_range", "expected"),
     [
-        ("gmw/en-US", 50, 50, _PITCH_TABLE_DEFAULT[5][2]),
-        ("gmw/en-US", 0, 0, _PITCH_TABLE_DEFAULT[0][0]),
-        ("gmw/en-US", 100, 100, _PITCH_TABLE_DEFAULT[10][4]),
-        ("gmw/en-US+f3", 50, 50, _PITCH_TABLE_F3[5][2]),
+        ("gmw/en-US", 50, 50, PITCH_TABLE_DEFAULT[5][2]),
+        ("gmw/en-US", 0, 0, PITCH_TABLE_DEFAULT[0][0]),
+        ("gmw/en-US", 100, 100, PITCH_TABLE_DEFAULT[10][4]),
+        ("gmw/en-US+f3", 50, 50, PITCH_TABLE_F3[5][2]),
     ],
 )
 def test_calibration_tables_still_match_the_library(
@@ -296,7 +296,7 @@ def test_calibration_tables_still_match_the_library(
 
 
 def test_rate_table_still_matches_the_library() -> None:
-    for rate, wpm in (_RATE_TABLE[1], _RATE_TABLE[4], _RATE_TABLE[-1]):
+    for rate, wpm in (RATE_TABLE[1], RATE_TABLE[4], RATE_TABLE[-1]):
         assert measure_rendering(rate=rate)["words_per_minute"] == pytest.approx(wpm, rel=0.01)
 
 

@@ -18,11 +18,11 @@ from worker.qa.transcript import (
     PocketsphinxRecogniser,
     Recognised,
     Recogniser,
-    _frame_rate,
-    _heard_twice,
     align_words,
     check_transcript,
+    heard_twice,
     pronounce,
+    recogniser_frame_rate,
     words_of,
 )
 
@@ -230,24 +230,24 @@ def test_very_short_and_empty(recogniser: PocketsphinxRecogniser, engine: Espeak
 def test_a_phrase_heard_twice_is_found_unless_the_text_repeats_it() -> None:
     text = words_of("Why had the stranger hidden a silver key in the edge of the forest?")
     heard = words_of("why had the stranger hidden a silver key in a silver key in the forest")
-    assert _heard_twice(heard, text) == ("a", "silver", "key", "in")
+    assert heard_twice(heard, text) == ("a", "silver", "key", "in")
     # the text's own repeat across a sentence end, shifted by one misheard word: not a repeat
     text = words_of("said the doctor. The doctor hurried across the bank")
-    assert _heard_twice(words_of("said the doctor the doctor the across the bank"), text) == ()
-    assert _heard_twice(words_of("said the doctor the doctor hurried across the bank"), text) == ()
-    assert _heard_twice(words_of("said the said the doctor the doctor hurried"), text) == ("said", "the")
+    assert heard_twice(words_of("said the doctor the doctor the across the bank"), text) == ()
+    assert heard_twice(words_of("said the doctor the doctor hurried across the bank"), text) == ()
+    assert heard_twice(words_of("said the said the doctor the doctor hurried"), text) == ("said", "the")
 
 
 def test_fast_speech_is_decoded_at_a_higher_frame_rate() -> None:
     ten_seconds = np.ones(1000, dtype=np.bool_)  # 10 ms frames of sound
-    assert _frame_rate(100, ten_seconds) == 100  # 10 letters a second: slow, the model's own rate
-    assert _frame_rate(150, ten_seconds) == 100  # the nominal pace
-    assert _frame_rate(200, ten_seconds) == 130  # 20 letters a second
-    assert _frame_rate(1000, ten_seconds) == 200  # clamped
-    assert _frame_rate(200, np.zeros(1000, dtype=np.bool_)) == 100  # no sound: nothing to scale
+    assert recogniser_frame_rate(100, ten_seconds) == 100  # 10 letters a second: slow, the model's own rate
+    assert recogniser_frame_rate(150, ten_seconds) == 100  # the nominal pace
+    assert recogniser_frame_rate(200, ten_seconds) == 130  # 20 letters a second
+    assert recogniser_frame_rate(1000, ten_seconds) == 200  # clamped
+    assert recogniser_frame_rate(200, np.zeros(1000, dtype=np.bool_)) == 100  # no sound: nothing to scale
     # long pauses count 0.3 s, as the duration check measures speech
     paused = np.concatenate((np.ones(500, np.bool_), np.zeros(300, np.bool_), np.ones(500, np.bool_)))
-    assert _frame_rate(206, paused) == _frame_rate(206, np.ones(1030, np.bool_))
+    assert recogniser_frame_rate(206, paused) == recogniser_frame_rate(206, np.ones(1030, np.bool_))
 
 
 def test_a_repeat_beside_a_name_is_not_absorbed_by_the_name() -> None:
@@ -276,12 +276,12 @@ def test_a_phrase_heard_twice_with_a_misheard_seam() -> None:
         "aunt margarethe looked back at the until the forest because thomas and and the forest because "
         "thomas was curious"
     )
-    assert _heard_twice(heard, text) == ("the", "forest", "because", "thomas")
+    assert heard_twice(heard, text) == ("the", "forest", "because", "thomas")
     # a gapped repeat the text itself has is not one; nor are two words (misheard "on the ... on the")
     text = words_of("the edge of the forest and the edge of the sea")
-    assert _heard_twice(words_of("the edge of the forest and the edge of the sea"), text) == ()
+    assert heard_twice(words_of("the edge of the forest and the edge of the sea"), text) == ()
     text = words_of("a jar of honey in the lane behind the church")
-    assert _heard_twice(words_of("a jar on the honey on the lane behind the church"), text) == ()
+    assert heard_twice(words_of("a jar on the honey on the lane behind the church"), text) == ()
 
 
 def test_a_word_missing_from_a_short_chunk_fails() -> None:

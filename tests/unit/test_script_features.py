@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from worker.script import EmptyScript, ReadOptions, ScriptError, ScriptFormat, make_chunks, parse_document
 from worker.script.document import Block, ChapterStart, Pause, Piece, SentenceEnd, Speech, Words
-from worker.script.parse import Sentence, _Assembler
+from worker.script.parse import Assembler, Sentence
 
 
 @pytest.mark.parametrize("fmt", ["plain", "markdown"])
@@ -138,7 +138,7 @@ def test_the_language_selects_the_sentence_splitter() -> None:
 
 
 def _assemble(events: list[object], *, explicit: bool = False) -> list[object]:
-    assembler = _Assembler("en", explicit_chapters=explicit)
+    assembler = Assembler("en", explicit_chapters=explicit)
     for event in events:
         assembler.add(event)  # type: ignore[arg-type]
     return list(assembler.finish())

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from worker.script import sentences as sentences_module
 from worker.script import split_sentences
-from worker.script.sentences import _cut, _language_code, _segmenter
+from worker.script.sentences import cut_at_segments, language_code, segmenter_for
 
 
 @pytest.mark.parametrize(
@@ -63,7 +63,7 @@ def test_other_language_rules() -> None:
     [("en", "en"), ("de-AT", "de"), ("pt_BR", "en"), ("FR", "fr"), ("xx", "en"), ("", "en")],
 )
 def test_language_fallback(language: str, code: str) -> None:
-    assert _language_code(language) == code
+    assert language_code(language) == code
 
 
 def test_unsupported_language_uses_english_rules() -> None:
@@ -71,20 +71,23 @@ def test_unsupported_language_uses_english_rules() -> None:
 
 
 def test_segmenter_is_cached_per_language() -> None:
-    assert _segmenter("en") is _segmenter("en")
+    assert segmenter_for("en") is segmenter_for("en")
     split_sentences("One. Two.", "en-GB")
-    before = _segmenter.cache_info().misses
+    before = segmenter_for.cache_info().misses
     split_sentences("Three. Four.", "en")
     split_sentences("Five. Six.", "en-US")
-    assert _segmenter.cache_info().misses == before
+    assert segmenter_for.cache_info().misses == before
 
 
 def test_cut_keeps_text_pysbd_dropped_and_never_cuts_mid_word() -> None:
     text = "Alpha beta. Gamma?delta epsilon. Zeta."
     # pysbd lost "Gamma?delta epsilon." and split inside a word: both are absorbed, nothing is lost.
-    assert _cut(text, ["Alpha beta. ", "Gamma?", "Zeta."]) == ["Alpha beta.", "Gamma?delta epsilon. Zeta."]
-    assert _cut(text, []) == [text]
-    assert _cut(text, ["not in the text"]) == [text]
+    assert cut_at_segments(text, ["Alpha beta. ", "Gamma?", "Zeta."]) == [
+        "Alpha beta.",
+        "Gamma?delta epsilon. Zeta.",
+    ]
+    assert cut_at_segments(text, []) == [text]
+    assert cut_at_segments(text, ["not in the text"]) == [text]
 
 
 @settings(deadline=None, max_examples=300)

@@ -94,7 +94,7 @@ _PITCH_STEPS = (0, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100)  # espeakPITCH (rows
 _RANGE_STEPS = (0, 25, 50, 75, 100)  # espeakRANGE (columns)
 # (median F0 Hz, 10-90 % F0 span in semitones) at rate 175, for each espeakPITCH x espeakRANGE.
 # Default voice (gmw/en-US, no variant):
-_PITCH_TABLE_DEFAULT = (
+PITCH_TABLE_DEFAULT = (
     ((53.6, 0.65), (60.3, 3.45), (69.3, 5.38), (79.2, 6.37), (88.2, 6.95)),  # pitch 0
     ((59.2, 0.57), (65.8, 3.51), (73.9, 4.75), (84.3, 5.59), (91.5, 7.31)),  # pitch 10
     ((64.8, 0.52), (71.5, 3.10), (79.1, 4.82), (87.8, 6.15), (96.3, 6.63)),  # pitch 20
@@ -108,7 +108,7 @@ _PITCH_TABLE_DEFAULT = (
     ((157.9, 0.24), (165.0, 1.16), (172.1, 2.16), (179.2, 3.15), (186.2, 3.89)),  # pitch 100
 )
 # Female variant (gmw/en-US+f3):
-_PITCH_TABLE_F3 = (
+PITCH_TABLE_F3 = (
     ((113.0, 0.31), (131.1, 3.95), (153.1, 6.08), (175.9, 7.57), (199.7, 8.31)),  # pitch 0
     ((123.2, 0.28), (141.7, 3.67), (161.5, 6.45), (184.7, 7.31), (205.7, 8.07)),  # pitch 10
     ((133.5, 0.26), (152.0, 3.54), (172.1, 5.66), (194.7, 6.89), (216.1, 7.78)),  # pitch 20
@@ -123,7 +123,7 @@ _PITCH_TABLE_F3 = (
 )
 # (espeakRATE, measured words per minute) at pitch 50, range 50, default voice. The +f3 variant measured
 # within 2 % of these (101.0 at 80, 210.3 at 175, 511.3 at 449), so one table serves both.
-_RATE_TABLE = (
+RATE_TABLE = (
     (80, 100.1),
     (100, 117.4),
     (125, 148.1),
@@ -180,7 +180,7 @@ def _scalar(prompt: SpeakerPrompt, key: str) -> float | None:
 @functools.cache
 def _fine_grid(variant: str | None) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """Bilinear interpolation of a pitch table onto every integer (pitch, range): (log2 F0, span st)."""
-    table = np.asarray(_PITCH_TABLE_F3 if variant == FEMALE_VARIANT else _PITCH_TABLE_DEFAULT)
+    table = np.asarray(PITCH_TABLE_F3 if variant == FEMALE_VARIANT else PITCH_TABLE_DEFAULT)
     fine = np.arange(101, dtype=np.float64)
     log_f0 = np.log2(table[:, :, 0])
     span = table[:, :, 1]
@@ -205,8 +205,8 @@ def _fit_pitch(variant: str | None, f0_hz: float, span_st: float | None) -> tupl
 
 
 def _rate_for_wpm(words_per_minute: float) -> int:
-    rates = [rate for rate, _ in _RATE_TABLE]
-    measured = [wpm for _, wpm in _RATE_TABLE]
+    rates = [rate for rate, _ in RATE_TABLE]
+    measured = [wpm for _, wpm in RATE_TABLE]
     rate = float(np.interp(words_per_minute, measured, rates))
     return max(binding.RATE_MIN, min(binding.RATE_MAX, round(rate)))
 

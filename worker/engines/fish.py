@@ -270,7 +270,7 @@ def _identity_files(model_dir: Path) -> list[Path]:
 
 
 @functools.lru_cache(maxsize=8)
-def _identity_cached(model_dir: str, stamp: tuple[tuple[str, int, int], ...]) -> str:
+def identity_cached(model_dir: str, stamp: tuple[tuple[str, int, int], ...]) -> str:
     digest = hashlib.sha256()
     for name, _size, _mtime in stamp:
         digest.update(name.encode("utf-8") + b"\0")
@@ -287,7 +287,7 @@ def model_identity(model_dir: Path) -> str:
     root = Path(model_dir).resolve()
     files = _identity_files(root)
     stamp = tuple((p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in files)
-    return _identity_cached(str(root), stamp)
+    return identity_cached(str(root), stamp)
 
 
 # -- prompts ---------------------------------------------------------------------------------------------

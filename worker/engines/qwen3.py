@@ -189,7 +189,7 @@ def _identity_files(model_dir: Path) -> list[Path]:
 
 
 @functools.lru_cache(maxsize=8)
-def _identity_cached(model_dir: str, stamp: tuple[tuple[str, int, int], ...]) -> str:
+def identity_cached(model_dir: str, stamp: tuple[tuple[str, int, int], ...]) -> str:
     digest = hashlib.sha256()
     root = Path(model_dir)
     for rel, _size, _mtime in stamp:
@@ -209,14 +209,14 @@ def model_identity(model_dir: Path) -> str:
     if not files:
         raise EngineError(f"no config or weight files in {root}")
     stamp = tuple((p.relative_to(root).as_posix(), p.stat().st_size, p.stat().st_mtime_ns) for p in files)
-    return _identity_cached(str(root), stamp)
+    return identity_cached(str(root), stamp)
 
 
 # -- prompts ---------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class _Layout:
+class CheckpointLayout:
     """Prompt dimensions read from the checkpoint's config files (no model load needed)."""
 
     num_quantizers: int
@@ -234,14 +234,14 @@ class _Layout:
         return 2 * (kv + hidden_states) * dtype_bytes
 
 
-def _read_layout(model_dir: Path) -> _Layout:
+def read_layout(model_dir: Path) -> CheckpointLayout:
     try:
         config = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
         codec = json.loads((model_dir / "speech_tokenizer" / "config.json").read_text(encoding="utf-8"))
         talker = config["talker_config"]
         heads = int(talker.get("num_attention_heads", 16))
         head_dim = int(talker.get("head_dim") or int(talker["hidden_size"]) // heads)
-        return _Layout(
+        return CheckpointLayout(
             num_quantizers=int(talker["num_code_groups"]),
             embedding_dim=int(config["speaker_encoder_config"]["enc_dim"]),
             sample_rate=int(codec.get("output_sample_rate", 24000)),
@@ -338,7 +338,7 @@ class Qwen3Engine:
             raise EngineError(f"{RUNNER_SETTING}={runner!r}: use one of {', '.join(RUNNERS)}")
         self.runner = runner
         self._loop: TalkerLoop | None = None
-        self._layout = _read_layout(self.model_dir)
+        self._layout = read_layout(self.model_dir)
         self.sample_rate: int = self._layout.sample_rate
         self.prompt_shapes: Mapping[str, tuple[int, ...]] = {
             "ref_code": (-1, self._layout.num_quantizers),
@@ -380,8 +380,8 @@ class Qwen3Engine:
         a prompt build from a reference *not* at the model's rate (:data:`WARM_UP_REFERENCE_RATE`), with a
         transcript (ICL: the reference's codec codes too), then one tiny generation with that prompt
         (first-call allocations, kernels). Resampling the reference goes through librosa, whose numba code
-        compiles on first use, so a warm-up at the model's own rate alone would leave that compile to the first
-        build of a 16 kHz reference."""
+        compiles on first use, so a warm-up at the model's own rate alone would leave that compile to the
+        first build of a 16 kHz reference."""
         sr = WARM_UP_REFERENCE_RATE
         prompt = self.encode_speaker(sine_reference(sr), sr, "Hello.")
         self.synthesize([SynthesisRequest(text="Hello.", prompt=prompt, params={"max_new_tokens": 8})])

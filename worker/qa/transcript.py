@@ -289,7 +289,7 @@ def _score(name: str, result: Recognised, text: str, policy: QaPolicy) -> Transc
     wer = errors / scored if scored else float(len(extra) > 0)
     longest = _longest_run(edits, "D")
     tail = len(edits) - next((k + 1 for k in range(len(edits) - 1, -1, -1) if edits[k].op != "D"), 0)
-    repeated = _repeated_phrase(edits, heard) or _heard_twice(heard, expected_all, absorbed)
+    repeated = _repeated_phrase(edits, heard) or heard_twice(heard, expected_all, absorbed)
     if _misheard_pair(repeated, substituted):
         repeated = ()
 
@@ -431,7 +431,7 @@ def _name_sound(
     return kept
 
 
-def _heard_twice(
+def heard_twice(
     heard: Sequence[str],
     expected: Sequence[str],
     absorbed: Set[int] = frozenset(),
@@ -629,7 +629,7 @@ def pronounce(word: str) -> tuple[str, ...]:
     return ()
 
 
-def _frame_rate(letters: int, sound: npt.NDArray[np.bool_], max_pause_s: float = 0.3) -> int:
+def recogniser_frame_rate(letters: int, sound: npt.NDArray[np.bool_], max_pause_s: float = 0.3) -> int:
     """The decoder's frame rate for speech of ``letters`` letters whose sound frames (10 ms) are
     ``sound``: from its pace over the speech (first to last sound frame, pauses capped at
     ``max_pause_s``, as the duration check measures speech), see ``_NOMINAL_PACE``."""
@@ -718,7 +718,7 @@ class PocketsphinxRecogniser:
         pcm, sound = self._pcm(audio, sample_rate)
         if not chain or pcm.size < _SAMPLE_RATE // 10:
             return Recognised((), unscored=unscored, seconds=time.perf_counter() - started)
-        frate = _frame_rate(spoken_units(expected), sound) + frate_step
+        frate = recogniser_frame_rate(spoken_units(expected), sound) + frate_step
         frame_s = 1.0 / frate
         with self._lock:
             decoder = self._ensure_decoder(frate)

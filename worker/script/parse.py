@@ -159,7 +159,7 @@ def parse_document(
     """
     events, info, directives, warnings = _read(source, fmt, options)
     chosen = language or info.language or fallback_language
-    assembler = _Assembler(chosen, explicit_chapters=fmt == "epub")
+    assembler = Assembler(chosen, explicit_chapters=fmt == "epub")
     for event in events:
         assembler.add(event)
     chapters = assembler.finish()
@@ -270,7 +270,7 @@ class _Paragraph:
     heading: bool
 
 
-class _Assembler:
+class Assembler:
     """Builds chapters from events. Markdown and plain scripts open a chapter at each heading; an EPUB's
     chapters open at :class:`ChapterStart` (its headings are then ordinary spoken paragraphs, and a
     chapter whose text does not start with a heading gets its title read first)."""

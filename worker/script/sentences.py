@@ -21,14 +21,14 @@ _WINDOW = 2000
 _FALLBACK = re.compile("[.!?\u2026\u3002\uff01\uff1f][\"')\\]}\u00bb\u2019\u201d]* ")
 
 
-def _language_code(language: str) -> str:
+def language_code(language: str) -> str:
     """The pysbd language for ``language`` ("en", "de-AT", "pt_BR"...), falling back to "en"."""
     code = language.strip().lower().replace("_", "-").split("-", 1)[0]
     return code if code in LANGUAGE_CODES else "en"
 
 
 @cache
-def _segmenter(code: str) -> Any:
+def segmenter_for(code: str) -> Any:
     """One cached non-destructive segmenter per pysbd language code, its patterns compiled once each
     (worker.script.pysbd_patterns)."""
     pysbd_patterns.install()
@@ -48,13 +48,13 @@ def split_sentences(text: str, language: str = "en") -> list[str]:
     than the window pay for that: they are cut where pysbd finds no boundary (see :func:`_step`).
     """
     normalised = " ".join(text.split())
-    segmenter = _segmenter(_language_code(language))
+    segmenter = segmenter_for(language_code(language))
     sentences: list[str] = []
     start, short = 0, False
     while len(normalised) - start > _WINDOW:
         start, short = _step(normalised, start, short, segmenter, sentences)
     rest = normalised[start:]
-    sentences.extend(_cut(rest, _segment(segmenter, rest)))
+    sentences.extend(cut_at_segments(rest, _segment(segmenter, rest)))
     return sentences
 
 
@@ -79,7 +79,7 @@ def _step(text: str, start: int, short: bool, segmenter: Any, sentences: list[st
         sentences.append(text[start:end])
         return end + 1, False
     piece = text[start:end]
-    found = _cut(piece, _segment(segmenter, piece))
+    found = cut_at_segments(piece, _segment(segmenter, piece))
     half = _WINDOW // 2
     last = len(piece) - len(found[-1])  # where pysbd's last sentence starts; 0 if it ended none
     if last and (last >= half or not short):
@@ -97,9 +97,9 @@ def _segment(segmenter: Any, text: str) -> list[str]:
     """pysbd's sentences for ``text``; none (text kept whole) if pysbd fails on it.
 
     This is ``segmenter.segment(text)`` without its final step, which finds each sentence in ``text`` by
-    searching from the start of the text for every sentence (quadratic in their number); :func:`_cut`
-    finds them in one pass instead. It also leaves the shared segmenter untouched (``segment`` keeps the
-    text in an attribute), so threads need no lock.
+    searching from the start of the text for every sentence (quadratic in their number);
+    :func:`cut_at_segments` finds them in one pass instead. It also leaves the shared segmenter untouched
+    (``segment`` keeps the text in an attribute), so threads need no lock.
     """
     if not text:
         return []
@@ -109,7 +109,7 @@ def _segment(segmenter: Any, text: str) -> list[str]:
         return []
 
 
-def _cut(text: str, segments: list[str]) -> list[str]:
+def cut_at_segments(text: str, segments: list[str]) -> list[str]:
     """Cut ``text`` (single-spaced) after each segment found in order, but only at spaces."""
     bounds: list[int] = []
     position = 0

@@ -1,0 +1,244 @@
+"""`make lint`'s structure check: import layers, import cycles, private names and function length.
+
+Reads the source with :mod:`ast` (nothing is imported or run) and prints one line per breach, exiting 1
+when there is any. What it holds:
+
+- Layers. ``models`` imports no other Tome package; the pure modules (text, audio, storage, engines, QA)
+  import neither Flask, Celery, SQLAlchemy nor the database models, and no Tome module outside the pure
+  set but the settings; ``worker`` imports no ``webapi``; ``tome_cli`` talks to the REST API only and
+  imports no other Tome package.
+- No import cycle between Tome's modules (module-level imports; ``if TYPE_CHECKING:`` blocks and
+  ``if __name__ == "__main__":`` blocks do not run at import time and are left out).
+- No private name (``_name``) imported from a module of another package, tests included: what a test
+  needs is public.
+- No function longer than :data:`MAX_FUNCTION_LINES` lines (its docstring aside) outside tests, bench and
+  migrations, except those in :data:`LONG_FUNCTIONS`, each waiting to be split.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PACKAGES = ("models", "worker", "webapi", "tome_cli", "scripts", "bench", "tests", "migrations")
+PURE = ("worker.script", "worker.audio", "worker.storage", "worker.engines", "worker.qa")
+# What pure modules may import besides each other: the settings dataclass (itself framework-free), which the
+# engine registry reads.
+PURE_ALLOWED = ("worker.config",)
+FRAMEWORKS = ("flask", "celery", "sqlalchemy", "models")
+MAX_FUNCTION_LINES = 60
+LENGTH_EXEMPT = ("tests", "bench", "migrations")
+# Functions over the limit today; each is to be split into named steps, then taken off this list.
+LONG_FUNCTIONS = frozenset(
+    {
+        "worker.jobs.render._render",
+        "worker.jobs.stitch.stitch_job",
+        "worker.jobs.reuse.take_rendered",
+        "worker.engines.pitch.track_pitch",
+        "worker.qa.transcript._score",
+        "worker.qa.checks.check_audio",
+        "worker.qa.checks._timing_checks",
+        "webapi.voices.create_voice",
+    }
+)
+
+
+@dataclass
+class Module:
+    name: str
+    path: Path
+    tree: ast.Module
+    imports: list[tuple[str, int]] = field(default_factory=list)  # (module or module.name, line)
+    from_names: list[tuple[str, str, int]] = field(default_factory=list)  # (module, name, line)
+
+
+def _is_package_module(name: str) -> bool:
+    return name.split(".", maxsplit=1)[0] in PACKAGES
+
+
+def _module_name(root: Path, path: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _runs_at_import(node: ast.stmt) -> bool:
+    """False for ``if TYPE_CHECKING:`` and ``if __name__ == "__main__":`` blocks."""
+    if not isinstance(node, ast.If):
+        return True
+    test = ast.unparse(node.test)
+    return "TYPE_CHECKING" not in test and "__main__" not in test
+
+
+def _top_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    for node in body:
+        if not _runs_at_import(node):
+            continue
+        yield node
+        if isinstance(node, ast.If | ast.Try | ast.With):
+            for inner in (
+                getattr(node, "body", []),
+                getattr(node, "orelse", []),
+                getattr(node, "finalbody", []),
+            ):
+                yield from _top_level(inner)
+            for handler in getattr(node, "handlers", []):
+                yield from _top_level(handler.body)
+
+
+def load(root: Path) -> dict[str, Module]:
+    modules: dict[str, Module] = {}
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            if ".venv" in path.parts:
+                continue
+            name = _module_name(root, path)
+            module = Module(name, path, ast.parse(path.read_text(encoding="utf-8"), str(path)))
+            for node in _top_level(module.tree.body):
+                if isinstance(node, ast.Import):
+                    module.imports += [(alias.name, node.lineno) for alias in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    for alias in node.names:
+                        module.imports.append((f"{node.module}.{alias.name}", node.lineno))
+                        module.from_names.append((node.module, alias.name, node.lineno))
+            modules[name] = module
+    return modules
+
+
+def _resolve(name: str, modules: dict[str, Module]) -> str | None:
+    """The Tome module an import names (``pkg.mod.attr`` -> ``pkg.mod``), or None for a third party."""
+    while name:
+        if name in modules:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def _within(name: str, prefixes: tuple[str, ...]) -> bool:
+    return any(name == p or name.startswith(p + ".") for p in prefixes)
+
+
+def _layer_rule(importer: str, imported: str, target: str) -> str | None:
+    """Why ``importer`` may not import ``imported`` (resolved to the Tome module ``target``), or None."""
+    top = target.split(".", maxsplit=1)[0]
+    if _within(importer, ("models",)):
+        return (
+            "models import no other Tome package" if _is_package_module(target) and top != "models" else None
+        )
+    if _within(importer, PURE):
+        if _within(imported, FRAMEWORKS):
+            return "a pure module imports no framework or database model"
+        if _is_package_module(target) and not _within(target, PURE + PURE_ALLOWED):
+            return "a pure module imports only pure modules and the settings"
+        return None
+    if _within(importer, ("worker",)) and top == "webapi":
+        return "the worker never imports the API"
+    if _within(importer, ("tome_cli",)) and _is_package_module(target) and top != "tome_cli":
+        return "the command line talks to the REST API only"
+    return None
+
+
+def layer_breaches(modules: dict[str, Module]) -> Iterator[str]:
+    for module in modules.values():
+        for imported, line in module.imports:
+            target = _resolve(imported, modules) or imported
+            why = _layer_rule(module.name, imported, target)
+            if why:
+                yield f"{module.path}:{line}: {module.name} imports {target} ({why})"
+
+
+def _package(name: str, modules: dict[str, Module]) -> str:
+    module = modules[name]
+    return name if module.path.name == "__init__.py" else name.rpartition(".")[0]
+
+
+def private_breaches(modules: dict[str, Module]) -> Iterator[str]:
+    for module in modules.values():
+        for source, name, line in module.from_names:
+            owner = _resolve(source, modules)
+            if owner is None or not name.startswith("_") or name.startswith("__"):
+                continue
+            if _package(owner, modules) != _package(module.name, modules):
+                yield f"{module.path}:{line}: {module.name} imports the private name {name} from {owner}"
+
+
+def cycles(modules: dict[str, Module]) -> list[list[str]]:
+    """Strongly connected groups of more than one module (Tarjan's algorithm)."""
+    graph = {
+        name: sorted({t for i, _ in m.imports if (t := _resolve(i, modules)) and t != name})
+        for name, m in modules.items()
+    }
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in graph[node]:
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = stack[stack.index(node) :]
+            del stack[stack.index(node) :]
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 4 * len(graph) + 100))
+    for start in graph:
+        if start not in index:
+            visit(start)
+    return found
+
+
+def _body_lines(function: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
+    first = function.body[0]
+    has_docstring = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+    start = (
+        (first.end_lineno or first.lineno) + 1 if has_docstring and len(function.body) > 1 else first.lineno
+    )
+    return (function.end_lineno or start) - start + 1
+
+
+def length_breaches(modules: dict[str, Module], allowed: frozenset[str]) -> Iterator[str]:
+    for module in modules.values():
+        if _within(module.name, LENGTH_EXEMPT):
+            continue
+        for node in ast.walk(module.tree):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                qualified = f"{module.name}.{node.name}"
+                lines = _body_lines(node)
+                if lines > MAX_FUNCTION_LINES and qualified not in allowed:
+                    yield (
+                        f"{module.path}:{node.lineno}: {qualified} is {lines} lines long "
+                        f"(at most {MAX_FUNCTION_LINES}): split it into named steps"
+                    )
+
+
+def check(root: Path, allowed: frozenset[str] = LONG_FUNCTIONS) -> list[str]:
+    modules = load(root)
+    problems = [*layer_breaches(modules), *private_breaches(modules), *length_breaches(modules, allowed)]
+    problems += [f"import cycle: {' -> '.join(group)}" for group in cycles(modules)]
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("root", nargs="?", type=Path, default=Path(__file__).resolve().parent.parent)
+    problems = check(parser.parse_args(argv).root)
+    for problem in problems:
+        print(problem)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""`make lint`'s structure check (scripts/check_layers.py): it passes on this tree and names each kind of
+breach on small trees made to break one rule each."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import check_layers  # noqa: E402
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for parent in path.relative_to(tmp_path).parents:
+            if parent != Path("."):
+                (tmp_path / parent / "__init__.py").touch()
+        path.write_text(text)
+    return tmp_path
+
+
+def test_this_tree_passes() -> None:
+    assert check_layers.check(ROOT) == []
+
+
+@pytest.mark.parametrize(
+    ("files", "said"),
+    [
+        ({"worker/audio/mix.py": "import flask\n"}, "pure module imports no framework"),
+        ({"worker/script/parse.py": "from models import Job\n"}, "pure module imports no framework"),
+        (
+            {"worker/engines/x.py": "from worker.jobs.render import go\n", "worker/jobs/render.py": ""},
+            "only pure",
+        ),
+        (
+            {"worker/jobs/a.py": "from webapi.views import x\n", "webapi/views.py": ""},
+            "never imports the API",
+        ),
+        ({"models/job.py": "from worker.config import Settings\n", "worker/config.py": ""}, "no other Tome"),
+        (
+            {"tome_cli/main.py": "from worker.config import Settings\n", "worker/config.py": ""},
+            "REST API only",
+        ),
+        (
+            {"worker/jobs/a.py": "import worker.jobs.b\n", "worker/jobs/b.py": "from worker.jobs import a\n"},
+            "cycle",
+        ),
+        (
+            {"tests/t.py": "from worker.qa.x import _hidden\n", "worker/qa/x.py": "_hidden = 1\n"},
+            "private name",
+        ),
+        ({"worker/jobs/long.py": "def f():\n" + "    x = 1\n" * 61}, "is 61 lines long"),
+    ],
+)
+def test_each_breach_is_named(tmp_path: Path, files: dict[str, str], said: str) -> None:
+    problems = check_layers.check(_tree(tmp_path, files))
+    assert any(said in p for p in problems), problems
+
+
+def test_what_does_not_run_at_import_and_same_package_privates_pass(tmp_path: Path) -> None:
+    files = {
+        "worker/jobs/a.py": "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from worker.jobs import b\n",
+        "worker/jobs/b.py": "from worker.jobs.a import _shared\n",
+        "bench/run.py": "def main():\n"
+        + "    x = 1\n" * 80
+        + 'if __name__ == "__main__":\n    import bench.other\n',
+        "bench/other.py": "import bench.run\n",
+        "worker/jobs/short.py": 'def f():\n    """Doc."""\n' + "    x = 1\n" * 60,
+    }
+    assert check_layers.check(_tree(tmp_path, files)) == []
