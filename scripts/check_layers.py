@@ -35,7 +35,6 @@ LENGTH_EXEMPT = ("tests", "bench", "migrations")
 # Functions over the limit today; each is to be split into named steps, then taken off this list.
 LONG_FUNCTIONS = frozenset(
     {
-        "worker.jobs.render._render",
         "worker.jobs.stitch.stitch_job",
         "worker.jobs.reuse.take_rendered",
         "worker.engines.pitch.track_pitch",

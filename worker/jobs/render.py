@@ -62,18 +62,71 @@ def render_chunks(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqu
     return done
 
 
+@dataclass(frozen=True)
+class _Batch:
+    """A render task's claimed chunks and what rendering them needs: the steps of :func:`_render` share it."""
+
+    rt: Runtime
+    job_id: uuid.UUID
+    enqueue: Enqueue
+    running: _Running
+    prompts: dict[uuid.UUID, LoadedPrompt]
+    token: str
+    claimed: list[state.Claimed]
+    engine: Engine
+    requests: dict[int, SynthesisRequest]  # by chunk id
+    keys: dict[int, str]  # content keys, by chunk id
+    take_keys: dict[int, str]  # take keys (the content key without the seed), by chunk id
+
+    def release(self, chunks: Sequence[state.Claimed]) -> None:
+        actions.release(self.rt, [c.id for c in chunks], self.token)
+
+
 def _render(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -> int:
+    """The pipeline: claim, reuse, synthesise, check, store, advance; returns how many chunks it completed."""
+    batch = _claim_batch(rt, job_id, seqs, enqueue)
+    if batch is None:
+        return 0
+    done = _reuse(batch)
+    if done is None:
+        return 0
+    rest = [c for c in batch.claimed if c.seq not in done]
+    left: int | None = None  # the job's chunks not done after this task's completion, if it knows
+    if rest:
+        waves = _synthesize_rest(batch, rest)
+        reviewed = None if waves is None else _check(batch, rest, waves)
+        if reviewed is None:
+            return len(done)
+        asked = {c.id: batch.take_keys[c.id] for c in rest if c.seed is not None}  # takes chosen on request
+        stored, left = _store(
+            rt,
+            job_id,
+            batch.engine,
+            rest,
+            reviewed,
+            batch.token,
+            batch.keys,
+            asked,
+            batch.running.qa.policy_digest,
+        )
+        done += stored
+    _advance(batch, done, left)
+    return len(done)
+
+
+def _claim_batch(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -> _Batch | None:
+    """Claim what of ``seqs`` is claimable, once the job runs and its voices' prompts are loaded; None when
+    there is nothing to render (the job ended, a prompt is not ready, nothing left to claim)."""
     running = _running_job(rt, job_id, seqs)
     if running is None:
-        return 0
-    qa = running.qa
+        return None
     prompts = _load_prompts(rt, job_id, seqs, running.voices, running.voice_rows, enqueue)
     if prompts is None:
-        return 0
+        return None
     token, claimed = _claim(rt, job_id, seqs)
     if not claimed:
         maybe_begin_stitch(rt, job_id, enqueue)
-        return 0
+        return None
     engine = rt.engine(running.engine)
     requests = {
         c.id: SynthesisRequest(
@@ -85,80 +138,100 @@ def _render(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -
         )
         for c in claimed
     }
-    voice_keys = {v: p.key for v, p in prompts.items()}
-    keys, take_keys = _keys(engine, claimed, requests, voice_keys)
+    keys, take_keys = _keys(engine, claimed, requests, {v: p.key for v, p in prompts.items()})
+    return _Batch(rt, job_id, enqueue, running, prompts, token, claimed, engine, requests, keys, take_keys)
+
+
+def _reuse(batch: _Batch) -> list[int] | None:
+    """The seqs completed from audio already rendered (this owner's same text, voice and settings); None
+    when the job was cancelled since the claim (the claim is given back, the engine skipped)."""
+    rt, qa, engine = batch.rt, batch.running.qa, batch.engine
     # a chunk whose seed was asked for renders that take; the others may take one chosen on request
-    chosen = {c.id: take_keys[c.id] for c in claimed if c.seed is None}
+    chosen = {c.id: batch.take_keys[c.id] for c in batch.claimed if c.seed is None}
     with rt.sessions() as session:  # one read: still running (not cancelled since the claim), and donors
-        running_now = state.is_running(session, job_id)
-        found = reuse.donor_rows(session, running.owner, keys, chosen) if running_now else []
-    if not running_now:  # cancelled since the claim: skip the engine
-        actions.release(rt, [c.id for c in claimed], token)
-        return 0
-    done = reuse.take_rendered(
+        running_now = state.is_running(session, batch.job_id)
+        found = reuse.donor_rows(session, batch.running.owner, batch.keys, chosen) if running_now else []
+    if not running_now:
+        batch.release(batch.claimed)
+        return None
+    return reuse.take_rendered(
         rt,
-        job_id,
-        claimed,
-        keys,
-        token,
+        batch.job_id,
+        batch.claimed,
+        batch.keys,
+        batch.token,
         found,
         required=qa.required_checks,
         takes=chosen,
         policy=(qa.policy_digest, quality.policy_digest(policy_for(engine.name))) if qa.enabled else None,
     )
-    rest = [c for c in claimed if c.seq not in done]
-    left: int | None = None  # the job's chunks not done after this task's completion, if it knows
-    if rest:
-        try:
-            waves = _synthesize(rt, job_id, engine, rest, [requests[c.id] for c in rest], token, enqueue)
-        except Exception:
-            actions.release(rt, [c.id for c in rest], token)
-            raise
-        if waves is None:
-            return len(done)
-        with rt.sessions() as session:
-            learnt = quality.learnt(session, job_id, {c.voice_id for c in rest}) if qa.enabled else {}
-        expected = [learnt.get((c.voice_id, c.rate), quality.Expected()) for c in rest]
-        if qa.enabled:  # the voice's floor, and its calibrated pitch until the job has learnt its own
-            expected = [
-                quality.with_calibration(e, engine, requests[c.id], prompts[c.voice_id].key)
-                for c, e in zip(rest, expected, strict=True)
-            ]
-        try:
-            reviewed = quality.review(
-                engine,
-                [requests[c.id] for c in rest],
-                waves,
-                qa,
-                synthesize_in_halves,
-                expected,
-                renew=lambda: _renew_leases(rt, [c.id for c in rest], token),
-            )
-        except RecogniserError:  # a deployment's recogniser that cannot load: no take can be judged
-            log.exception("the transcript check's recogniser failed")  # its paths stay in the worker log
-            error = "the transcript check could not run: the worker's recogniser failed to load (see its log)"
-            actions.release(rt, [c.id for c in rest], token)
-            rerender.fail_job(rt, job_id, error, enqueue)
-            return len(done)
-        refused = next(((c, t) for c, t in zip(rest, reviewed, strict=True) if _refused(t, qa)), None)
-        if refused is not None:
-            chunk, take = refused
-            assert take.result is not None
-            reasons = "; ".join(take.result.reasons)
-            error = f"chunk {chunk.seq} failed its quality checks in {take.renders} renders: {reasons}"
-            rerender.fail_chunk(rt, job_id, (chunk.id, token), error, enqueue)
-            actions.release(rt, [c.id for c in rest], token)
-            return len(done)
-        asked = {c.id: take_keys[c.id] for c in rest if c.seed is not None}  # takes chosen on request
-        stored, left = _store(rt, job_id, engine, rest, reviewed, token, keys, asked, qa.policy_digest)
-        done += stored
-    if running.chapters:
-        maybe_stitch_chapters(rt, job_id, done, enqueue)
+
+
+def _synthesize_rest(batch: _Batch, rest: list[state.Claimed]) -> list[Any] | None:
+    """The engine's waves for ``rest``; None when a chunk failed the job (its claim given back)."""
+    try:
+        return _synthesize(
+            batch.rt,
+            batch.job_id,
+            batch.engine,
+            rest,
+            [batch.requests[c.id] for c in rest],
+            batch.token,
+            batch.enqueue,
+        )
+    except Exception:
+        batch.release(rest)
+        raise
+
+
+def _check(batch: _Batch, rest: list[state.Claimed], waves: list[Any]) -> list[quality.Take] | None:
+    """Each chunk's take after QA (re-rendered where a check failed); None when the batch may not be
+    stored: a take refused under the job's policy failed its chunk, or the recogniser could not run."""
+    rt, qa, engine, job_id = batch.rt, batch.running.qa, batch.engine, batch.job_id
+    with rt.sessions() as session:
+        learnt = quality.learnt(session, job_id, {c.voice_id for c in rest}) if qa.enabled else {}
+    expected = [learnt.get((c.voice_id, c.rate), quality.Expected()) for c in rest]
+    if qa.enabled:  # the voice's floor, and its calibrated pitch until the job has learnt its own
+        expected = [
+            quality.with_calibration(e, engine, batch.requests[c.id], batch.prompts[c.voice_id].key)
+            for c, e in zip(rest, expected, strict=True)
+        ]
+    try:
+        reviewed = quality.review(
+            engine,
+            [batch.requests[c.id] for c in rest],
+            waves,
+            qa,
+            synthesize_in_halves,
+            expected,
+            renew=lambda: _renew_leases(rt, [c.id for c in rest], batch.token),
+        )
+    except RecogniserError:  # a deployment's recogniser that cannot load: no take can be judged
+        log.exception("the transcript check's recogniser failed")  # its paths stay in the worker log
+        error = "the transcript check could not run: the worker's recogniser failed to load (see its log)"
+        batch.release(rest)
+        rerender.fail_job(rt, job_id, error, batch.enqueue)
+        return None
+    refused = next(((c, t) for c, t in zip(rest, reviewed, strict=True) if _refused(t, qa)), None)
+    if refused is None:
+        return reviewed
+    chunk, take = refused
+    assert take.result is not None
+    reasons = "; ".join(take.result.reasons)
+    error = f"chunk {chunk.seq} failed its quality checks in {take.renders} renders: {reasons}"
+    rerender.fail_chunk(rt, job_id, (chunk.id, batch.token), error, batch.enqueue)
+    batch.release(rest)
+    return None
+
+
+def _advance(batch: _Batch, done: list[int], left: int | None) -> None:
+    """Stitch the chapters these chunks completed, and the book once none are left."""
+    if batch.running.chapters:
+        maybe_stitch_chapters(batch.rt, batch.job_id, done, batch.enqueue)
     # Chunks still left after this task's own completion: a later completion will see none left and
     # begin the stitch (the job row orders them), so trying here would be a wasted transaction.
     if left is None or left <= 0:
-        maybe_begin_stitch(rt, job_id, enqueue)
-    return len(done)
+        maybe_begin_stitch(batch.rt, batch.job_id, batch.enqueue)
 
 
 def _renew_leases(rt: Runtime, chunk_ids: list[int], token: str) -> int:
