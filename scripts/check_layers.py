@@ -36,7 +36,6 @@ LENGTH_EXEMPT = ("tests", "bench", "migrations")
 LONG_FUNCTIONS = frozenset(
     {
         "worker.jobs.stitch.stitch_job",
-        "worker.jobs.reuse.take_rendered",
         "worker.engines.pitch.track_pitch",
         "worker.qa.transcript._score",
         "worker.qa.checks.check_audio",

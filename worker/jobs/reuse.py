@@ -91,6 +91,21 @@ class _Donor:
     words: list[list[float]] | None
     qa: dict[str, object] | None
 
+    def completion(self, chunk_id: int, path: Path, take_key: str | None) -> state.Completion:
+        """The claimed chunk ``chunk_id`` done with this audio (linked or copied to ``path``)."""
+        return state.Completion(
+            chunk_id,
+            str(path),
+            self.duration,
+            self.audio_bytes,
+            dict(self.levels) if self.levels is not None else None,
+            self.words,
+            content_key=self.key,
+            reused=True,
+            qa=dict(self.qa) if self.qa is not None else None,
+            take_key=take_key,
+        )
+
 
 def donor_rows(
     session: Session, owner: str, keys: Mapping[int, str], takes: Mapping[int, str] | None = None
@@ -149,25 +164,7 @@ def take_rendered(
     (the job's thresholds' digest, and the engine's defaults' for records written before digests were),
     only audio passed under the same thresholds; a donor whose file is gone is skipped (the chunk
     renders)."""
-    donors: dict[str, _Donor] = {}
-    chosen: dict[str, _Donor] = {}
-    for r in found:
-        new_key = r.content_key not in donors
-        new_take = r.take_key is not None and r.take_key not in chosen
-        if not (new_key or new_take) or (required and not required <= _checks_of(r.qa)):
-            continue
-        if policy is not None and _policy_of(r.qa, policy[1]) != policy[0]:
-            continue
-        if isinstance(r.qa, Mapping) and r.qa.get("accepted_at"):  # kept on its owner's word, not passed
-            continue
-        if r.duration is None or not _kept(rt, str(r.audio_path)):
-            continue
-        candidate = _Donor(
-            str(r.content_key), str(r.audio_path), r.duration, r.audio_bytes, r.levels, r.words, r.qa
-        )
-        donors.setdefault(r.content_key, candidate)
-        if r.take_key is not None:
-            chosen.setdefault(r.take_key, candidate)
+    donors, chosen = _usable_donors(rt, found, required, policy)
     linked: dict[int, tuple[state.Claimed, Path]] = {}
     completions = []
     for chunk in claimed:
@@ -181,20 +178,7 @@ def take_rendered(
         if not _reuse(rt, donor.path, path):
             continue
         linked[chunk.id] = (chunk, path)
-        completions.append(
-            state.Completion(
-                chunk.id,
-                str(path),
-                donor.duration,
-                donor.audio_bytes,
-                dict(donor.levels) if donor.levels is not None else None,
-                donor.words,
-                content_key=donor.key,
-                reused=True,
-                qa=dict(donor.qa) if donor.qa is not None else None,
-                take_key=take if donor.key != keys[chunk.id] else None,
-            )
-        )
+        completions.append(donor.completion(chunk.id, path, take if donor.key != keys[chunk.id] else None))
     if not completions:
         return []
     # One transaction for the batch, as for rendered chunks (one a chunk made a re-render of an edited
@@ -210,6 +194,38 @@ def take_rendered(
     if done:
         log.info("%d chunks reused from earlier renders (seqs %s)", len(done), done)
     return done
+
+
+def _usable_donors(
+    rt: Runtime, found: Sequence[Row[Any]], required: frozenset[str], policy: tuple[str, str] | None
+) -> tuple[dict[str, _Donor], dict[str, _Donor]]:
+    """The first usable donor of ``found`` for each content key, and for each take key."""
+    donors: dict[str, _Donor] = {}
+    chosen: dict[str, _Donor] = {}
+    for r in found:
+        new_key = r.content_key not in donors
+        new_take = r.take_key is not None and r.take_key not in chosen
+        if not (new_key or new_take) or not _passed_under(r.qa, required, policy):
+            continue
+        if r.duration is None or not _kept(rt, str(r.audio_path)):
+            continue
+        candidate = _Donor(
+            str(r.content_key), str(r.audio_path), r.duration, r.audio_bytes, r.levels, r.words, r.qa
+        )
+        donors.setdefault(r.content_key, candidate)
+        if r.take_key is not None:
+            chosen.setdefault(r.take_key, candidate)
+    return donors, chosen
+
+
+def _passed_under(qa: Any, required: frozenset[str], policy: tuple[str, str] | None) -> bool:
+    """A donor's QA record holds every required check, under the job's thresholds, and passed (a flagged
+    take its owner accepted was kept on their word, not passed)."""
+    if required and not required <= _checks_of(qa):
+        return False
+    if policy is not None and _policy_of(qa, policy[1]) != policy[0]:
+        return False
+    return not (isinstance(qa, Mapping) and qa.get("accepted_at"))
 
 
 def _kept(rt: Runtime, stored: str) -> bool:
