@@ -37,9 +37,6 @@ LONG_FUNCTIONS = frozenset(
     {
         "worker.jobs.stitch.stitch_job",
         "worker.engines.pitch.track_pitch",
-        "worker.qa.transcript._score",
-        "worker.qa.checks.check_audio",
-        "worker.qa.checks._timing_checks",
         "webapi.voices.create_voice",
     }
 )

@@ -506,59 +506,25 @@ def check_audio(
     it (before the render step trims silence), against its normalised ``text``; the edge and noise
     limits raised to the voice's own ``floor`` where it is known (:meth:`QaPolicy.for_voice`)."""
     policy = (policy or QaPolicy()).for_voice(floor, text)
-    x = np.asarray(audio)
-    if x.ndim != 1:
-        x = x.reshape(-1) if x.size in x.shape else np.mean(x, axis=int(np.argmin(x.shape)))
-    x = x.astype(np.float64, copy=False)
+    x = _mono(audio)
     duration = x.size / sample_rate if sample_rate > 0 else 0.0
     if x.size == 0:
         return QaResult(
             (Check("audio", 0.0, "> 0 samples", False, "the engine returned no audio"),), duration, 0.0
         )
-    bad = int(np.count_nonzero(~np.isfinite(x)))
-    audio_check = Check(
-        "audio",
-        float(bad),
-        "0 non-finite samples",
-        bad == 0,
-        "" if bad == 0 else f"{bad} of {x.size} samples are NaN or infinite",
-    )
-    if bad:
-        x = np.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0)
+    audio_check, x = _finite_check(x)
     peak = float(np.max(np.abs(x)))
     peak_db = 20.0 * math.log10(peak) if peak > 0 else -math.inf
     frames = _analyse(x, sample_rate)
     hop = pitch.HOP_S
     active = frames.active & (frames.levels_db > policy.silence_dbfs)
     speech_s = _speech_seconds(active, hop)
-
-    checks = [audio_check]
     silent = peak_db < policy.silence_dbfs or speech_s < policy.min_speech_s
-    checks.append(
-        Check(
-            "silence",
-            round(speech_s, 3),
-            f">= {policy.min_speech_s} s of speech above {policy.silence_dbfs:g} dBFS",
-            not silent,
-            ""
-            if not silent
-            else (
-                f"the audio is silent (peak {peak_db:.1f} dBFS)"
-                if peak_db < policy.silence_dbfs
-                else f"only {_fmt_s(speech_s)} of speech in {_fmt_s(duration)} of audio"
-            ),
-        )
-    )
-    clipped = float(np.count_nonzero(np.abs(x) >= policy.clip_level)) / x.size
-    checks.append(
-        Check(
-            "clipping",
-            round(clipped, 6),
-            f"<= {policy.max_clipped_share:.2%} of samples at full scale",
-            clipped <= policy.max_clipped_share,
-            "" if clipped <= policy.max_clipped_share else f"{clipped:.2%} of the samples are clipped",
-        )
-    )
+    checks = [
+        audio_check,
+        _silence_check(silent, peak_db, speech_s, duration, policy),
+        _clipping_check(x, policy),
+    ]
     if silent:  # the rest would only repeat that nothing is said
         return QaResult(tuple(checks), duration, speech_s, None, None)
 
@@ -573,28 +539,82 @@ def check_audio(
     if expected_f0_hz is not None and expected_f0_hz > 0:
         checks.append(_pitch_check(f0, voiced_s, expected_f0_hz, policy))
     if expected_level_db is not None and level is not None:
-        deviation = level - expected_level_db
-        ok = abs(deviation) <= policy.max_level_dev_db
-        checks.append(
-            Check(
-                "level",
-                round(deviation, 2),
-                f"within {policy.max_level_dev_db:g} dB of {expected_level_db:.1f} dBFS",
-                ok,
-                ""
-                if ok
-                else _off(
-                    "speech level",
-                    f"{level:.1f} dBFS",
-                    deviation,
-                    "dB",
-                    "the job's",
-                    f"{expected_level_db:.1f} dBFS",
-                    policy.max_level_dev_db,
-                ),
-            )
-        )
+        checks.append(_level_check(level, expected_level_db, policy))
     return QaResult(tuple(checks), duration, speech_s, f0, level)
+
+
+def _mono(audio: npt.ArrayLike) -> npt.NDArray[np.float64]:
+    """The waveform as one float64 channel (a channel axis of any side averaged away)."""
+    x = np.asarray(audio)
+    if x.ndim != 1:
+        x = x.reshape(-1) if x.size in x.shape else np.mean(x, axis=int(np.argmin(x.shape)))
+    return x.astype(np.float64, copy=False)
+
+
+def _finite_check(x: npt.NDArray[np.float64]) -> tuple[Check, npt.NDArray[np.float64]]:
+    """The "audio" check (no NaN or infinite sample), and the waveform with any such samples zeroed so that
+    the other checks can still measure it."""
+    bad = int(np.count_nonzero(~np.isfinite(x)))
+    check = Check(
+        "audio",
+        float(bad),
+        "0 non-finite samples",
+        bad == 0,
+        "" if bad == 0 else f"{bad} of {x.size} samples are NaN or infinite",
+    )
+    return check, (np.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0) if bad else x)
+
+
+def _silence_check(silent: bool, peak_db: float, speech_s: float, duration: float, policy: QaPolicy) -> Check:
+    if not silent:
+        reason = ""
+    elif peak_db < policy.silence_dbfs:
+        reason = f"the audio is silent (peak {peak_db:.1f} dBFS)"
+    else:
+        reason = f"only {_fmt_s(speech_s)} of speech in {_fmt_s(duration)} of audio"
+    return Check(
+        "silence",
+        round(speech_s, 3),
+        f">= {policy.min_speech_s} s of speech above {policy.silence_dbfs:g} dBFS",
+        not silent,
+        reason,
+    )
+
+
+def _clipping_check(x: npt.NDArray[np.float64], policy: QaPolicy) -> Check:
+    clipped = float(np.count_nonzero(np.abs(x) >= policy.clip_level)) / x.size
+    return Check(
+        "clipping",
+        round(clipped, 6),
+        f"<= {policy.max_clipped_share:.2%} of samples at full scale",
+        clipped <= policy.max_clipped_share,
+        "" if clipped <= policy.max_clipped_share else f"{clipped:.2%} of the samples are clipped",
+    )
+
+
+def _level_check(level: float, expected_level_db: float, policy: QaPolicy) -> Check:
+    deviation = level - expected_level_db
+    ok = abs(deviation) <= policy.max_level_dev_db
+    reason = (
+        ""
+        if ok
+        else _off(
+            "speech level",
+            f"{level:.1f} dBFS",
+            deviation,
+            "dB",
+            "the job's",
+            f"{expected_level_db:.1f} dBFS",
+            policy.max_level_dev_db,
+        )
+    )
+    return Check(
+        "level",
+        round(deviation, 2),
+        f"within {policy.max_level_dev_db:g} dB of {expected_level_db:.1f} dBFS",
+        ok,
+        reason,
+    )
 
 
 def _speech_seconds(active: npt.NDArray[np.bool_], hop: float, max_pause_s: float = 0.3) -> float:
@@ -754,65 +774,44 @@ def _timing_checks(
     first = int(np.argmax(active))
     last = int(active.size - 1 - np.argmax(active[::-1]))
     pause = longest_run(~active[first : last + 1]) * hop
-    checks = [
-        Check(
-            "pauses",
-            round(pause, 3),
-            f"<= {policy.max_pause_s:g} s",
-            pause <= policy.max_pause_s,
-            "" if pause <= policy.max_pause_s else f"a silence of {_fmt_s(pause)} inside the speech",
-        )
-    ]
     figures, where = _noise_figures(frames, active, level_db, hop, policy)
-    edge = figures.edge_s
-    checks.append(
-        Check(
+    return [
+        _at_most("pauses", pause, policy.max_pause_s, "", f"a silence of {_fmt_s(pause)} inside the speech"),
+        _at_most(
             "edges",
-            round(edge, 3),
-            f"<= {policy.max_edge_s:g} s at either end",
-            edge <= policy.max_edge_s,
-            ""
-            if edge <= policy.max_edge_s
-            else f"{_fmt_s(edge)} of sound without voice at the {where} of the chunk",
-        )
-    )
-    noise = figures.noise_s
-    checks.append(
-        Check(
+            figures.edge_s,
+            policy.max_edge_s,
+            " at either end",
+            f"{_fmt_s(figures.edge_s)} of sound without voice at the {where} of the chunk",
+        ),
+        _at_most(
             "noise",
-            round(noise, 3),
-            f"<= {policy.max_noise_s:g} s",
-            noise <= policy.max_noise_s,
-            ""
-            if noise <= policy.max_noise_s
-            else f"{_fmt_s(noise)} of sound without voice (noise or a hiss) inside the chunk",
-        )
-    )
-    hiss = figures.hiss_s
-    checks.append(
-        Check(
+            figures.noise_s,
+            policy.max_noise_s,
+            "",
+            f"{_fmt_s(figures.noise_s)} of sound without voice (noise or a hiss) inside the chunk",
+        ),
+        _at_most(
             "hiss",
-            round(hiss, 3),
-            f"<= {policy.max_hiss_s:g} s of flat-spectrum sound",
-            hiss <= policy.max_hiss_s,
-            ""
-            if hiss <= policy.max_hiss_s
-            else f"{_fmt_s(hiss)} of hiss (sound with a flat, noise-like spectrum) inside the chunk",
-        )
-    )
-    rumble = figures.rumble_s
-    checks.append(
-        Check(
+            figures.hiss_s,
+            policy.max_hiss_s,
+            " of flat-spectrum sound",
+            f"{_fmt_s(figures.hiss_s)} of hiss (sound with a flat, noise-like spectrum) inside the chunk",
+        ),
+        _at_most(
             "rumble",
-            round(rumble, 3),
-            f"<= {policy.max_rumble_s:g} s of unvoiced sound below {_LOW_BAND_HZ:g} Hz",
-            rumble <= policy.max_rumble_s,
-            ""
-            if rumble <= policy.max_rumble_s
-            else f"{_fmt_s(rumble)} of rumble (unvoiced, low-pitched noise) inside the chunk",
-        )
-    )
-    return checks
+            figures.rumble_s,
+            policy.max_rumble_s,
+            f" of unvoiced sound below {_LOW_BAND_HZ:g} Hz",
+            f"{_fmt_s(figures.rumble_s)} of rumble (unvoiced, low-pitched noise) inside the chunk",
+        ),
+    ]
+
+
+def _at_most(name: str, seconds: float, limit: float, of_what: str, reason: str) -> Check:
+    """A check that ``seconds`` of something stay within ``limit``; ``reason`` is said when they do not."""
+    ok = seconds <= limit
+    return Check(name, round(seconds, 3), f"<= {limit:g} s{of_what}", ok, "" if ok else reason)
 
 
 def _ending_check(x: npt.NDArray[np.float64], sample_rate: int, level_db: float, policy: QaPolicy) -> Check:

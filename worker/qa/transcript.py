@@ -296,17 +296,7 @@ def _score(name: str, result: Recognised, text: str, policy: QaPolicy) -> Transc
     spans = [_outside(span, forgiven) for span in result.unexplained]
     unexplained_s = max(spans, default=0.0)
 
-    reasons = []
-    if (errors >= policy.min_errors and wer > policy.max_wer) or (errors and wer >= 0.5):
-        reasons.append(f"word error rate {wer:.0%} ({errors} of {scored} words)")
-    if longest >= policy.max_missing_run:
-        reasons.append(f"{longest} consecutive words missing")
-    if tail >= policy.max_missing_tail and longest < policy.max_missing_run:
-        reasons.append(f"the last {tail} words missing")
-    if missing and scored <= policy.max_exact_words and not reasons:
-        reasons.append(f"{len(missing)} of {scored} words missing")
-    if repeated:
-        reasons.append(f"{' '.join(repeated)!r} said twice")
+    reasons = _word_reasons(wer, errors, scored, longest, tail, len(missing), repeated, policy)
     detail = _describe(missing, extra, substituted)
     words_check = Check(
         "words",
@@ -316,16 +306,7 @@ def _score(name: str, result: Recognised, text: str, policy: QaPolicy) -> Transc
         not reasons,
         "" if not reasons else "; ".join(reasons) + (f": {detail}" if detail else ""),
     )
-    ok_sound = unexplained_s <= policy.max_unexplained_s
-    sound_check = Check(
-        "unexplained",
-        round(unexplained_s, 3),
-        f"<= {policy.max_unexplained_s:g} s in one stretch",
-        ok_sound,
-        ""
-        if ok_sound
-        else f"{unexplained_s:.2f} s of sound in one stretch that is no word of the text (noise, babble)",
-    )
+    sound_check = _sound_check(unexplained_s, policy)
     return TranscriptResult(
         recogniser=name,
         heard=" ".join(result.words),
@@ -342,6 +323,44 @@ def _score(name: str, result: Recognised, text: str, policy: QaPolicy) -> Transc
         unscored=tuple(sorted(unscored & set(expected_all))),
         seconds=result.seconds,
         checks=(words_check, sound_check),
+    )
+
+
+def _word_reasons(
+    wer: float,
+    errors: int,
+    scored: int,
+    longest: int,
+    tail: int,
+    missing: int,
+    repeated: tuple[str, ...],
+    policy: QaPolicy,
+) -> list[str]:
+    """Why the words check fails (none: it passes)."""
+    reasons = []
+    if (errors >= policy.min_errors and wer > policy.max_wer) or (errors and wer >= 0.5):
+        reasons.append(f"word error rate {wer:.0%} ({errors} of {scored} words)")
+    if longest >= policy.max_missing_run:
+        reasons.append(f"{longest} consecutive words missing")
+    if tail >= policy.max_missing_tail and longest < policy.max_missing_run:
+        reasons.append(f"the last {tail} words missing")
+    if missing and scored <= policy.max_exact_words and not reasons:
+        reasons.append(f"{missing} of {scored} words missing")
+    if repeated:
+        reasons.append(f"{' '.join(repeated)!r} said twice")
+    return reasons
+
+
+def _sound_check(unexplained_s: float, policy: QaPolicy) -> Check:
+    ok = unexplained_s <= policy.max_unexplained_s
+    return Check(
+        "unexplained",
+        round(unexplained_s, 3),
+        f"<= {policy.max_unexplained_s:g} s in one stretch",
+        ok,
+        ""
+        if ok
+        else f"{unexplained_s:.2f} s of sound in one stretch that is no word of the text (noise, babble)",
     )
 
 
