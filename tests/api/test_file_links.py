@@ -53,7 +53,7 @@ def _render(app: Flask, client: FlaskClient, user: dict[str, str], audio: bytes)
     inline.enqueue(BUILD_VOICE, [voice.json["id"]])
     inline.enqueue(START_JOB, [job.json["id"]])
     inline.run()
-    done: dict[str, Any] = client.get(f"/v1/jobs/{job.json['id']}", headers=user).json
+    done: dict[str, Any] = dict(client.get(f"/v1/jobs/{job.json['id']}", headers=user).json or {})
     assert done["status"] == "succeeded", done
     return done
 
