@@ -16,6 +16,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     """Build the app. ``config`` may hold a ``Settings`` under ``"settings"`` or Settings field overrides;
     anything not given comes from ``TOME_*`` environment variables."""
     from webapi import admin, docs, health, job_files, job_qa, jobs, keys, metrics, studio, usage, voices
+    from webapi import file_links as link_views
     from webapi import lexicons as lexicon_views
     from webapi import scripts as script_views
     from webapi import speech as speech_views
@@ -44,6 +45,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.register_blueprint(docs.bp)  # GET /docs: Swagger UI over /openapi.json
     app.register_blueprint(speech_views.bp)  # POST /v1/audio/speech: OpenAI-compatible, streamed
     app.register_blueprint(keys.bp)  # POST /v1/keys/{key_id}/webhook-secret: rotation
+    app.register_blueprint(link_views.bp)  # POST /v1/jobs/{id}/files/{name}/link: a signed URL
+    app.register_blueprint(link_views.public)  # GET /v1/links/...: what that URL serves, no key
     app.register_blueprint(studio.bp)  # GET /: the web studio, a client of this API (webapi/studio.py)
     register_cli(app)
     _log_through_gunicorn(json_lines=settings.log_format == "json")

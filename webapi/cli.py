@@ -21,14 +21,14 @@ from sqlalchemy.orm import Session
 
 from models import ApiKey, Role, generate_key, hash_key, make_engine, unit_of_work, utcnow
 from models.db import make_session_factory
-from webapi.text import control_character, describe
+from webapi.controls import control_character, describe
 from worker.config import ConfigError, load_settings
 
 PRIORITY = click.IntRange(1, 100)
 
 
 def _one_line(ctx: click.Context, param: click.Parameter, value: str) -> str:
-    """An owner or key name: printed by `list` and in logs, so no control characters (webapi.text)."""
+    """An owner or key name: printed by `list` and in logs, so no control characters (webapi.controls)."""
     found = control_character(value)
     if found is not None:
         raise click.BadParameter(f"contains the control character {describe(found[1])}")

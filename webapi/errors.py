@@ -11,7 +11,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.exc import TimeoutError as SqlTimeoutError
 from werkzeug.exceptions import HTTPException
 
-from webapi.text import escape_controls
+from webapi.controls import escape_controls
 
 log = logging.getLogger(__name__)
 

@@ -16,6 +16,7 @@ from sqlalchemy.exc import IntegrityError
 from models import ACTIVE, ChapterStatus, Job, JobChapter, JobKind, JobStatus, Voice, utcnow
 from webapi import scripts
 from webapi.auth import current_principal, require_key
+from webapi.controls import control_character, describe
 from webapi.errors import Conflict, Gone, Invalid, NotFound
 from webapi.extensions import tome
 from webapi.operations import Operation, operation
@@ -35,7 +36,6 @@ from webapi.schemas import (
     WebhookOut,
 )
 from webapi.stored_files import send_stored
-from webapi.text import control_character, describe
 from webapi.usage import require_room_for_job
 from webapi.validation import parse_id, query
 from worker.audio import FORMATS, BookTags, Cover

@@ -18,6 +18,7 @@ from webapi.keys import WebhookSecretOut
 from webapi.lexicon_schemas import LexiconList, LexiconOut
 from webapi.schemas import (
     ChunkQaOut,
+    FileLinkOut,
     FileList,
     Health,
     JobList,
@@ -273,6 +274,11 @@ _BUILDERS: dict[type[BaseModel], Any] = {
     JobOut: lambda: _JOB,
     JobList: lambda: {"jobs": [_JOB]},
     FileList: _files,
+    FileLinkOut: lambda: {
+        "url": "/v1/links/f53df28e-4220-46a2-95bd-95a7d8d890f9/The-Harbour.mp3?expires=1795860000"
+        "&key=5d0f6c1e-2a8b-4f3e-9c7d-1b2a3c4d5e6f&signature=Zm9yIGV4YW1wbGUsIG5vdCBhIHJlYWwgc2lnbmF0dXJlIQ",
+        "expires_at": "2026-11-28T10:00:00Z",
+    },
     JobQaOut: _qa,
     ChunkQaOut: _accepted_chunk,
     PreviewOut: _preview,

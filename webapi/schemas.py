@@ -311,6 +311,11 @@ class FileList(BaseModel):
     files: list[FileOut]
 
 
+class FileLinkOut(BaseModel):
+    url: str = Field(description="A path of this API that serves the file without a key until expires_at")
+    expires_at: datetime
+
+
 class WebhookOut(BaseModel):
     url: str
     delivered_at: datetime | None

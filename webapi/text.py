@@ -17,7 +17,6 @@ different names, or make a name display as another (U+202E reverses what follows
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from collections.abc import Callable
 from typing import Annotated
@@ -26,29 +25,9 @@ from pydantic import AfterValidator
 from pydantic_core import PydanticCustomError
 
 from models.names import MAX_NAME_CHARS, MAX_NAME_KEY_CHARS, voice_name, voice_name_key
+from webapi.controls import control_character, describe
 
-_CONTROLS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-_CONTROLS_BUT_LINE_BREAKS = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 _NAME_PUNCTUATION = frozenset(" '_.-")
-
-
-def control_character(text: str, *, line_breaks: bool = False) -> tuple[int, str] | None:
-    """The index and character of the first control character in ``text`` (tab, line feed and carriage
-    return allowed when ``line_breaks``), or None."""
-    match = (_CONTROLS_BUT_LINE_BREAKS if line_breaks else _CONTROLS).search(text)
-    return None if match is None else (match.start(), match.group())
-
-
-def escape_controls(text: str) -> str:
-    """``text`` with each control character written as a Python escape (``\\x1b``): for echoing a
-    client's text (a field's name) in an error without passing its control characters on."""
-    return _CONTROLS.sub(lambda match: match.group().encode("unicode_escape").decode("ascii"), text)
-
-
-def describe(char: str) -> str:
-    """U+001B, with the character's name when Unicode gives it one."""
-    name = unicodedata.name(char, "")
-    return f"U+{ord(char):04X}" + (f" ({name})" if name else "")
 
 
 def _refuse_controls(line_breaks: bool) -> Callable[[str | None], str | None]:

@@ -18,6 +18,7 @@ from worker.storage.layout import Layout
 from worker.storage.select import open_storage
 
 MIN_SECRET_KEY_CHARS = 32
+MIN_FILE_LINK_SECONDS, MAX_FILE_LINK_SECONDS = 10, 86_400
 
 
 class ConfigError(ValueError):
@@ -123,6 +124,9 @@ class Settings:
     # (integrations) and signs short-lived file URLs. `make run` creates one under data_dir on first start;
     # empty elsewhere: what needs it answers 409 naming the setting.
     secret_key: str = ""
+    # How long a signed file link (POST /v1/jobs/{id}/files/{name}/link) works: long enough to listen
+    # through a chapter, short enough that a link copied out of a page soon stops working.
+    file_link_seconds: int = 3600
     # Bearer token Prometheus sends to GET /metrics (admin API keys work too); empty: admin keys only.
     metrics_token: str = ""
     # Observability (docs/observability.md): "text" or "json" log lines; how often each process writes
@@ -207,6 +211,10 @@ class Settings:
             raise ConfigError(
                 f"TOME_SECRET_KEY must be at least {MIN_SECRET_KEY_CHARS} characters "
                 "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')"
+            )
+        if not MIN_FILE_LINK_SECONDS <= self.file_link_seconds <= MAX_FILE_LINK_SECONDS:
+            raise ConfigError(
+                f"TOME_FILE_LINK_SECONDS must be {MIN_FILE_LINK_SECONDS} to {MAX_FILE_LINK_SECONDS} (a day)"
             )
         if self.speech_max_chars < 1 or not self.speech_wait_seconds > 0:
             raise ConfigError("TOME_SPEECH_MAX_CHARS and TOME_SPEECH_WAIT_SECONDS must be positive")

@@ -16,7 +16,16 @@ from models import ApiKey
 from tests.api.helpers import submit_job, upload_voice
 from tests.support.apps import tome_of
 
-PUBLIC = {"/healthz", "/livez", "/readyz", "/openapi.json", "/static/<path:filename>"}
+# /v1/links/...: authorised by its signature, not a key (tests/api/test_file_links.py walks another
+# owner's attempts at it).
+PUBLIC = {
+    "/healthz",
+    "/livez",
+    "/readyz",
+    "/openapi.json",
+    "/static/<path:filename>",
+    "/v1/links/<job_id>/<name>",
+}
 BODIES: dict[tuple[str, str], dict[str, Any]] = {
     ("POST", "/v1/jobs"): {"json": {"title": "t", "script": "Hello.", "voice": "{voice_id}"}},
     ("POST", "/v1/voices"): {"data": {"name": "n", "ref_text": "t"}},

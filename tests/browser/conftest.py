@@ -36,7 +36,8 @@ class Stack:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     root = tmp_path_factory.mktemp("studio")
-    settings = load_settings({}, data_dir=root / "var")
+    # a secret key, as `make run` makes one: the player streams the book from a signed link
+    settings = load_settings({}, data_dir=root / "var", secret_key="studio-test-secret-" + "k" * 32)
     with app_on(settings) as app:  # migrates the database, then mints the keys
         alice = mint_key(app, owner="alice", name="studio", admin=False)
         bob = mint_key(app, owner="bob", name="studio", admin=False)

@@ -72,6 +72,7 @@ class Studio:
         self.base = base
         self.downloads = downloads
         self.requested: list[str] = []
+        self.responses: list[tuple[str, int]] = []  # (URL, HTTP status) of every answer the page got
         self.console: list[dict[str, Any]] = []
 
     # ----- finding and waiting -----
@@ -183,11 +184,15 @@ class Studio:
     # ----- what the browser did -----
 
     def collect_logs(self) -> None:
-        """Drain chromedriver's logs: the URL of every request the page made, and the console."""
+        """Drain chromedriver's logs: the URL of every request the page made, the status of every answer,
+        and the console."""
         for entry in self.driver.get_log("performance"):  # type: ignore[no-untyped-call]
             message = json.loads(entry["message"])["message"]
             if message["method"] == "Network.requestWillBeSent":
                 self.requested.append(message["params"]["request"]["url"])
+            elif message["method"] == "Network.responseReceived":
+                answer = message["params"]["response"]
+                self.responses.append((answer["url"], int(answer["status"])))
         self.console.extend(self.driver.get_log("browser"))  # type: ignore[no-untyped-call]
 
     def check_requests(self, keys: Sequence[str]) -> list[str]:

@@ -5,6 +5,7 @@ the admin's view of every owner's caches. Screenshots of each page go to var/tes
 
 from __future__ import annotations
 
+import re
 import uuid
 from pathlib import Path
 
@@ -118,10 +119,30 @@ def test_voice_book_preview_render_play_and_download(
     audio = "document.getElementById('job-audio')"
     studio.wait(lambda: studio.js(f"return {audio}.readyState >= 1 && {audio}.duration > 0"), what="audio")
     assert abs(studio.js(f"return {audio}.duration") - job["output"]["duration"]) < 0.2
-    assert studio.js(f"return {audio}.src").startswith("blob:")
+    # streamed from a signed link (no key in it, only the key's id), not a blob of the whole book
+    src = studio.js(f"return {audio}.getAttribute('src')")
+    assert src.startswith(f"/v1/links/{job_id}/"), src
+    assert "signature=" in src, src
+    assert stack.alice not in src
     studio.js_async(f"{audio}.play().then(() => done(true), (e) => done(String(e)))")
     studio.wait(lambda: studio.js(f"return {audio}.currentTime") > 0.3, 10, "playback advancing")
     studio.js(f"{audio}.pause()")
+    # the browser asked for byte ranges: the link answered 206 (Partial Content), as the page and the
+    # server's access log both show
+    studio.collect_logs()
+    assert 206 in [status for url, status in studio.responses if "/v1/links/" in url], studio.responses
+    access = (stack.root / "api.stdout").read_text(errors="replace")
+    assert re.search(r'"GET /v1/links/[^" ]+ HTTP/1\.1" 206 ', access), access[-2000:]
+    # a link that stops working (it expired; here its signature is broken) is replaced by a new one
+    broken = src.replace("signature=", "signature=x")
+    studio.js(f"{audio}.src = arguments[0]", broken)
+    studio.wait(
+        lambda: studio.js(
+            f"const a = {audio}; return a.getAttribute('src') !== arguments[0] && a.readyState >= 1", broken
+        ),
+        what="the player on a new link",
+    )
+    assert studio.js(f"return {audio}.getAttribute('src')").startswith(f"/v1/links/{job_id}/")
     chapters = studio.finds("#job-chapters button")
     assert [b.text for b in chapters] == ["One", "Two"]
     chapters[1].click()
@@ -252,7 +273,7 @@ def test_an_admin_sees_every_owners_caches_and_rebuilds_them(
 
 def test_every_request_stayed_on_the_origin_without_a_key_in_its_url(studio: Studio, stack: Stack) -> None:
     urls = studio.check_requests([stack.alice, stack.bob, stack.admin])
-    assert any("/audio" in url for url in urls)  # the player's fetch, with the key in its header only
+    assert any("/v1/links/" in url for url in urls)  # the player's stream: a signed link, no key in it
     assert any(url.startswith("blob:") for url in urls)
 
 

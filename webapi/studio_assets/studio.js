@@ -9,10 +9,13 @@
  * - Everything shown comes from the API and is user input (voice names, transcripts, titles, chapter
  *   titles): it is only ever put into the page as text (el() below, textContent). The page's CSP enforces
  *   Trusted Types with no policy, so an innerHTML assignment would throw instead of parsing markup.
- * - <audio src> and <a href> cannot send the header, and the key must not go into a URL: audio, subtitles
- *   and downloads are fetched with the header and handed to the element as a blob: URL (same origin,
- *   revoked when the view changes). The whole file is then held in memory, which suits books of a few
- *   hundred MB; the API has no URL that authorises without the key, on purpose.
+ * - <audio src> and <a href> cannot send the header, and the key must not go into a URL. The player gets
+ *   a short-lived signed link to the book instead (POST /v1/jobs/{id}/files/{name}/link: a path of this
+ *   origin that names the key's id, never the key, and expires; see docs/api.md), so the browser streams
+ *   it with Range requests and plays before the whole book has arrived; an expired link is renewed where
+ *   the player stopped. Where the server has no TOME_SECRET_KEY (no links: 409), and for subtitles and
+ *   downloads, the file is fetched with the header and handed over as a blob: URL (same origin, revoked
+ *   when the view changes), held in memory whole.
  */
 "use strict";
 
@@ -733,10 +736,10 @@
 
   // ---------- one job ----------
 
-  let shown = null; // the job view's state: {id, revision loaded into the player, ready chapters seen}
+  let shown = null; // the job view's state: {id, revision loaded into the player, ready chapters seen, link}
 
   async function showJob(gen, id) {
-    shown = { id, revision: null, readyChapters: -1 };
+    shown = { id, revision: null, readyChapters: -1, link: null };
     signatures.delete($("job-chapters"));
     for (const part of ["job-player", "job-chapters-section", "job-files-section", "job-qa-section"]) {
       $(part).hidden = true;
@@ -838,16 +841,60 @@
     if (gen !== generation) return;
     const audio = $("job-audio");
     const old = audio.getAttribute("src");
-    const url = await blobUrl(job.output.url);
+    const url = await playerSource(job, files);
     if (gen !== generation) return;
     audio.replaceChildren();
     audio.src = url;
-    if (old) URL.revokeObjectURL(old);
+    if (old && old.startsWith("blob:")) URL.revokeObjectURL(old);
     $("job-player").hidden = false;
     renderChapters(job);
     const vtt = (files || []).find((f) => f.kind === "subtitles" && f.format === "vtt");
     if (vtt) await addSubtitles(gen, audio, vtt);
     await loadQa(gen, job);
+  }
+
+  /* The book for the player: a signed link, which the browser streams with Range requests; where the
+     server makes no links (409: no TOME_SECRET_KEY), the whole book as a blob: URL. */
+  async function playerSource(job, files) {
+    const book = (files || []).find((f) => f.kind === "book");
+    if (book) {
+      try {
+        return await bookLink(job.id, book.name);
+      } catch (error) {
+        if (!(error instanceof ApiError && error.status === 409)) throw error;
+      }
+    }
+    return blobUrl(job.output.url);
+  }
+
+  async function bookLink(jobId, name) {
+    const path = `/v1/jobs/${encodeURIComponent(jobId)}/files/${encodeURIComponent(name)}/link`;
+    const link = await api("POST", path);
+    shown.link = { jobId, name };
+    return apiPath(link.url); // checked to be of this origin, as every URL the API gives
+  }
+
+  /* A link expires (TOME_FILE_LINK_SECONDS): the next range the player asks for is refused and the element
+     errs. A new link takes over where it stopped, playing if it played (at most once in 10 s, so that a
+     file that is really gone does not loop). */
+  let lastRenewal = 0;
+  async function renewLink() {
+    const audio = $("job-audio");
+    if (!shown || !shown.link || !(audio.getAttribute("src") || "").startsWith("/v1/links/")) return;
+    if (Date.now() - lastRenewal < 10000) return;
+    lastRenewal = Date.now();
+    const gen = generation;
+    const at = audio.currentTime;
+    const playing = !audio.paused;
+    try {
+      const url = await bookLink(shown.link.jobId, shown.link.name);
+      if (gen !== generation) return;
+      audio.src = url;
+      audio.currentTime = at;
+      if (playing) await audio.play();
+    } catch (error) {
+      complain(error);
+    }
   }
 
   /* The job's WebVTT file as the player's text track; the cue being read is shown under the player. */
@@ -1023,6 +1070,7 @@
       }
     });
     $("sign-out").addEventListener("click", () => signOut());
+    $("job-audio").addEventListener("error", renewLink);
     $("voice-form").addEventListener("submit", uploadVoice);
     setUpRecorder();
     const jobForm = $("job-form");
