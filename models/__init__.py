@@ -3,6 +3,7 @@
 from models.apikey import ApiKey, Role, generate_key, hash_key
 from models.base import Base, utcnow
 from models.db import make_engine, make_session_factory, unit_of_work
+from models.integration import Integration
 from models.job import (
     ACTIVE,
     TERMINAL,
@@ -29,6 +30,7 @@ __all__ = [
     "Chunk",
     "ChunkStatus",
     "Counter",
+    "Integration",
     "Job",
     "JobChapter",
     "JobKind",
