@@ -49,6 +49,8 @@ _OPTIONS = (
     click.option("--publisher"),
     click.option("--year", type=int),
     click.option("--description"),
+    click.option("--series", help="The series the book belongs to (its library folder)."),
+    click.option("--series-index", type=float, help="Its position in the series (1, 2, 2.5...)."),
     click.option("--metadata-language", help="The language tag written into the file (e.g. en-GB)."),
     click.option("--pause-sentence", type=float, help="Seconds between sentences."),
     click.option("--pause-paragraph", type=float, help="Seconds between paragraphs."),
@@ -85,6 +87,18 @@ _OPTIONS = (
     click.option(
         "--cast-llm/--no-cast-llm", default=None, help="Ask the server's model about the uncertain lines."
     ),
+    click.option(
+        "--abs-library",
+        metavar="LIBRARY_ID",
+        help="Upload the book into this library of your Audiobookshelf (`tome integrations audiobookshelf "
+        "set`); with --abs-folder.",
+    ),
+    click.option("--abs-folder", metavar="FOLDER_ID", help="The library's folder the book goes into."),
+    click.option(
+        "--library-zip/--no-library-zip",
+        default=None,
+        help="Also a ZIP of the book in a library's Author/Series/Title layout.",
+    ),
 )
 
 
@@ -120,6 +134,13 @@ def _thresholds(pairs: tuple[str, ...]) -> dict[str, float]:
                 f"{name}={value!r}: expected NAME=VALUE, e.g. max_wer=0.3", param_hint="--qa-threshold"
             ) from None
     return found
+
+
+def _audiobookshelf(options: dict[str, Any]) -> dict[str, str] | None:
+    library, folder = options["abs_library"], options["abs_folder"]
+    if (library is None) != (folder is None):
+        raise click.UsageError("--abs-library and --abs-folder go together")
+    return None if library is None else {"library_id": library, "folder_id": folder}
 
 
 def job_body(voice: str, options: dict[str, Any]) -> dict[str, Any]:
@@ -161,6 +182,8 @@ def job_body(voice: str, options: dict[str, Any]) -> dict[str, Any]:
             year=options["year"],
             language=options["metadata_language"],
             description=options["description"],
+            series=options["series"],
+            series_index=options["series_index"],
         ),
         pauses=_given(
             sentence=options["pause_sentence"],
@@ -181,5 +204,6 @@ def job_body(voice: str, options: dict[str, Any]) -> dict[str, Any]:
             lines=_pairs(options["cast_lines"], "--cast-line", "INDEX=CHARACTER, e.g. 12=Tom") or None,
             llm=options["cast_llm"],
         ),
+        deliver=_given(audiobookshelf=_audiobookshelf(options), library_zip=options["library_zip"]),
     )
     return body
