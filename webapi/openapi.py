@@ -256,6 +256,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "CacheRebuild": {"force": True},
     "CacheRebuildMany": {"status": ["failed"]},
     "SecretRotation": {"overlap_seconds": 86400},
+    "AudiobookshelfIn": {"url": "https://abs.example.com", "token": "eyJhbGciOi…your API token…"},
 }
 
 
