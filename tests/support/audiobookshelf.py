@@ -108,7 +108,8 @@ class FakeAudiobookshelf:
         for part in message.iter_parts():
             name = part.get_param("name", header="content-disposition")
             filename = part.get_filename()
-            payload = part.get_payload(decode=True) or b""
+            payload = part.get_payload(decode=True)
+            assert isinstance(payload, bytes)
             if filename is None:
                 fields[str(name)] = payload.decode()
             else:
