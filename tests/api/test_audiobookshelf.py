@@ -222,6 +222,15 @@ def test_a_job_asking_for_delivery_needs_a_server_and_sane_ids(
         response = submit_job(client, alice, "narrator", deliver={"audiobookshelf": target})
         assert response.status_code == 422, (bad, response.json)
         assert response.json["error"]["field"] == "deliver.audiobookshelf.library_id"
+    for metadata, field in (
+        ({"series_index": -1}, "metadata.series_index"),
+        ({"series_index": 1e9}, "metadata.series_index"),
+        ({"series": "Tales\r\nX-Evil: 1"}, "metadata.series"),
+        ({"series": "s" * 1001}, "metadata.series"),
+    ):
+        response = submit_job(client, alice, "narrator", metadata=metadata)
+        assert response.status_code == 422, (metadata, response.json)
+        assert response.json["error"]["field"] == field
     ok = submit_job(client, alice, "narrator", deliver={"audiobookshelf": TARGET})
     assert ok.status_code == 202, ok.json
     assert ok.json["delivery"] == {"audiobookshelf": {"state": "pending", "attempts": 0, "error": None}}
