@@ -25,13 +25,14 @@ from sqlalchemy import select, update
 from models import Integration, Job, utcnow
 from tests.api.helpers import submit_job, upload_voice
 from tests.conftest import bearer
-from tests.support.apps import tome_of
+from tests.support.apps import app_on, tome_of
 from tests.support.audiobookshelf import FakeAudiobookshelf
 from tests.support.inline import Inline
 from tests.support.receiver import Receiver
 from webapi.cli import mint_key
 from worker import audiobookshelf
 from worker.audio import ffmpeg_exe
+from worker.config import Settings
 from worker.runtime import Runtime
 from worker.sweeper import sweep
 from worker.task_names import DELIVER_AUDIOBOOKSHELF, START_JOB
@@ -345,10 +346,21 @@ def test_a_refused_token_fails_at_once_without_a_retry(
     assert all(b"revoked-token" not in body for _, body in receiver.requests)
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def retry_app(request: pytest.FixtureRequest, settings: Settings) -> Iterator[Flask]:
+    """An app allowing three attempts, on SQLite and on PostgreSQL (the claim is a conditional update)."""
+    base = settings if request.param == "sqlite" else request.getfixturevalue("pg_settings")
+    chosen = replace(
+        base, secret_key=SECRET, audiobookshelf_allow_private=True, audiobookshelf_max_attempts=3
+    )
+    with app_on(chosen) as app:
+        yield app
+
+
 def test_retries_end_after_the_last_attempt(
-    make_app: Callable[..., Flask], reference_audio: tuple[bytes, str], fake: FakeAudiobookshelf
+    retry_app: Flask, reference_audio: tuple[bytes, str], fake: FakeAudiobookshelf
 ) -> None:
-    app = make_app(secret_key=SECRET, audiobookshelf_allow_private=True, audiobookshelf_max_attempts=3)
+    app = retry_app
     client = app.test_client()
     alice = _owner(app, "alice")
     assert _configure(client, alice, fake.url).status_code == 200
