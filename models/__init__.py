@@ -1,9 +1,9 @@
 """Tome's data model: SQLAlchemy 2.0 typed ORM and session helpers (no Flask or Celery imports).
 
 What minting an API key needs (keys, engines, sessions) is imported at once; the other models (jobs,
-voices, lexicons, metrics) on first use of any of their names, or of ``Base``: ``models.Base.metadata``
-then lists every table. Minting a key from the command line (``flask --app webapi tome-keys create``)
-so builds one mapped class, not eleven.
+voices, lexicons, metrics, integrations) on first use of any of their names, or of ``Base``:
+``models.Base.metadata`` then lists every table. Minting a key from the command line
+(``flask --app webapi tome-keys create``) so builds one mapped class, not all of them.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from models.db import make_engine, make_session_factory, unit_of_work
 
 if TYPE_CHECKING:
     from models.base import Base
+    from models.integration import Integration
     from models.job import (
         ACTIVE,
         TERMINAL,
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 
 _LAZY = {
     "models.base": ("Base",),
+    "models.integration": ("Integration",),
     "models.job": (
         "ACTIVE",
         "TERMINAL",
@@ -72,6 +74,7 @@ __all__ = [
     "Chunk",
     "ChunkStatus",
     "Counter",
+    "Integration",
     "Job",
     "JobChapter",
     "JobKind",

@@ -114,6 +114,16 @@ class Job(Base):
     flags_webhook_delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
     flags_webhook_next_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
     api_key_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, default=None)
+    # Delivery into the owner's Audiobookshelf (worker.audiobookshelf), for a job that asked for it:
+    # pending until the upload went through (delivered) or will not (failed); retried with backoff.
+    abs_state: Mapped[str | None] = mapped_column(String(10), default=None)
+    abs_attempts: Mapped[int] = mapped_column(Integer, default=0)
+    abs_next_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
+    abs_error: Mapped[str | None] = mapped_column(Text, default=None)
+    # The ``job.delivered`` / ``job.delivery_failed`` event once that delivery ended: its own record.
+    delivery_webhook_attempts: Mapped[int] = mapped_column(Integer, default=0)
+    delivery_webhook_delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
+    delivery_webhook_next_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
     # A long script waiting to be planned by a worker (worker.jobs.intake); None once planned.
     script: Mapped[str | None] = mapped_column(Text, default=None)
     # The output's length estimated at submission (worker.jobs.limits): what the daily quota counts.

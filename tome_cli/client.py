@@ -294,6 +294,18 @@ class Client:
 
     # admin (an admin key; a user key gets 403)
 
+    # integrations
+
+    def set_audiobookshelf(self, url: str, token: str) -> JSON:
+        """Store your Audiobookshelf server and API token (the answer never holds the token)."""
+        return self._json("PUT", "/v1/integrations/audiobookshelf", json={"url": url, "token": token})
+
+    def get_audiobookshelf(self) -> JSON:
+        return self._json("GET", "/v1/integrations/audiobookshelf")
+
+    def forget_audiobookshelf(self) -> None:
+        self._request("DELETE", "/v1/integrations/audiobookshelf")
+
     def admin_voices(self, cache_status: str | None = None, owner: str | None = None) -> list[JSON]:
         """Every owner's voices with their speaker-prompt state, newest first (all pages)."""
         page_size = 500  # the API's largest page

@@ -49,6 +49,8 @@ _OPTIONS = (
     click.option("--publisher"),
     click.option("--year", type=int),
     click.option("--description"),
+    click.option("--series", help="The series the book belongs to (its library folder)."),
+    click.option("--series-index", type=float, help="Its position in the series (1, 2, 2.5...)."),
     click.option("--metadata-language", help="The language tag written into the file (e.g. en-GB)."),
     click.option("--pause-sentence", type=float, help="Seconds between sentences."),
     click.option("--pause-paragraph", type=float, help="Seconds between paragraphs."),
@@ -84,6 +86,18 @@ _OPTIONS = (
     ),
     click.option(
         "--cast-llm/--no-cast-llm", default=None, help="Ask the server's model about the uncertain lines."
+    ),
+    click.option(
+        "--abs-library",
+        metavar="LIBRARY_ID",
+        help="Upload the book into this library of your Audiobookshelf (`tome integrations audiobookshelf "
+        "set`); with --abs-folder.",
+    ),
+    click.option("--abs-folder", metavar="FOLDER_ID", help="The library's folder the book goes into."),
+    click.option(
+        "--library-zip/--no-library-zip",
+        default=None,
+        help="Also a ZIP of the book in a library's Author/Series/Title layout.",
     ),
 )
 
@@ -122,26 +136,16 @@ def _thresholds(pairs: tuple[str, ...]) -> dict[str, float]:
     return found
 
 
+def _audiobookshelf(options: dict[str, Any]) -> dict[str, str] | None:
+    library, folder = options["abs_library"], options["abs_folder"]
+    if (library is None) != (folder is None):
+        raise click.UsageError("--abs-library and --abs-folder go together")
+    return None if library is None else {"library_id": library, "folder_id": folder}
+
+
 def job_body(voice: str, options: dict[str, Any]) -> dict[str, Any]:
     """The JSON of ``POST /v1/jobs`` (without the script) from the options given."""
-    if options["no_loudness"] and (options["target_lufs"] is not None or options["true_peak_db"] is not None):
-        raise click.UsageError("--no-loudness cannot go with --loudness or --true-peak")
-    loudness = (
-        None
-        if options["no_loudness"]
-        else _given(target_lufs=options["target_lufs"], true_peak_db=options["true_peak_db"])
-    )
-    output = _given(
-        format=options["fmt"],
-        bitrate_kbps=options["bitrate"],
-        preset=options["preset"],
-        split=options["split"],
-        max_part_minutes=options["max_part_minutes"],
-        loudness=loudness,
-    )
-    if options["no_loudness"]:
-        output["loudness"] = None
-    body = _given(
+    return _given(
         voice=voice,
         title=options["title"],
         script_format=options["script_format"],
@@ -153,7 +157,7 @@ def job_body(voice: str, options: dict[str, Any]) -> dict[str, Any]:
             back_matter=options["back_matter"],
             footnotes=options["footnotes"],
         ),
-        output=output,
+        output=_output(options),
         metadata=_given(
             author=options["author"],
             narrator=options["narrator"],
@@ -161,6 +165,8 @@ def job_body(voice: str, options: dict[str, Any]) -> dict[str, Any]:
             year=options["year"],
             language=options["metadata_language"],
             description=options["description"],
+            series=options["series"],
+            series_index=options["series_index"],
         ),
         pauses=_given(
             sentence=options["pause_sentence"],
@@ -181,5 +187,27 @@ def job_body(voice: str, options: dict[str, Any]) -> dict[str, Any]:
             lines=_pairs(options["cast_lines"], "--cast-line", "INDEX=CHARACTER, e.g. 12=Tom") or None,
             llm=options["cast_llm"],
         ),
+        deliver=_given(audiobookshelf=_audiobookshelf(options), library_zip=options["library_zip"]),
     )
-    return body
+
+
+def _output(options: dict[str, Any]) -> dict[str, Any]:
+    """The job's ``output`` (``loudness`` null with --no-loudness)."""
+    if options["no_loudness"] and (options["target_lufs"] is not None or options["true_peak_db"] is not None):
+        raise click.UsageError("--no-loudness cannot go with --loudness or --true-peak")
+    loudness = (
+        None
+        if options["no_loudness"]
+        else _given(target_lufs=options["target_lufs"], true_peak_db=options["true_peak_db"])
+    )
+    output = _given(
+        format=options["fmt"],
+        bitrate_kbps=options["bitrate"],
+        preset=options["preset"],
+        split=options["split"],
+        max_part_minutes=options["max_part_minutes"],
+        loudness=loudness,
+    )
+    if options["no_loudness"]:
+        output["loudness"] = None
+    return output

@@ -35,6 +35,7 @@ from tome_cli.context import (
     WorkFailed,
 )
 from tome_cli.display import plain
+from tome_cli.integrations_cmd import integrations
 from tome_cli.jobs_cmd import jobs, preview, render
 from tome_cli.voices_cmd import voices
 
@@ -87,5 +88,5 @@ def app(ctx: click.Context, url: str | None, api_key: str | None) -> None:
     ctx.obj = {"url": url, "api_key": api_key}
 
 
-for command in (voices, render, preview, jobs, admin):
+for command in (voices, render, preview, jobs, integrations, admin):
     app.add_command(command)

@@ -17,6 +17,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     anything not given comes from ``TOME_*`` environment variables."""
     from webapi import admin, docs, health, job_files, job_qa, jobs, keys, metrics, studio, usage, voices
     from webapi import file_links as link_views
+    from webapi import integrations as integration_views
     from webapi import lexicons as lexicon_views
     from webapi import scripts as script_views
     from webapi import speech as speech_views
@@ -42,6 +43,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         app.register_blueprint(blueprint)
     app.register_blueprint(script_views.bp)  # POST /v1/scripts/preview
     app.register_blueprint(lexicon_views.bp)  # /v1/lexicons
+    app.register_blueprint(integration_views.bp)  # /v1/integrations/audiobookshelf: delivery into a library
     app.register_blueprint(docs.bp)  # GET /docs: Swagger UI over /openapi.json
     app.register_blueprint(speech_views.bp)  # POST /v1/audio/speech: OpenAI-compatible, streamed
     app.register_blueprint(keys.bp)  # POST /v1/keys/{key_id}/webhook-secret: rotation

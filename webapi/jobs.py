@@ -13,7 +13,7 @@ from flask import Blueprint, Response, jsonify, request, url_for
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from models import ACTIVE, ChapterStatus, Job, JobChapter, JobKind, JobStatus, Voice, utcnow
+from models import ACTIVE, ChapterStatus, Integration, Job, JobChapter, JobKind, JobStatus, Voice, utcnow
 from webapi import scripts
 from webapi.auth import current_principal, require_key
 from webapi.controls import control_character, describe
@@ -22,6 +22,8 @@ from webapi.extensions import tome
 from webapi.operations import Operation, operation
 from webapi.schemas import (
     ChapterOut,
+    DeliverIn,
+    DeliveryOut,
     ErrorDetail,
     FileOut,
     JobCreate,
@@ -40,14 +42,14 @@ from webapi.usage import require_room_for_job
 from webapi.validation import parse_id, query
 from worker.audio import FORMATS, BookTags, Cover
 from worker.audio.presets import Delivery, DeliveryError, resolve
-from worker.jobs import intake, rerender
+from worker.jobs import intake, library, rerender
 from worker.jobs import state as jobs
 from worker.jobs.plan import ScriptPlan
 from worker.logs import log_context
 from worker.qa.checks import QaPolicy
 from worker.storage.atomic import atomic_file
 from worker.task_names import DELIVER_WEBHOOK, PLAN_JOB, START_JOB
-from worker.webhooks import WebhookRefused, check_url
+from worker.webhooks import WebhookRefused, check_url, delivery_out
 
 log = logging.getLogger(__name__)
 bp = Blueprint("jobs", __name__, url_prefix="/v1/jobs")
@@ -192,6 +194,7 @@ def job_out(job: Job, chapters: list[JobChapter] | None = None) -> JobOut:
         )
         if job.webhook_url
         else None,
+        delivery=DeliveryOut.model_validate(found) if (found := delivery_out(job)) else None,
         created_at=job.created_at,
         started_at=job.started_at,
         finished_at=job.finished_at,
@@ -255,6 +258,7 @@ def create_job() -> tuple[Response, int]:
     if idempotency_key and (earlier := _idempotent_replay(owner, idempotency_key, request_sha)):
         return _accepted(earlier)
     _check_webhook(body.webhook_url)
+    _check_deliver(owner, body.deliver)
     _check_script_size(submitted)
     voice = scripts.resolve_voice(owner, body.voice)
     title = scripts.script_title(submitted)
@@ -341,10 +345,28 @@ def _check_webhook(url: str | None) -> None:
         raise Invalid(str(exc), code="webhook_refused", field="webhook_url") from exc
 
 
+def _check_deliver(owner: str, deliver: DeliverIn | None) -> None:
+    """A delivery into Audiobookshelf needs the server's secret key and the owner's server, now."""
+    if deliver is None or deliver.audiobookshelf is None:
+        return
+    if not tome().settings.secret_key:
+        raise Conflict(
+            "delivery into Audiobookshelf needs TOME_SECRET_KEY set on the server",
+            code="secret_key_missing",
+            field="deliver.audiobookshelf",
+        )
+    if tome().sessions.get(Integration, (owner, "audiobookshelf")) is None:
+        raise Conflict(
+            "no Audiobookshelf server is set: PUT /v1/integrations/audiobookshelf first",
+            code="integration_missing",
+            field="deliver.audiobookshelf",
+        )
+
+
 def _check_tags(body: JobCreate, title: str) -> None:
     """The tags the output will carry, checked as the stitcher will build them (language form, lengths)."""
     try:
-        BookTags(title=title, **body.metadata.model_dump())
+        BookTags(title=title, **library.tag_values(body.metadata.model_dump()))
     except ValueError as exc:
         raise Invalid(str(exc), code="validation_error", field="metadata") from exc
 
@@ -473,6 +495,7 @@ def _new_job(
             "lexicons": list(body.lexicons),
             "script_options": body.script_options.model_dump(),
             **({"cast": body.cast.model_dump()} if body.cast is not None else {}),
+            **({"deliver": body.deliver.model_dump(exclude_none=True)} if body.deliver else {}),
         },
         chapters=[],
         chunks_total=0,
@@ -480,6 +503,7 @@ def _new_job(
         idempotency_key=idempotency_key,
         request_sha256=request_sha,
         webhook_url=body.webhook_url,
+        abs_state="pending" if body.deliver and body.deliver.audiobookshelf else None,
         api_key_id=uuid.UUID(principal.key_id),
     )
 

@@ -233,6 +233,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "CacheRebuild": {"force": True},
     "CacheRebuildMany": {"status": ["failed"]},
     "SecretRotation": {"overlap_seconds": 86400},
+    "AudiobookshelfIn": {"url": "https://abs.example.com", "token": "eyJhbGciOiJIUzI1NiJ9.your-token"},
 }
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from webapi.admin import AdminVoiceList, CacheQueued, CachesQueued
+from webapi.integration_schemas import AudiobookshelfOut
 from webapi.keys import WebhookSecretOut
 from webapi.lexicon_schemas import LexiconList, LexiconOut
 from webapi.schemas import (
@@ -293,6 +294,7 @@ _BUILDERS: dict[type[BaseModel], Any] = {
         "unfinished_jobs": {"used": 0, "quota": 20},
         "audio_seconds_24h": {"used": 46.5, "quota": 172800.0},
     },
+    AudiobookshelfOut: lambda: {"url": "https://abs.example.com", "configured": True},
     Health: lambda: {"status": "ok", "database": "ok", "storage": "ok"},
     Liveness: lambda: {"status": "ok"},
     WebhookSecretOut: lambda: {

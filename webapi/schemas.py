@@ -12,6 +12,7 @@ from webapi.text import Line, Lines, OptionalLine, OptionalLines, VoiceName
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9 _.\-]{0,63}$"
 LANGUAGE_PATTERN = r"^[a-z]{2,3}(-[a-z0-9]{2,8})?$"
+ABS_ID_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"  # Audiobookshelf's ids: UUIDs, or lib_xxx / fol_xxx
 
 
 class Strict(BaseModel):
@@ -71,6 +72,12 @@ class BookMetadata(Strict):
     year: int | None = Field(None, ge=1, le=9999)
     language: OptionalLine = Field(None, max_length=35, description="e.g. en, eng, en-GB")
     description: OptionalLines = Field(None, max_length=4000)
+    series: OptionalLine = Field(
+        None, max_length=1000, description="The series the book belongs to (a library folder, not a tag)"
+    )
+    series_index: float | None = Field(
+        None, ge=0, le=100_000, description="Its position in the series (1, 2, 2.5...)"
+    )
 
 
 class ScriptOptions(Strict):
@@ -135,6 +142,28 @@ class QaOptions(Strict):
     )
 
 
+class AudiobookshelfTarget(Strict):
+    """Where in your Audiobookshelf (PUT /v1/integrations/audiobookshelf) the finished book goes."""
+
+    library_id: str = Field(pattern=ABS_ID_PATTERN, description="The library's id (Audiobookshelf's)")
+    folder_id: str = Field(pattern=ABS_ID_PATTERN, description="The id of one of the library's folders")
+
+
+class DeliverIn(Strict):
+    """Where the finished book goes besides its download (docs/api.md, "Delivery")."""
+
+    audiobookshelf: AudiobookshelfTarget | None = Field(
+        None,
+        description="Upload it into your Audiobookshelf server once the job succeeds (retried on 5xx and "
+        "timeouts); the job's `delivery` says how it went",
+    )
+    library_zip: bool = Field(
+        False,
+        description="Also a ZIP of the book in a library's layout (Author/Series/Title/ with the book, "
+        "cover.jpg, desc.txt, reader.txt) in the job's files",
+    )
+
+
 class JobCreate(Strict):
     title: OptionalLine = Field(
         None,
@@ -176,6 +205,7 @@ class JobCreate(Strict):
         max_length=2000,
         description="POSTed once the job ends, signed with your key's webhook secret (X-Tome-Signature)",
     )
+    deliver: DeliverIn | None = None
 
 
 class JobForm(Strict):
@@ -337,6 +367,19 @@ class ChapterOut(BaseModel):
     files: list[FileOut] | None = Field(None, description="Its file(s) while downloadable: one, or its parts")
 
 
+class AudiobookshelfDeliveryOut(BaseModel):
+    state: Literal["pending", "delivered", "failed"]
+    attempts: int
+    error: str | None = Field(
+        description="Why the last attempt failed (HTTP 503, timed out...); on a delivered book, a library "
+        "scan that failed"
+    )
+
+
+class DeliveryOut(BaseModel):
+    audiobookshelf: AudiobookshelfDeliveryOut | None = None
+
+
 class ErrorDetail(BaseModel):
     code: str
     message: str
@@ -458,6 +501,9 @@ class JobOut(BaseModel):
     chapters: list[ChapterOut]
     qa: QaSummary
     webhook: WebhookOut | None
+    delivery: DeliveryOut | None = Field(
+        None, description="With `deliver.audiobookshelf`: how the upload went (never the job's status)"
+    )
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None

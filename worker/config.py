@@ -119,6 +119,16 @@ class Settings:
     cast_llm_batch_lines: int = 20  # lines per request
     cast_llm_max_lines: int = 400  # lines sent per plan (the least sure first)
     cast_llm_threshold: float = 0.6  # lines attributed with less confidence than this are sent
+    # Delivery into an owner's Audiobookshelf (worker/audiobookshelf.py, docs/api.md): the server's URL
+    # follows the webhook address rules; audiobookshelf_allow_private lifts the address rule for it alone
+    # (a server on the operator's own network). Each read or write waits at most timeout_seconds, a whole
+    # upload at most upload_seconds; a 5xx or a timeout is tried again after retry_seconds, then twice as
+    # long each time, up to audiobookshelf_max_attempts attempts in all.
+    audiobookshelf_allow_private: bool = False
+    audiobookshelf_timeout_seconds: float = 30.0
+    audiobookshelf_upload_seconds: float = 1800.0
+    audiobookshelf_retry_seconds: float = 5.0
+    audiobookshelf_max_attempts: int = 5
     rate_limit_per_minute: int = 600  # requests per API key per minute; 0 disables
     # Tome's own secret (TOME_SECRET_KEY, at least 32 characters): encrypts stored third-party tokens
     # (integrations) and signs short-lived file URLs. `make run` creates one under data_dir on first start;
@@ -250,6 +260,17 @@ class Settings:
         self._validate_queues()
         self._validate_storage()
         self._validate_cast_llm()
+        if not (
+            self.audiobookshelf_timeout_seconds > 0
+            and self.audiobookshelf_upload_seconds > 0
+            and self.audiobookshelf_retry_seconds >= 0
+            and 1 <= self.audiobookshelf_max_attempts <= 20
+        ):
+            raise ConfigError(
+                "TOME_AUDIOBOOKSHELF_TIMEOUT_SECONDS and TOME_AUDIOBOOKSHELF_UPLOAD_SECONDS must be "
+                "positive, TOME_AUDIOBOOKSHELF_RETRY_SECONDS not negative, "
+                "TOME_AUDIOBOOKSHELF_MAX_ATTEMPTS 1-20"
+            )
         return self
 
     def _validate_cast_llm(self) -> None:

@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from worker import observe, webhooks
+from worker import audiobookshelf, observe, webhooks
 from worker.jobs.chapters import stitch_chapter
 from worker.jobs.intake import plan_job
 from worker.jobs.render import render_chunks
@@ -22,6 +22,7 @@ from worker.runtime import Runtime
 from worker.sweeper import sweep
 from worker.task_names import (
     BUILD_VOICE,
+    DELIVER_AUDIOBOOKSHELF,
     DELIVER_CHAPTER_WEBHOOK,
     DELIVER_WEBHOOK,
     PLAN_JOB,
@@ -83,11 +84,24 @@ def _build(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
 
 
 def _deliver(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
-    """The job's end event, then (once that is delivered) its ``job.flagged`` event if it has one due."""
+    """The job's end event, then (once that is delivered) its ``job.flagged`` event and its delivery's
+    event (``job.delivered`` / ``job.delivery_failed``) if they are due."""
     job_id = uuid.UUID(str(args[0]))
     ended = webhooks.deliver(rt, job_id)
     flagged = webhooks.deliver_flags(rt, job_id)
-    return ended if flagged == "not_due" else f"{ended}, flagged: {flagged}"
+    delivery = webhooks.deliver_delivery_event(rt, job_id)
+    more = [f"{name}: {outcome}" for name, outcome in (("flagged", flagged), ("delivery", delivery))]
+    return ", ".join([ended, *(m for m in more if not m.endswith("not_due"))])
+
+
+def _deliver_audiobookshelf(rt: Runtime, args: list[Any], enqueue: Enqueue) -> dict[str, Any]:
+    """One attempt at the job's upload into Audiobookshelf; once it ended, its webhook event goes out.
+    A retry's delay comes back for the Celery task to schedule (the sweeper sends it too, when due)."""
+    job_id = uuid.UUID(str(args[0]))
+    result = audiobookshelf.deliver(rt, job_id)
+    if result.ended:
+        enqueue(DELIVER_WEBHOOK, [str(job_id)])
+    return result.to_json()
 
 
 def _speak(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
@@ -107,6 +121,7 @@ HANDLERS: dict[str, Handler] = {
     BUILD_VOICE: _build,
     DELIVER_WEBHOOK: _deliver,
     DELIVER_CHAPTER_WEBHOOK: _deliver_chapter,
+    DELIVER_AUDIOBOOKSHELF: _deliver_audiobookshelf,
     SWEEP: _sweep,
     SPEAK: _speak,
 }
@@ -121,6 +136,7 @@ _JOB_TASKS = frozenset(
         STITCH_CHAPTER,
         DELIVER_WEBHOOK,
         DELIVER_CHAPTER_WEBHOOK,
+        DELIVER_AUDIOBOOKSHELF,
         SPEAK,
     }
 )

@@ -15,6 +15,7 @@ from pathlib import Path
 from sqlalchemy import delete, exists, or_, select, update
 
 from models import ACTIVE, TERMINAL, Chunk, Job, JobChapter, RateWindow, Voice, unit_of_work, utcnow
+from worker.audiobookshelf import due_filter as audiobookshelf_due
 from worker.filesystem_broker import PARTIAL_PREFIX, TAKEN_PREFIX
 from worker.jobs import actions, rerender
 from worker.jobs import state as jobs
@@ -24,6 +25,7 @@ from worker.jobs.stitch import maybe_begin_stitch
 from worker.runtime import Runtime
 from worker.task_names import (
     BUILD_VOICE,
+    DELIVER_AUDIOBOOKSHELF,
     DELIVER_CHAPTER_WEBHOOK,
     DELIVER_WEBHOOK,
     START_JOB,
@@ -32,7 +34,7 @@ from worker.task_names import (
     Enqueue,
 )
 from worker.voices import state as voices
-from worker.webhooks import chapter_due_filter, due_filter, flags_due_filter
+from worker.webhooks import chapter_due_filter, delivery_event_due_filter, due_filter, flags_due_filter
 
 log = logging.getLogger(__name__)
 
@@ -294,18 +296,33 @@ def _resend_webhooks(rt: Runtime, enqueue: Enqueue, now: datetime) -> int:
         due = list(
             session.scalars(
                 select(Job.id)
-                .where(or_(due_filter(now, attempts), flags_due_filter(now, attempts)))
+                .where(
+                    or_(
+                        due_filter(now, attempts),
+                        flags_due_filter(now, attempts),
+                        delivery_event_due_filter(now, attempts),
+                    )
+                )
                 .limit(500)
             )
         )
         chapters = session.execute(
             select(JobChapter.job_id, JobChapter.chapter).where(chapter_due_filter(now, attempts)).limit(500)
         ).all()
+        uploads = list(
+            session.scalars(
+                select(Job.id)
+                .where(audiobookshelf_due(now, rt.settings.audiobookshelf_max_attempts))
+                .limit(500)
+            )
+        )
     for job_id in due:
         enqueue(DELIVER_WEBHOOK, [str(job_id)])
     for row in chapters:
         enqueue(DELIVER_CHAPTER_WEBHOOK, [str(row.job_id), row.chapter])
-    return len(due) + len(chapters)
+    for job_id in uploads:
+        enqueue(DELIVER_AUDIOBOOKSHELF, [str(job_id)])
+    return len(due) + len(chapters) + len(uploads)
 
 
 # Our own temp files (*.tmp, .prompt-*.tmp, upload-*, the embedded broker's messages being written or

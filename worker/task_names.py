@@ -17,6 +17,7 @@ STITCH_CHAPTER = "tome.stitch_chapter"  # args: [job_id, chapter index, chapter 
 BUILD_VOICE = "tome.build_voice"  # args: [voice_id]
 DELIVER_WEBHOOK = "tome.deliver_webhook"  # args: [job_id]
 DELIVER_CHAPTER_WEBHOOK = "tome.deliver_chapter_webhook"  # args: [job_id, chapter index]
+DELIVER_AUDIOBOOKSHELF = "tome.deliver_audiobookshelf"  # args: [job_id]: upload into the owner's server
 SWEEP = "tome.sweep"  # args: []
 SPEAK = "tome.speak"  # args: [job_id]: a speech job's chunks in order (POST /v1/audio/speech)
 
@@ -32,6 +33,7 @@ ALL_TASKS = (
     BUILD_VOICE,
     DELIVER_WEBHOOK,
     DELIVER_CHAPTER_WEBHOOK,
+    DELIVER_AUDIOBOOKSHELF,
     SWEEP,
     SPEAK,
 )

@@ -20,6 +20,7 @@ from worker.qa.whisper import WhisperRecogniser
 from worker.runtime import runtime
 from worker.task_names import (
     BUILD_VOICE,
+    DELIVER_AUDIOBOOKSHELF,
     DELIVER_CHAPTER_WEBHOOK,
     DELIVER_WEBHOOK,
     PLAN_JOB,
@@ -141,6 +142,16 @@ def deliver_chapter_webhook(job_id: str, chapter: int) -> str:
 def deliver_webhook(job_id: str) -> str:
     """One delivery attempt; failures are retried by the sweeper on the job's backoff schedule."""
     result: str = _run(DELIVER_WEBHOOK, job_id)
+    return result
+
+
+@shared_task(name=DELIVER_AUDIOBOOKSHELF, **RETRIES)
+def deliver_audiobookshelf(job_id: str) -> dict[str, Any]:
+    """One attempt at the job's upload into Audiobookshelf; a retry is sent again after its backoff (the
+    job row holds when it is due, and the sweeper re-sends a due one whose message was lost)."""
+    result: dict[str, Any] = _run(DELIVER_AUDIOBOOKSHELF, job_id)
+    if result.get("retry_in") is not None:
+        deliver_audiobookshelf.apply_async(args=[job_id], countdown=float(result["retry_in"]))
     return result
 
 

@@ -465,6 +465,67 @@ def deliver_flags(rt: Runtime, job_id: uuid.UUID, *, resolver: Resolver = resolv
     )
 
 
+DELIVERED_EVENT = "job.delivered"
+DELIVERY_FAILED_EVENT = "job.delivery_failed"
+
+
+def delivery_out(job: Job) -> dict[str, Any] | None:
+    """The job's ``delivery``: ``{"audiobookshelf": {"state", "attempts", "error"}}``, or None when the
+    job asked for none."""
+    if job.abs_state is None:
+        return None
+    if job.abs_state == "pending" and job.status in (JobStatus.FAILED, JobStatus.CANCELLED):
+        # never attempted: there is no book to deliver
+        return {"audiobookshelf": {"state": "failed", "attempts": 0, "error": f"the job {job.status}"}}
+    return {"audiobookshelf": {"state": job.abs_state, "attempts": job.abs_attempts, "error": job.abs_error}}
+
+
+def delivery_payload(job: Job) -> dict[str, Any]:
+    """The ``job.delivered`` or ``job.delivery_failed`` event: the job as its end event has it, and its
+    ``delivery``."""
+    event = DELIVERED_EVENT if job.abs_state == "delivered" else DELIVERY_FAILED_EVENT
+    return {"event": event, "job": payload(job)["job"], "delivery": delivery_out(job)}
+
+
+def delivery_event_due_filter(now: Any, max_attempts: int) -> Any:
+    """Jobs with a webhook whose delivery ended (delivered or failed) and whose end event is delivered
+    (the receiver hears ``job.succeeded`` first), the delivery event not yet, and due."""
+    return and_(
+        Job.webhook_url.is_not(None),
+        Job.abs_state.in_(("delivered", "failed")),
+        Job.webhook_delivered_at.is_not(None),
+        Job.delivery_webhook_delivered_at.is_(None),
+        Job.delivery_webhook_attempts < max_attempts,
+        or_(Job.delivery_webhook_next_at.is_(None), Job.delivery_webhook_next_at <= now),
+    )
+
+
+def deliver_delivery_event(rt: Runtime, job_id: uuid.UUID, *, resolver: Resolver = resolve) -> str:
+    """As :func:`deliver`, for the ``job.delivered`` / ``job.delivery_failed`` event (its own attempts)."""
+
+    def event(session: Session, job: Job) -> tuple[bytes, int, str]:
+        data = delivery_payload(job)
+        body = json.dumps(data, separators=(",", ":")).encode()
+        return body, job.delivery_webhook_attempts, message_id(job_id, str(data["event"]), job.revision)
+
+    def outcome(error: str | None, attempts: int) -> Any:
+        values = (
+            {"delivery_webhook_delivered_at": utcnow()}
+            if error is None
+            else {"delivery_webhook_next_at": _retry_at(attempts)}
+        )
+        return update(Job).where(Job.id == job_id).values(**values)
+
+    claim = (
+        update(Job)
+        .where(Job.id == job_id, delivery_event_due_filter(utcnow(), rt.settings.webhook_max_attempts))
+        .values(delivery_webhook_attempts=Job.delivery_webhook_attempts + 1)
+    )
+    return _deliver_claimed(
+        rt, job_id, "delivery webhook", claim, event, outcome, resolver, next_at="delivery_webhook_next_at"
+    )
+
+
 def backoff(attempts: int) -> timedelta:
     return timedelta(seconds=min(10 * 2 ** max(attempts - 1, 0), 3600))
 
@@ -594,6 +655,27 @@ class PinnedHTTPSConnection(http.client.HTTPSConnection):
         except BaseException:
             sock.close()
             raise
+
+
+def open_connection(
+    url: str,
+    allow_private: bool,
+    allowed_ports: Collection[int] | None,
+    *,
+    timeout: float,
+    resolver: Resolver = resolve,
+) -> tuple[http.client.HTTPConnection, str]:
+    """A connection (not yet opened) to ``url``'s host under the webhook address rules, pinned to the
+    addresses resolved and checked now, and ``url``'s path; :class:`WebhookRefused` if Tome may not call
+    it. For other outgoing calls that follow these rules (an Audiobookshelf server)."""
+    target = _Target.parse(url, allowed_ports, allow_private)
+    addresses = target.addresses(allow_private, resolver)
+    connection: http.client.HTTPConnection
+    if target.scheme == "https":
+        connection = PinnedHTTPSConnection(target.host, target.port, addresses, timeout=timeout)
+    else:
+        connection = PinnedHTTPConnection(target.host, target.port, addresses, timeout=timeout)
+    return connection, target.path
 
 
 def _connect(addresses: Sequence[IPAddress], port: int, timeout: float | None) -> socket.socket:

@@ -31,6 +31,8 @@ EVERY_OPTION = [
     "--qa-threshold", "max_pause_s=1.5", "--webhook-url", "https://example.org/hook",
     "--cast-voice", "Tom=tom", "--cast-voice", "Margaret Ellis=maggie", "--cast-default", "extra",
     "--cast-line", "12=Tom", "--cast-llm",
+    "--series", "Tales", "--series-index", "2", "--abs-library", "lib_main", "--abs-folder", "fol_books",
+    "--library-zip",
 ]  # fmt: skip
 
 
@@ -101,6 +103,7 @@ def test_options_left_out_are_left_to_the_server(tmp_path: Path) -> None:
         (["--qa-threshold", "=0.3"], "expected NAME=VALUE"),
         (["--qa-threshold", "max_wer=high"], "expected NAME=VALUE"),
         (["--no-loudness", "--loudness", "-20"], "--no-loudness cannot go with"),
+        (["--abs-library", "lib_main"], "--abs-library and --abs-folder go together"),
     ],
 )
 def test_malformed_options_are_refused_before_anything_is_sent(

@@ -18,6 +18,7 @@ CPU_TASKS = (
     task_names.STITCH_CHAPTER,
     task_names.DELIVER_WEBHOOK,
     task_names.DELIVER_CHAPTER_WEBHOOK,
+    task_names.DELIVER_AUDIOBOOKSHELF,
     "tome.sweep",
 )
 GPU_TASKS = (task_names.RENDER_CHUNKS, task_names.BUILD_VOICE, task_names.SPEAK)

@@ -558,6 +558,8 @@
       output: { format: preset === "acx" ? "mp3" : $("job-format").value, preset },
     };
     if ($("job-split").checked) fields.output.split = "chapter";
+    const deliver = deliverFields();
+    if (deliver) fields.deliver = deliver;
     const cast = castFields();
     if (cast) fields.cast = cast;
     const title = $("job-title").value.trim();
@@ -569,6 +571,16 @@
       return { form };
     }
     return { json: { ...fields, script: $("job-script").value } };
+  }
+
+  /* The job's "deliver": a library-layout ZIP, and an upload into Audiobookshelf when both ids are given. */
+  function deliverFields() {
+    const deliver = {};
+    if ($("job-library-zip").checked) deliver.library_zip = true;
+    const library = $("job-abs-library").value.trim();
+    const folder = $("job-abs-folder").value.trim();
+    if (library || folder) deliver.audiobookshelf = { library_id: library, folder_id: folder };
+    return Object.keys(deliver).length ? deliver : null;
   }
 
   async function previewJob(event) {
@@ -792,6 +804,13 @@
     if (job.error_detail && job.error_detail.line) {
       error.textContent += ` (line ${job.error_detail.line}, column ${job.error_detail.column})`;
     }
+    const shelf = job.delivery && job.delivery.audiobookshelf;
+    const delivery = $("job-delivery");
+    delivery.hidden = !shelf;
+    delivery.textContent = shelf
+      ? `Audiobookshelf: ${shelf.state}${shelf.attempts ? ` (attempts: ${shelf.attempts})` : ""}`
+        + (shelf.error ? `: ${shelf.error}` : "")
+      : "";
     const cancel = $("job-cancel");
     cancel.hidden = !UNFINISHED.has(job.status);
     if (noticeJob && noticeJob.id === job.id && !UNFINISHED.has(job.status)) {

@@ -18,11 +18,11 @@ from worker.audio import FORMATS, BookTags, Cover, Pauses, load_cover
 from worker.audio.formats import check_format
 from worker.audio.loudness import Levels
 from worker.audio.presets import Delivery
-from worker.jobs import actions, deliver, state
+from worker.jobs import actions, deliver, library, state
 from worker.jobs.files import stored_files
 from worker.runtime import Runtime
 from worker.storage.backend import Storage, StoredFileMissing, folder_key, key_of
-from worker.task_names import DELIVER_WEBHOOK, STITCH_JOB, Enqueue
+from worker.task_names import DELIVER_AUDIOBOOKSHELF, DELIVER_WEBHOOK, STITCH_JOB, Enqueue
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +67,8 @@ def stitch_job(rt: Runtime, job_id: uuid.UUID, token: str, enqueue: Enqueue) -> 
             )
         else:
             built = deliver.build(rows, delivery, out, files, sample_rate=rate, pauses=pauses, info=info)
+        if source.asks("library_zip"):
+            built = _with_library_zip(built, source, out, files(library.ZIP_NAME), info.cover)
         _publish(rt, out, built, rt.layout.job_files(job_id, token))
     except BaseException:  # nothing of a failed attempt stays: the sweeper re-issues the stitch
         rt.storage.remove(out)
@@ -109,7 +111,20 @@ def stitch_job(rt: Runtime, job_id: uuid.UUID, token: str, enqueue: Enqueue) -> 
         len(built.files),
     )
     enqueue(DELIVER_WEBHOOK, [str(job_id)])
+    if source.asks("audiobookshelf"):
+        enqueue(DELIVER_AUDIOBOOKSHELF, [str(job_id)])
     return True
+
+
+def _with_library_zip(
+    built: deliver.Deliverables, source: DeliverySource, book: Path, out: Path, cover: Cover | None
+) -> deliver.Deliverables:
+    """The deliverables and the book in a library's layout (worker.jobs.library) as one ZIP."""
+    ext = FORMATS[source.delivery.format].extension
+    item = library.LibraryBook.of(source.title, source.options.get("metadata", {}))
+    size = library.write_zip(item, book, ext, cover, out)
+    zipped = deliver.Artefact(out.name, "bundle", "zip", str(out), size, title="/".join(item.folders))
+    return deliver.Deliverables(built.book, [*built.files, zipped])
 
 
 @dataclass(frozen=True)
@@ -135,13 +150,17 @@ class DeliverySource:
             webhook=bool(job.webhook_url),
         )
 
+    def asks(self, what: str) -> bool:
+        """Whether the job's ``deliver`` asks for ``what`` (library_zip, audiobookshelf)."""
+        return bool((self.options.get("deliver") or {}).get(what))
+
     @property
     def pauses(self) -> Pauses:
         return Pauses(**self.options.get("pauses", {}))
 
     def info(self, job_id: uuid.UUID, storage: Storage) -> deliver.BookInfo:
         return deliver.BookInfo(
-            tags=BookTags(title=self.title, **self.options.get("metadata", {})),
+            tags=BookTags(title=self.title, **library.tag_values(self.options.get("metadata", {}))),
             titles=self.titles,
             cover=_cover(storage, self.options),
             language=str(self.options.get("language") or "en"),
