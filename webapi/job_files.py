@@ -32,6 +32,7 @@ _MIME = {
     "vtt": "text/vtt",
     "json": "application/json",
     "zip": "application/zip",
+    "epub": "application/epub+zip",
 }
 
 
@@ -62,7 +63,8 @@ def _files_of(job_id: str) -> tuple[Job, list[dict[str, Any]], bool]:
 @bp.get("/<job_id>/files")
 @operation(
     Operation(
-        "Every file of a finished job (the book, chapter files, ZIP, subtitles, manifest, ACX report); "
+        "Every file of a finished job (the book, chapter files, ZIP, subtitles, manifest, ACX report, "
+        "read-along EPUB); "
         "while it renders, the files of its chapters ready so far",
         {200: FileList, 409: None, 410: None},
         tags=("jobs",),

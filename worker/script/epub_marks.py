@@ -118,10 +118,13 @@ def mark_document(
             continue
         a, oa = where_slot[first], where_offset[first]
         b, ob = where_slot[last], where_offset[last] + 1
+        start_text = _slot_text(slots[a])
+        while oa > 0 and not start_text[oa - 1].isspace() and not start_text[oa - 1].isalnum():
+            oa -= 1  # its opening quote or bracket
         end_text = _slot_text(slots[b])
         while ob < len(end_text) and not end_text[ob].isspace() and not end_text[ob].isalnum():
             ob += 1  # the sentence's closing punctuation
-        _wrap(slots, a, oa, b, ob, ident)
+        _wrap(slots, a, oa, b, ob, ident)  # a later sentence's span took its text: ob stays before
     if stylesheet is not None:
         _link_stylesheet(root, stylesheet)
 
