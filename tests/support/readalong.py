@@ -47,13 +47,11 @@ def epubcheck(path: Path) -> str:
         if os.environ.get("TOME_TEST_REQUIRE_SERVICES") == "1":
             pytest.fail("epubcheck is not installed (apt-get install epubcheck)")
         pytest.skip("epubcheck is not installed (apt-get install epubcheck)")
-    done = subprocess.run(
-        [*command, str(path)], capture_output=True, text=True, timeout=300, check=False
-    )
+    done = subprocess.run([*command, str(path)], capture_output=True, text=True, timeout=300, check=False)
     report = done.stdout + done.stderr
     counts = re.search(r"Messages: (\d+) fatals? / (\d+) errors?", report)
     assert counts is not None, report
-    assert counts.group(1) == "0" and counts.group(2) == "0", report
+    assert (counts.group(1), counts.group(2)) == ("0", "0"), report
     assert done.returncode == 0, report
     return report
 
