@@ -23,7 +23,7 @@ EVERY_OPTION = [
     "--title", "T", "--script-format", "markdown", "--language", "en-gb", "--speed", "1.25",
     "--lexicon", "names", "--lexicon", "places", "--front-matter", "--no-back-matter",
     "--footnotes", "chapter_end", "--format", "mp3", "--bitrate", "96", "--preset", "acx",
-    "--split", "chapter", "--max-part-minutes", "60", "--loudness", "-20", "--true-peak", "-3.5",
+    "--split", "chapter", "--max-part-minutes", "60", "--readalong", "--loudness", "-20", "--true-peak", "-3.5",
     "--author", "A. Author", "--narrator", "N. Narrator", "--publisher", "P", "--year", "2026",
     "--description", "D", "--metadata-language", "en-GB", "--pause-sentence", "0.4",
     "--pause-paragraph", "0.9", "--pause-chapter", "2.5", "--no-qa", "--qa-transcript",

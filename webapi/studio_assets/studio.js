@@ -555,6 +555,7 @@
       output: { format: preset === "acx" ? "mp3" : $("job-format").value, preset },
     };
     if ($("job-split").checked) fields.output.split = "chapter";
+    if ($("job-readalong").checked) fields.output.readalong = true;
     const cast = castFields();
     if (cast) fields.cast = cast;
     const title = $("job-title").value.trim();
