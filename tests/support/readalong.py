@@ -39,9 +39,10 @@ def epubcheck_command() -> list[str] | None:
     return [found] if found else None
 
 
-def epubcheck(path: Path) -> str:
-    """epubcheck's report on ``path``; fails the test on any error or fatal (skips where epubcheck is
-    missing, except under CI, which installs it)."""
+def epubcheck(path: Path, tolerated: tuple[str, ...] = ()) -> str:
+    """epubcheck's report on ``path``; fails the test on any error or fatal but those in the files named
+    in ``tolerated`` (a source book's own faults, copied as they were). Skips where epubcheck is missing,
+    except under CI, which installs it."""
     command = epubcheck_command()
     if command is None:
         if os.environ.get("TOME_TEST_REQUIRE_SERVICES") == "1":
@@ -51,8 +52,9 @@ def epubcheck(path: Path) -> str:
     report = done.stdout + done.stderr
     counts = re.search(r"Messages: (\d+) fatals? / (\d+) errors?", report)
     assert counts is not None, report
-    assert (counts.group(1), counts.group(2)) == ("0", "0"), report
-    assert done.returncode == 0, report
+    errors = [line for line in report.splitlines() if line.startswith(("ERROR", "FATAL"))]
+    assert len(errors) == int(counts.group(1)) + int(counts.group(2)), report
+    assert all(any(f"/{name}(" in line for name in tolerated) for line in errors), report
     return report
 
 
