@@ -57,6 +57,7 @@ class OutputSpec(Strict):
     )
     readalong: bool = Field(
         False,
+        strict=True,
         description="Also a read-along book, book-readalong.epub: an EPUB 3 whose text is highlighted "
         "sentence by sentence as its audio plays (media overlays). An EPUB script keeps its own pages, "
         "styles and images; other scripts get a page per chapter. Its audio is AAC for m4a and m4b, "
