@@ -58,7 +58,8 @@ def _files(client: FlaskClient, user: dict[str, str], job: dict[str, Any]) -> di
 def _download(client: FlaskClient, user: dict[str, str], entry: dict[str, Any]) -> bytes:
     response = client.get(entry["url"], headers=user)
     assert response.status_code == 200
-    return response.data
+    data: bytes = response.data
+    return data
 
 
 def _audio_codec(data: bytes, name: str, tmp_path: Path) -> str:

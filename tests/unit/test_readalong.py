@@ -123,7 +123,7 @@ def test_m4a_and_m4b_jobs_get_aac_and_the_others_mp3(tmp_path: Path) -> None:
     audio = [
         i
         for i in package.iter("{http://www.idpf.org/2007/opf}item")
-        if i.get("media-type").startswith("audio")
+        if (i.get("media-type") or "").startswith("audio")
     ]
     assert [a.get("media-type") for a in audio] == ["audio/mp4"]
     check_against_manifest(data, manifest)
