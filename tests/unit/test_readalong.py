@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 from lxml import etree
 
 from tests.support.epubs import Section, build_epub, xhtml
 from tests.support.readalong import check_against_manifest, element_text, epubcheck, read_epub
 from worker.audio import ffmpeg_exe
+from worker.audio.errors import StitchError
 from worker.audio.ffmpeg import FfmpegEncoder
 from worker.audio.readalong import BookMeta, audio_format, build, clock
 from worker.script.parse import parse_document
@@ -248,3 +250,17 @@ def test_memory_does_not_grow_with_the_book(tmp_path: Path) -> None:
     large = _peak(tmp_path, 10)
     assert large["bytes"] > 5 * small["bytes"]
     assert large["growth_kb"] < small["growth_kb"] + 12_000, (small, large)
+
+
+def test_an_epub_that_cannot_be_read_again_gets_generated_text(tmp_path: Path) -> None:
+    data, manifest = make(tmp_path, [("One", [["Hello there.", "Goodbye."]])], b"PK\x03\x04 not a zip")
+    pars = check_against_manifest(data, manifest)
+    assert [element_text(data, p.doc, p.fragment) for p in pars] == ["Hello there.", "Goodbye."]
+
+
+def test_a_book_shorter_than_its_manifest_is_an_error_not_a_short_read_along(tmp_path: Path) -> None:
+    manifest, book = fake_job([("One", [["Hello there.", "Goodbye."]])], tmp_path)
+    manifest["chapters"][0]["end"] += 30.0  # the manifest says 30 s more than the book holds
+    with pytest.raises(StitchError, match="shorter than its manifest"):
+        build(tmp_path / "x.epub", manifest, book, fmt="mp3", sample_rate=RATE, bitrate_kbps=64, meta=META)
+    assert not (tmp_path / "x.epub").exists()

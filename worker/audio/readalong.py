@@ -19,6 +19,7 @@ text goes through lxml (escaped); the ZIP is written an entry at a time, audio s
 from __future__ import annotations
 
 import io
+import logging
 import os
 import posixpath
 import re
@@ -34,12 +35,16 @@ from typing import Any, Literal
 import numpy as np
 from lxml import etree
 
+from worker.audio.errors import StitchError
 from worker.audio.ffmpeg import FfmpegEncoder, decode_command
 from worker.script.epub_marks import Located, features, locate, mark_document, parse_document
 from worker.script.epub_package import CONTAINER, opf_path, read_package
 from worker.script.epub_xml import XHTML, children, local_name, parse_xml
 from worker.script.epub_zip import Archive, EpubLimits
+from worker.script.errors import ScriptError
 from worker.storage.atomic import atomic_file
+
+log = logging.getLogger(__name__)
 
 AudioFormat = Literal["mp3", "m4a"]
 
@@ -148,7 +153,7 @@ def build(
         audio = cut_chapters(book_audio, manifest, sentences, Path(scratch), fmt, sample_rate, bitrate_kbps)
         with atomic_file(out) as tmp, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED, allowZip64=True) as z:
             z.writestr(zipfile.ZipInfo("mimetype"), "application/epub+zip", compress_type=zipfile.ZIP_STORED)
-            source = _EpubSource.open(epub, sentences) if epub is not None else None
+            source = _open_source(epub, sentences) if epub is not None else None
             if source is not None and source.placed:
                 source.write(z, sentences, audio, meta)
             else:
@@ -202,6 +207,8 @@ def cut_chapters(
                     position += take.size
                     pending = pending[take.size :]
                 written = encoder.samples_written
+            if written < (last - first) - rate // 10:  # more than a rounding short: the book is cut
+                raise StitchError(f"the book decodes shorter than its manifest ({position} samples)")
             out[index] = ChapterAudio(index, title, start, path, max(written, 1), rate)
     finally:
         proc.stdout.close()
@@ -542,6 +549,16 @@ class _EpubSource:
             items.append(("tome-nav", nav, "application/xhtml+xml", "nav"))
         items.append(("tome-css", css, "text/css", None))
         z.writestr(self.opf, _epub3_package(opf_root, self.opf, items, overlay_of, durations, props, meta))
+
+
+def _open_source(epub: bytes, sentences: Sequence[Spoken]) -> _EpubSource | None:
+    """The script's EPUB read again (it was read when the job was accepted); None, and the text
+    generated instead, if it cannot be."""
+    try:
+        return _EpubSource.open(epub, sentences)
+    except ScriptError as exc:
+        log.warning("read-along: the EPUB's own text cannot be used (%s); generated text instead", exc)
+        return None
 
 
 def _unique(ident: str, taken: set[str]) -> str:
