@@ -178,11 +178,13 @@ def cut_chapters(
         for c in manifest["chapters"]
         if int(c["index"]) in spoken
     )
+    listed = {m[2] for m in marks}
+    stretch: dict[int, tuple[float, float]] = {}
     for s in sentences:  # a chapter the manifest does not list: its sentences' stretch
-        if s.chapter not in {m[2] for m in marks}:
-            group = [x for x in sentences if x.chapter == s.chapter]
-            marks.append((group[0].start, group[-1].end, s.chapter, ""))
-            marks.sort()
+        if s.chapter not in listed:
+            begin, _ = stretch.get(s.chapter, (s.start, s.end))
+            stretch[s.chapter] = (begin, s.end)
+    marks = sorted([*marks, *((a, b, index, "") for index, (a, b) in stretch.items())])
     cmd = decode_command(str(book), ["-vn", "-ac", "1", "-ar", str(rate)])
     out: dict[int, ChapterAudio] = {}
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
@@ -399,14 +401,17 @@ def _write_generated(
     clips = _clips(sentences, audio)
     pars: list[_Par] = []
     docs: list[tuple[str, str]] = []  # (title, zip path) in order
-    order = sorted({s.chapter for s in sentences}, key=lambda c: audio[c].start)
+    by_chapter: dict[int, list[tuple[int, Spoken]]] = {}
+    for i, s in enumerate(sentences):
+        by_chapter.setdefault(s.chapter, []).append((i, s))
+    order = sorted(by_chapter, key=lambda c: audio[c].start)
     for n, chapter in enumerate(order, start=1):
         path = f"OEBPS/text/chapter-{n:03d}.xhtml"
         title = titles.get(chapter) or f"Chapter {n}"
         html, body = _xhtml(title, meta.language, "../tome.css")
         section = etree.SubElement(body, f"{{{XHTML}}}section")
         section.set(f"{{{_OPS}}}type", "chapter")
-        mine = [(i, s) for i, s in enumerate(sentences) if s.chapter == chapter]
+        mine = by_chapter[chapter]
         first_chunk = [s for _, s in mine if s.chunk == mine[0][1].chunk]
         if " ".join(s.text for s in first_chunk).strip() != title.strip():
             etree.SubElement(section, f"{{{XHTML}}}h1").text = _xml_text(title)
@@ -519,6 +524,9 @@ class _EpubSource:
             for s, where, clip in zip(sentences, ids, clips, strict=True)
             if where is not None
         ]
+        pars_of: dict[str, list[_Par]] = {}
+        for par in pars:
+            pars_of.setdefault(par.doc, []).append(par)
         z.writestr("META-INF/container.xml", _container(self.opf))
         props: dict[str, set[str]] = {}
         for doc in self.docs:
@@ -526,9 +534,8 @@ class _EpubSource:
             taken = {str(x.get("id")) for x in root.iter() if isinstance(x.tag, str) and x.get("id")}
             renamed = {ident: _unique(ident, taken) for _, ident in marks.get(doc, [])}
             doc_marks = [(loc, renamed[ident]) for loc, ident in marks.get(doc, [])]
-            for par in pars:
-                if par.doc == doc:
-                    par.ident = renamed.get(par.ident, par.ident)
+            for par in pars_of.get(doc, []):
+                par.ident = renamed.get(par.ident, par.ident)
             mark_document(root, doc, doc_marks, _relative(doc, css))
             props[doc] = features(root)
             z.writestr(doc, _serialize(root))

@@ -16,6 +16,7 @@ letters of the book, never the whole book's trees.
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -85,6 +86,7 @@ def locate(documents: Sequence[tuple[str, bytes]], sentences: Sequence[str]) -> 
         keys.append(text)
         at += len(text) + 1
     joined = "\x00".join(keys)
+    firsts = [first for first, _ in bounds]
     budget = 20 * len(joined) + 10_000_000  # letters scanned by misses, all sentences together
     cursor = 0
     found: list[Located | None] = []
@@ -99,7 +101,7 @@ def locate(documents: Sequence[tuple[str, bytes]], sentences: Sequence[str]) -> 
             budget -= min(limit, len(joined)) - cursor
             found.append(None)
             continue
-        doc_start, doc = max((b for b in bounds if b[0] <= hit), key=lambda b: b[0])
+        doc_start, doc = bounds[bisect_right(firsts, hit) - 1]
         found.append(Located(doc, hit - doc_start, hit - doc_start + len(key)))
         cursor = hit + len(key)
     return found
