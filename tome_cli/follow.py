@@ -158,6 +158,15 @@ def download_files(client: Client, files: list[dict[str, Any]], folder: Path) ->
         click.echo(f"saved {plain(dest)} ({size} bytes)")
 
 
+def download_readalong(client: Client, job: dict[str, Any], book: Path) -> None:
+    """The job's read-along EPUB beside its book (``book.mp3`` -> ``book-readalong.epub``)."""
+    for entry in client.list_files(str(job["id"])):
+        if entry["kind"] == "readalong":
+            dest = book.with_name(f"{book.stem or book.name}-readalong.epub")
+            size = save(client, str(entry["url"]), dest, entry.get("bytes"))
+            click.echo(f"saved {plain(dest)} ({size} bytes)")
+
+
 def download_delivery(client: Client, job: dict[str, Any], book: Path) -> None:
     """A split or ACX job's chapter files and report, into a folder beside the book named as the book
     without its extension (``book.mp3`` -> ``book/chapter-001.mp3``, ``book/acx-report.json``)."""

@@ -40,6 +40,11 @@ _OPTIONS = (
     click.option("--preset", type=click.Choice(["acx"]), help="ACX delivery (chapter MP3s and a report)."),
     click.option("--split", type=click.Choice(["chapter"]), help="One file per chapter, and their ZIP."),
     click.option("--max-part-minutes", type=int, help="Longer chapters are cut into parts."),
+    click.option(
+        "--readalong/--no-readalong",
+        default=None,
+        help="Also book-readalong.epub: the text highlighted as the audio plays (EPUB 3 media overlays).",
+    ),
     click.option("--loudness", "target_lufs", type=float, help="Loudness target, LUFS (default -18)."),
     click.option("--true-peak", "true_peak_db", type=float, help="True-peak ceiling, dBTP (default -3)."),
     click.option("--no-loudness", is_flag=True, help="Keep the engine's levels (no loudness mastering)."),
@@ -206,6 +211,7 @@ def _output(options: dict[str, Any]) -> dict[str, Any]:
         preset=options["preset"],
         split=options["split"],
         max_part_minutes=options["max_part_minutes"],
+        readalong=options["readalong"],
         loudness=loudness,
     )
     if options["no_loudness"]:

@@ -17,6 +17,7 @@ from tome_cli.follow import (
     download_book,
     download_delivery,
     download_files,
+    download_readalong,
     follow,
     local_name,
     save,
@@ -51,7 +52,8 @@ def render(
     **options: Any,
 ) -> None:
     """Render SCRIPT (txt, md, epub, ssml) into a book, follow it, and download it (with a split or the
-    ACX preset, its chapter files and report too, into a folder named as the book)."""
+    ACX preset, its chapter files and report too, into a folder named as the book; with --readalong,
+    its read-along EPUB beside it)."""
     client = client_of(ctx)
     job = job_body(client.voice_ref(voice), options)
     cover = options["cover"]
@@ -66,7 +68,10 @@ def render(
         return
     click.echo(f"job {plain(submitted['id'])}: {plain(submitted['title'])}", err=True)
     done = follow(client, submitted, on_interrupt)
-    download_delivery(client, done, download_book(client, done, out_path))
+    book = download_book(client, done, out_path)
+    download_delivery(client, done, book)
+    if options["readalong"]:
+        download_readalong(client, done, book)
 
 
 @click.command()

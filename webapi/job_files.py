@@ -34,6 +34,7 @@ _MIME = {
     "vtt": "text/vtt",
     "json": "application/json",
     "zip": "application/zip",
+    "epub": "application/epub+zip",
 }
 
 
@@ -97,7 +98,8 @@ def send_job_file(found: JobFile) -> Response:
 @bp.get("/<job_id>/files")
 @operation(
     Operation(
-        "Every file of a finished job (the book, chapter files, ZIP, subtitles, manifest, ACX report); "
+        "Every file of a finished job (the book, chapter files, ZIP, subtitles, manifest, ACX report, "
+        "read-along EPUB); "
         "while it renders, the files of its chapters ready so far",
         {200: FileList, 409: None, 410: None},
         tags=("jobs",),

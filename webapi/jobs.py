@@ -42,7 +42,7 @@ from webapi.usage import require_room_for_job
 from webapi.validation import parse_id, query
 from worker.audio import FORMATS, BookTags, Cover
 from worker.audio.presets import Delivery, DeliveryError, resolve
-from worker.jobs import intake, library, rerender
+from worker.jobs import intake, library, readalong, rerender
 from worker.jobs import state as jobs
 from worker.jobs.plan import ScriptPlan
 from worker.logs import log_context
@@ -273,6 +273,7 @@ def create_job() -> tuple[Response, int]:
     _check_tags(body, title)
     require_room_for_job(script_plan.size.total_seconds, tome().engine().sample_rate)
     job = _new_job(body, title, voice, idempotency_key, request_sha, submitted.cover)
+    _keep_for_readalong(job, body, submitted.source)
     intake.apply_plan(job, script_plan)
     earlier = _insert(job, script_plan, owner, idempotency_key, request_sha)
     if earlier is not None:
@@ -298,6 +299,7 @@ def _accept_for_planning(
     rough = len(script) / tome().settings.speech_chars_per_second  # speech only, before parsing
     require_room_for_job(rough, tome().engine().sample_rate)
     job = _new_job(body, title, voice, idempotency_key, submitted.sha256, submitted.cover)
+    _keep_for_readalong(job, body, script)
     job.script = script
     job.estimated_seconds = round(rough, 1)
     job.options = {**job.options, "voice_ids": [str(voice.id)]}
@@ -457,9 +459,27 @@ def _store_cover(job_id: uuid.UUID, cover: Cover) -> str:
     return str(path)
 
 
+def _keep_for_readalong(job: Job, body: JobCreate, source: str | bytes) -> None:
+    """A job that asks for a read-along records it; with an EPUB script, the book is kept in the job's
+    folder (its pages are the read-along's text, built at the stitch)."""
+    if not body.output.readalong:
+        return
+    stored: str | None = None
+    if isinstance(source, bytes):
+        digest = hashlib.sha256(source).hexdigest()[:16]
+        path = tome().settings.layout.job_dir(job.id) / f"script-{digest}.epub"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_file(path) as tmp, open(tmp, "wb") as f:
+            f.write(source)
+        tome().storage.publish(path)
+        stored = str(path)
+        job.files_bytes = (job.files_bytes or 0) + len(source)
+    job.options = {**job.options, "readalong": readalong.stored_options(True, stored)}
+
+
 def _discard_cover(job: Job) -> None:
-    """A job that was not inserted (an idempotent replay won) leaves no cover behind."""
-    if job.options.get("cover"):
+    """A job that was not inserted (an idempotent replay won) leaves no cover (or kept EPUB) behind."""
+    if job.options.get("cover") or readalong.source_path(job.options):
         tome().storage.remove_folder(tome().settings.layout.job_dir(job.id))
 
 

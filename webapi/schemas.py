@@ -56,6 +56,14 @@ class OutputSpec(Strict):
     max_part_minutes: int = Field(
         600, ge=1, le=1440, description="With split: the longest a chapter file may be (acx: 120)"
     )
+    readalong: bool = Field(
+        False,
+        strict=True,
+        description="Also a read-along book, book-readalong.epub: an EPUB 3 whose text is highlighted "
+        "sentence by sentence as its audio plays (media overlays). An EPUB script keeps its own pages, "
+        "styles and images; other scripts get a page per chapter. Its audio is AAC for m4a and m4b, "
+        "else MP3",
+    )
     loudness: Loudness | None = Field(
         default_factory=lambda: Loudness(),  # noqa: PLW0108
         description="Every chunk is brought to target_lufs (so passages and voices do not jump) under a "
@@ -327,7 +335,7 @@ class OutputOut(BaseModel):
 
 class FileOut(BaseModel):
     name: str
-    kind: Literal["book", "chapter", "bundle", "subtitles", "manifest", "report"]
+    kind: Literal["book", "chapter", "bundle", "subtitles", "manifest", "report", "readalong"]
     format: str
     chapter: int | None = Field(None, description="The chapter's index, for a chapter file")
     part: int | None = Field(None, description="A chapter cut into parts: the part's number (1, 2, ...)")

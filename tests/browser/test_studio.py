@@ -90,6 +90,7 @@ def test_voice_book_preview_render_play_and_download(
     studio.fill("#job-title", "The Harbour")
     studio.fill("#job-script", BOOK)
     studio.choose("#job-format", "mp3")
+    studio.click("#job-readalong")
     assert not studio.find("#job-submit").is_enabled()  # preview first
     studio.click("#job-preview-button")
     studio.wait(lambda: studio.shown("#preview"), what="the preview")
@@ -159,9 +160,14 @@ def test_voice_book_preview_render_play_and_download(
     # Files: listed, and downloaded byte for byte.
     names = [row.text for row in studio.finds("#job-files tbody th")]
     assert names[0] == "The Harbour.mp3" or names[0].endswith(".mp3"), names
-    assert {"book.vtt", "book.srt", "manifest.json"} <= set(names)
+    assert {"book.vtt", "book.srt", "manifest.json", "book-readalong.epub"} <= set(names)
     studio.find(f"#job-files tbody tr[data-file='{names[0]}'] button").click()
     assert studio.downloaded(names[0]) == book
+    with stack.api(stack.alice) as api:  # the form's checkbox asked for it
+        listed = api.get(job["output"]["files_url"]).json()["files"]
+        readalong = next(f for f in listed if f["name"] == "book-readalong.epub")
+        assert readalong["kind"] == "readalong"
+        assert api.get(readalong["url"]).content[:2] == b"PK"
     studio.wait_text("#notice", f"Downloaded {names[0]}")
     assert "Every chunk passed" in studio.wait_text("#qa-summary", "passed").text
     studio.js(f"{audio}.currentTime = 0")

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import uuid
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -66,9 +67,14 @@ def test_voice_render_download_and_inspect(
     book = tmp_path / "harbour.md"
     book.write_text(BOOK, encoding="utf-8")
     out = tmp_path / "out" / "book.mp3"
-    rendered = stack.run("render", str(book), "--voice", "narrator", "--format", "mp3", "-o", str(out))
+    rendered = stack.run(
+        "render", str(book), "--voice", "narrator", "--format", "mp3", "--readalong", "-o", str(out)
+    )
     assert rendered.exit_code == EXIT_OK, rendered.output
     assert f"saved {out}" in rendered.stdout
+    along = out.with_name("book-readalong.epub")  # asked for, and saved beside the book
+    assert f"saved {along}" in rendered.stdout
+    assert zipfile.ZipFile(along).read("mimetype") == b"application/epub+zip"
     assert "100%" in rendered.stderr  # the progress bar's last state
     assert "chapters 3/3" in rendered.stderr
 

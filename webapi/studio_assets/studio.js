@@ -560,6 +560,7 @@
     if ($("job-split").checked) fields.output.split = "chapter";
     const deliver = deliverFields();
     if (deliver) fields.deliver = deliver;
+    if ($("job-readalong").checked) fields.output.readalong = true;
     const cast = castFields();
     if (cast) fields.cast = cast;
     const title = $("job-title").value.trim();

@@ -69,7 +69,7 @@ class Artefact:
     """One file of a finished job beside the book, as ``GET /v1/jobs/{id}/files`` lists it."""
 
     name: str
-    kind: str  # chapter | bundle | subtitles | manifest | report
+    kind: str  # chapter | bundle | subtitles | manifest | report | readalong
     format: str
     path: str
     bytes: int

@@ -3,9 +3,10 @@ book and its files (worker.jobs.deliver: mastered, streamed through ffmpeg), pub
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ from worker.audio import FORMATS, BookTags, Cover, Pauses, load_cover
 from worker.audio.formats import check_format
 from worker.audio.loudness import Levels
 from worker.audio.presets import Delivery
-from worker.jobs import actions, deliver, library, state
+from worker.jobs import actions, deliver, library, readalong, state
 from worker.jobs.files import stored_files
 from worker.runtime import Runtime
 from worker.storage.backend import Storage, StoredFileMissing, folder_key, key_of
@@ -67,6 +68,20 @@ def stitch_job(rt: Runtime, job_id: uuid.UUID, token: str, enqueue: Enqueue) -> 
             )
         else:
             built = deliver.build(rows, delivery, out, files, sample_rate=rate, pauses=pauses, info=info)
+        if readalong.wanted(source.options):
+            along = readalong.build_file(
+                rt.storage,
+                job_id,
+                source.options,
+                built.files,
+                out,
+                files,
+                title=source.title,
+                job_format=delivery.format,
+                sample_rate=delivery.sample_rate or rate,
+                bitrate_kbps=delivery.bitrate_kbps,
+            )
+            built = replace(built, files=[*built.files, along])
         if source.asks("library_zip"):
             built = _with_library_zip(built, source, out, files(library.ZIP_NAME), info.cover)
         _publish(rt, out, built, rt.layout.job_files(job_id, token))
@@ -101,6 +116,8 @@ def stitch_job(rt: Runtime, job_id: uuid.UUID, token: str, enqueue: Enqueue) -> 
     keep = {out, *(Path(f.path) for f in built.files), *(Path(r.path) for r in rows)}
     if cover_path := source.options.get("cover"):
         keep.add(Path(str(cover_path)))
+    if epub_path := readalong.source_path(source.options):
+        keep.add(Path(epub_path))
     _remove_orphans(rt.storage, rt.layout.job_dir(job_id), keep)
     rt.storage.release_folder(rt.layout.job_dir(job_id))  # S3: nothing of the job stays in scratch
     log.info(
@@ -243,13 +260,14 @@ def _publish(rt: Runtime, out: Path, built: deliver.Deliverables, folder: Path) 
 
 
 def _cover_bytes(storage: Storage, options: dict[str, Any]) -> int:
-    path = options.get("cover")
-    if not path:
-        return 0
-    try:
-        return storage.size(str(path))
-    except StoredFileMissing:
-        return 0
+    """The bytes the job keeps beside its outputs: its cover, and the EPUB kept for its read-along."""
+    total = 0
+    for path in (options.get("cover"), readalong.source_path(options)):
+        if not path:
+            continue
+        with contextlib.suppress(StoredFileMissing):
+            total += storage.size(str(path))
+    return total
 
 
 def _cover(storage: Storage, options: dict[str, Any]) -> Cover | None:

@@ -129,6 +129,18 @@ def read_document(root: etree._Element, path: str, wanted: Iterable[str] = ()) -
     return doc
 
 
+def read_slots(root: etree._Element, path: str) -> list[tuple[etree._Element, bool]]:
+    """Where the text that :func:`read_document` reads lies in ``root``: (element, is its tail) for every
+    piece, in document order (entities aside), so that a reader can mark read sentences in place."""
+    body = next((node for node in root if local_name(node) == "body"), None)
+    if body is None:
+        return []
+    note_ids = {node.get("id") for node in body.iter() if _is_note(node) and node.get("id")}
+    walker = _Slots(path, set(), {i for i in note_ids if i}, DocText(path))
+    walker.walk(body)
+    return walker.slots
+
+
 def note_texts(root: etree._Element, path: str, ids: set[str]) -> dict[str, str]:
     """The text of each note among ``ids`` in document ``root``: the note element the id is on, or the
     paragraph around it; back links and the leading marker left out."""
@@ -194,16 +206,16 @@ class _Walker:
                 stack.pop()
                 self._end()
                 if stack:
-                    self._text(element.tail)
+                    self._tail(element)
             elif isinstance(child, etree._Entity):
                 self._text(entity_text(child))
-                self._text(child.tail)
+                self._tail(child)
             elif not (name := local_name(child)):  # not an element (comments are gone already)
-                self._text(child.tail)
+                self._tail(child)
             else:
                 types = epub_types(child)
                 if self._skipped(child, name, types):
-                    self._text(child.tail)
+                    self._tail(child)
                 else:
                     self._start(child, name, types)
                     stack.append((child, iter(child)))
@@ -220,7 +232,7 @@ class _Walker:
         self._anchor(element)
         if name == "br":
             self._text(" ")
-        self._text(element.text)
+        self._head(element)
 
     def _end(self) -> None:
         if self.context.pop()[0] in _BLOCKS:
@@ -230,6 +242,12 @@ class _Walker:
         element_id = element.get("id")
         if element_id in self.wanted and element_id not in self.doc.anchors:
             self.doc.anchors[element_id] = Anchor(len(self.doc.blocks), self.context[-1][2])
+
+    def _head(self, element: etree._Element) -> None:
+        self._text(element.text)
+
+    def _tail(self, element: etree._Element) -> None:
+        self._text(element.tail)
 
     def _text(self, text: str | None) -> None:
         if not text:
@@ -303,3 +321,21 @@ class _Walker:
         if not (superscript or looks_like_note):
             return None
         return NoteRef(path, fragment, text.strip("[]().") or text)
+
+
+class _Slots(_Walker):
+    """A walker that also records which element's text or tail each piece of read text is."""
+
+    def __init__(self, path: str, wanted: set[str], note_ids: set[str], doc: DocText) -> None:
+        super().__init__(path, wanted, note_ids, doc)
+        self.slots: list[tuple[etree._Element, bool]] = []
+
+    def _head(self, element: etree._Element) -> None:
+        if element.text:
+            self.slots.append((element, False))
+        super()._head(element)
+
+    def _tail(self, element: etree._Element) -> None:
+        if element.tail:
+            self.slots.append((element, True))
+        super()._tail(element)
