@@ -408,31 +408,50 @@ def _write_generated(
     for n, chapter in enumerate(order, start=1):
         path = f"OEBPS/text/chapter-{n:03d}.xhtml"
         title = titles.get(chapter) or f"Chapter {n}"
-        html, body = _xhtml(title, meta.language, "../tome.css")
-        section = etree.SubElement(body, f"{{{XHTML}}}section")
-        section.set(f"{{{_OPS}}}type", "chapter")
-        mine = by_chapter[chapter]
-        first_chunk = [s for _, s in mine if s.chunk == mine[0][1].chunk]
-        if " ".join(s.text for s in first_chunk).strip() != title.strip():
-            etree.SubElement(section, f"{{{XHTML}}}h1").text = _xml_text(title)
-        paragraph: etree._Element | None = None
-        chunk = None
-        for i, s in mine:
-            if paragraph is None or s.chunk != chunk:
-                tag = "h1" if len(section) == 0 else "p"  # no heading yet: the first chunk is the title
-                paragraph = etree.SubElement(section, f"{{{XHTML}}}{tag}")
-                chunk = s.chunk
-            elif len(paragraph):
-                paragraph[-1].tail = " "
-            span = etree.SubElement(paragraph, f"{{{XHTML}}}span")
-            span.set("id", f"s{i + 1}")
-            span.text = _xml_text(s.text)
-            pars.append(_Par(path, f"s{i + 1}", chapter, *clips[i]))
+        html = _generated_chapter(title, meta.language, by_chapter[chapter])
+        pars += [_Par(path, f"s{i + 1}", chapter, *clips[i]) for i, _ in by_chapter[chapter]]
         z.writestr(path, _serialize(html))
         docs.append((title, path))
     z.writestr("OEBPS/tome.css", _CSS)
     z.writestr("OEBPS/nav.xhtml", _nav("OEBPS/nav.xhtml", meta, docs))
     items, overlay_of, durations = _write_audio_and_overlays(z, "OEBPS/tome", pars, audio, _fmt(audio))
+    root = _generated_package(meta, docs, items, overlay_of, durations)
+    z.writestr("OEBPS/package.opf", etree.tostring(root, encoding="utf-8", xml_declaration=True))
+
+
+def _generated_chapter(title: str, language: str, mine: Sequence[tuple[int, Spoken]]) -> etree._Element:
+    """One chapter's XHTML: its title as a heading (unless its first chunk reads it), a paragraph per
+    chunk, a span ``s<N>`` per sentence (N: the sentence's place in the book, from 1)."""
+    html, body = _xhtml(title, language, "../tome.css")
+    section = etree.SubElement(body, f"{{{XHTML}}}section")
+    section.set(f"{{{_OPS}}}type", "chapter")
+    first_chunk = [s for _, s in mine if s.chunk == mine[0][1].chunk]
+    if " ".join(s.text for s in first_chunk).strip() != title.strip():
+        etree.SubElement(section, f"{{{XHTML}}}h1").text = _xml_text(title)
+    paragraph: etree._Element | None = None
+    chunk = None
+    for i, s in mine:
+        if paragraph is None or s.chunk != chunk:
+            tag = "h1" if len(section) == 0 else "p"  # no heading yet: the first chunk is the title
+            paragraph = etree.SubElement(section, f"{{{XHTML}}}{tag}")
+            chunk = s.chunk
+        elif len(paragraph):
+            paragraph[-1].tail = " "
+        span = etree.SubElement(paragraph, f"{{{XHTML}}}span")
+        span.set("id", f"s{i + 1}")
+        span.text = _xml_text(s.text)
+    return html
+
+
+def _generated_package(
+    meta: BookMeta,
+    docs: Sequence[tuple[str, str]],
+    items: Sequence[tuple[str, str, str, str | None]],
+    overlay_of: Mapping[str, str],
+    durations: Any,
+) -> etree._Element:
+    """The generated book's package document: metadata, manifest (chapters with their overlays, the
+    audio and SMIL ``items``) and spine."""
     root = etree.Element(f"{{{_OPF}}}package", nsmap=_ns({None: _OPF, "dc": _DC}))
     root.set("version", "3.0")
     root.set("unique-identifier", "book-id")
@@ -467,7 +486,7 @@ def _write_generated(
     spine = etree.SubElement(root, f"{{{_OPF}}}spine")
     for n in range(1, len(docs) + 1):
         etree.SubElement(spine, f"{{{_OPF}}}itemref").set("idref", f"chapter-{n}")
-    z.writestr("OEBPS/package.opf", etree.tostring(root, encoding="utf-8", xml_declaration=True))
+    return root
 
 
 def _fmt(audio: Mapping[int, ChapterAudio]) -> str:
