@@ -9,10 +9,9 @@ beginning of that run (a look-behind), so no run is scanned from each of its pos
 rule cannot read is left as written (or only its numbers are read), so words are never dropped.
 
 Numbers come from num2words (British style: "one hundred and one"; spelling to match: "metres").
-Ambiguous forms are settled by their context: a four-digit number is a year or a count, "Dr." Doctor or
-Drive, "in" inches or a word, a Roman numeral a number only in headings, leading zeros a code read digit
-by digit except in a heading's number, and a slashed date day first unless the region is US. See
-docs/scripts.md, "Normalisation" (each heuristic, in the order it is tried).
+Context settles what is ambiguous: a four-digit number is a year or a count, "Dr." Doctor or Drive, a
+Roman numeral a number only in a heading, leading zeros a code unless in a heading's number, a slashed
+date day first unless the region is US. See docs/scripts.md, "Normalisation" (each heuristic).
 """
 
 from __future__ import annotations
