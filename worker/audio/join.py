@@ -10,7 +10,7 @@ copied packets around each file's pre-skip, so chapters drift), so :func:`joinab
 book is encoded from the chunks.
 
 See docs/api.md, "Chapters as soon as they are done" (where each chapter lands, format by format, and
-how that was measured).
+the measurement that checks it).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ ffmpeg's WAV muxer writes no chapters, but RIFF/WAVE has a standard place for th
 with one cue point per mark and a ``LIST`` chunk of type ``adtl`` with a ``labl`` sub-chunk naming each
 cue, which ffmpeg reads back as chapters. :func:`add_cues` appends both chunks to a finished file and
 then raises the RIFF size in its header, so the audio is never read or moved, and a process that dies in
-between leaves a file that plays as before, without cues (which :func:`add_cues` then refuses). Labels
+between leaves a file that still plays, without cues (which :func:`add_cues` then refuses). Labels
 are counted UTF-8 bytes, never parsed (NULs removed, cut to :data:`MAX_LABEL_BYTES`), so no text can
 change the file's structure.
 

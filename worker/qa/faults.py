@@ -9,7 +9,7 @@ rendering stops early, mid-word where it falls), ``noise`` (a burst of white, pi
 A fault is injected on the first ``faulty_attempts`` renderings of a chunk only, so a re-render repairs
 it, as the QA's re-render is meant to. Every choice is drawn from a generator seeded with the wrapper's
 seed and a hash of the text, so the same chunk gets the same fault in every run and in every order;
-:attr:`FaultyEngine.log` records what was injected.
+:attr:`FaultyEngine.log` records every fault injected.
 
 See docs/qa.md, "The proof benchmark" (each fault's sizes and how attempts are counted).
 """
