@@ -2,17 +2,15 @@
 character is refused (422 naming the field) in one place rather than view by view.
 
 Control characters are C0 (U+0000-U+001F), DEL (U+007F) and C1 (U+0080-U+009F): none belongs in a title, a
-tag or a name, and they are what a terminal or a log viewer acts on (``ESC ]0;`` retitles a terminal,
-``CSI`` U+009B starts an escape sequence on its own, NUL cuts strings in C libraries and PostgreSQL refuses
-it). :data:`Line` refuses all of them; :data:`Lines` lets tab, line feed and carriage return through, for
-fields whose text is naturally several lines (a description, a transcript, lexicon text from an XML file).
-A script body (a job's ``script``, speech's ``input``, a re-render's ``text``) is neither: the script
-reader refuses such characters itself, naming their line and column.
+tag or a name, and they are what a terminal or a log viewer acts on. :data:`Line` refuses all of them;
+:data:`Lines` lets tab, line feed and carriage return through, for fields whose text is naturally several
+lines (a description, a transcript, lexicon text from an XML file). A script body (a job's ``script``,
+speech's ``input``, a re-render's ``text``) is neither: the script reader refuses such characters itself,
+naming their line and column.
 
 :data:`VoiceName` is a :data:`Line` normalised as stored (models.names) and limited to letters, marks and
-digits of any script, space and ``' _ . -``: format characters (zero-width space and joiners, bidi
-overrides and isolates) are refused, because they are invisible and let two names that look the same be
-different names, or make a name display as another (U+202E reverses what follows it).
+digits of any script, space and ``' _ . -``: invisible format characters (zero-width, bidi) are refused,
+because they let two names that look the same differ, or one display as another. See docs/api.md.
 """
 
 from __future__ import annotations

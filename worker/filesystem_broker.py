@@ -1,30 +1,18 @@
 """Kombu's filesystem transport, fixed for Tome: the embedded broker of ``make run`` and the tests.
 
-1. Atomic publishing. Kombu 5.7's ``filesystem`` transport creates a message file under its final name and
-   then writes into it. A consumer that lists the folder in between moves the still-empty file away, fails
-   to decode it, and the Celery worker stops with "Unrecoverable error: JSONDecodeError" while the message
-   is lost (kombu issue #1551). Here each message is written under a name no queue matches and renamed
-   into place once complete (atomic within one folder): a consumer sees a whole message or none. A
-   consumer claims a message by renaming it within the folder too (kombu moves it to the system temp
-   dir: a copy when that is another filesystem, which two consumers can both win). A message that still
-   cannot be decoded (written by something else) is logged and skipped, not raised; the job's rows are
-   the truth and the sweeper re-sends its work.
-2. Celery's event loop. Kombu declares this transport synchronous, so Celery runs its blocking pool, whose
-   idle children wait for tasks holding one shared lock: an idle child killed from outside (the OOM
-   killer, a stray kill) takes the lock with it and the worker never runs another task. Here the transport
-   polls from the event loop's timer, so the worker runs the pool it runs on Redis (one pipe per child).
+1. Atomic publishing: a message is written under a name no queue matches and renamed into place once
+   complete, and claimed by a rename within the folder, so a consumer sees a whole message or none and
+   only one consumer wins it. A file that cannot be decoded is logged and skipped: the sweeper re-sends
+   the work from the job's rows.
+2. Celery's event loop: the transport is polled from the event loop's timer, so the worker runs the
+   same pool as on Redis, not the blocking pool that one killed child can wedge.
+3. Bindings: the bindings file is read, updated and rewritten under one exclusive lock, and an empty
+   file reads as no bindings, so processes that start together do not trip on each other.
+4. Priorities: a message's file name starts with its priority (0-9, lower first, as on Redis), so a
+   speech task overtakes the book work waiting in its queue; oldest first within a priority.
 
-3. Bindings. Kombu keeps each exchange's queue bindings in a JSON file, created by one open call and
-   locked and written by the next: a process binding at the same moment (two workers, or a worker and
-   beat, starting together) can lock the still-empty file first, fail to decode it and exit. Here the
-   file is opened without truncation and read, updated and rewritten under one exclusive lock, and an
-   empty file reads as no bindings.
-
-4. Priorities. A message's file name starts with its priority (0-9, lower first, as on Redis) and
-   consumers take the first name in sorted order, so a speech task (worker.celery_app.SPEECH_PRIORITY)
-   overtakes the book work already waiting in its queue; within a priority, the oldest goes first.
-
-Selected with Celery's ``broker_transport`` setting (see worker.celery_app); imports kombu, not Celery.
+Selected by Celery's ``broker_transport`` setting (worker.celery_app); imports kombu, not Celery.
+See docs/operations.md, "Reliability" (kombu's own behaviour, and why each fix).
 """
 
 from __future__ import annotations

@@ -1,30 +1,15 @@
 """The ACX check: is an encoded file what ACX (Audible) accepts? Measured on the file itself.
 
 Each file is decoded back with the bundled ffmpeg and streamed through :class:`LevelMeter` in blocks, so
-memory does not grow with the file's length (a 2-hour chapter costs the same as a 2-minute one); the
-container facts come from ffmpeg's description of the input and, for MP3, from the frame headers.
+memory does not grow with the file's length; the container facts come from ffmpeg's description of the
+input and, for MP3, from the frame headers. Levels are measured on the decoded 16-bit PCM, as a 16-bit
+master would be, and reported as the Audacity ACX Check plugin reports them: RMS over the whole file,
+peak, the noise floor (the quietest 500 ms window that is not digital zero), room tone (no 500 ms of
+digital silence, which ACX rejects), head and tail (room tone before the first and after the last block
+of speech), sample rate, channels, format and bitrate (every MP3 frame header, so a VBR file is told from
+a CBR one).
 
-How each figure is measured (on the decoded 16-bit PCM, as a 16-bit master would be; levels in dB
-relative to full scale, where a full-scale square wave is 0 dB and a full-scale sine -3 dB, as the
-Audacity ACX Check plugin reports them; a file with several channels counts every sample of every
-channel, as that plugin does for stereo):
-
-- **RMS**: unweighted, over the whole file, pauses included.
-- **Peak**: the largest absolute sample.
-- **Noise floor**: the RMS of the quietest 500 ms window, windows starting every 10 ms (the plugin
-  takes 400 ms every 100 ms; ACX's requirement speaks of 500 ms). A window that is entirely digital
-  zero is not room tone and does not count: it is reported by the ``room_tone`` rule instead. A file
-  shorter than one window has its whole RMS as floor; one whose every window is digital zero has
-  :data:`SILENCE_DB`.
-- **Room tone** (ACX rejects digital silence): the longest run of samples that are exactly 0 in every
-  channel must be shorter than 500 ms, so no 500 ms window is pure digital zero.
-- **Head and tail**: the time before the first and after the last 10 ms block whose RMS is more than
-  :data:`SPEECH_ABOVE_FLOOR_DB` above the noise floor and above :data:`SPEECH_MIN_DB` (the second bound
-  keeps room tone from counting as speech when the floor is very low because of digital silence).
-  Resolution: one block, 10 ms.
-- **Sample rate and channels**: ffmpeg's description of the first audio stream.
-- **Format and bitrate**: the codec ffmpeg names; for MP3 the bitrate of every frame header (the
-  Xing/Info frame excepted), so a VBR file is told from a CBR one even when its average is 192 kb/s.
+See docs/api.md, "The ACX preset" (how each figure is measured, and its bounds).
 """
 
 from __future__ import annotations

@@ -1,24 +1,16 @@
 """A book joined from encoded chapter files without encoding again (pure: ffmpeg stream copy).
 
 Chapters are stitched and encoded as soon as their chunks are done (worker.jobs.chapters); the book is
-then their files one after the other, packets copied: seconds of work for hours of audio, where the
-single encode after the last chunk took minutes. Where each chapter lands in the book is known exactly,
-because every decoder plays the joined packets back to back:
+then their files one after the other, packets copied: seconds of work for hours of audio, where an
+encode of the whole book takes minutes. Where each chapter lands in the book is known exactly, because
+every decoder plays the joined packets back to back: WAV and FLAC sample for sample; MP3 packets with
+each file's encoder delay and padding; M4A/M4B as ADTS packets in one MP4, every chapter's samples
+``AAC_PRIMING`` after the start of its packets. Ogg Opus cannot be joined this way (the muxer re-times
+copied packets around each file's pre-skip, so chapters drift), so :func:`joinable` says no and the
+book is encoded from the chunks.
 
-- WAV and FLAC: sample for sample, the chapters' PCM in order.
-- MP3 (ffmpeg's concat demuxer, packets copied): a chapter starts where the packets before it end (the
-  sum of their durations, which include each file's encoder delay and padding); its samples follow at
-  the offsets they had in its own file (the decoder trims the first file's delay from the book as it
-  does from the file).
-- M4A/M4B: each file's AAC packets taken out as ADTS and concatenated, then put into one MP4. No edit
-  list trims the encoder's priming, so every chapter's samples come 1024 samples (AAC_PRIMING) after
-  the start of its packets, the first chapter's too.
-- Ogg Opus cannot be joined this way (the Ogg muxer re-times copied packets around each file's
-  pre-skip: chapters drift by tens of milliseconds), so :func:`joinable` says no and the book is
-  encoded from the chunks as before.
-
-Measured with tone bursts at known offsets in four files (24 and 44.1 kHz): every burst decoded within
-0.1 ms of the place these rules give.
+See docs/api.md, "Chapters as soon as they are done" (where each chapter lands, format by format, and
+the measurement that checks it).
 """
 
 from __future__ import annotations

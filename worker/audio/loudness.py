@@ -120,13 +120,10 @@ class Levels:
 def measure(samples: npt.NDArray[np.floating], sample_rate: int) -> Levels:
     """Measure a mono chunk (float samples, full scale 1.0) at ``sample_rate``.
 
-    - ``lufs``: BS.1770-4 gated integrated loudness from ``pyloudnorm`` (K-weighting, 400 ms blocks,
-      75 % overlap, absolute and relative gates) for chunks of at least 400 ms. A chunk from 100 ms up
-      to 400 ms is measured as one gating block as long as the chunk: its K-weighted mean square, under
-      the absolute gate. That is what the standard does for a chunk of exactly 400 ms, and it is the
-      same quantity as a longer measurement of a steady sound (padding with silence would understate it,
-      ``None`` would leave one-word chunks like "Yes." unlevelled next to their neighbours). Under 100 ms,
-      or when every block is gated out (silence, or quieter than -70 LUFS), ``lufs`` is ``None``.
+    - ``lufs``: BS.1770-4 gated integrated loudness from ``pyloudnorm`` for chunks of at least 400 ms;
+      a chunk from 100 ms up to 400 ms is measured as one gating block as long as the chunk, so that
+      one-word chunks ("Yes.") are levelled like their neighbours (see docs/api.md, "Mastering"). Under
+      100 ms, or when every block is gated out (silence, or quieter than -70 LUFS), ``None``.
     - ``rms_db``: unweighted RMS of all samples (a full-scale sine reads -3.01 dB).
     - ``peak_db``: largest absolute sample; ``true_peak_db``: the same on the 4x oversampled signal
       (never below ``peak_db``).

@@ -71,20 +71,11 @@ def apply(
     """``samples`` times ``gain_db``, then limited so that their true peak (4x oversampled, as
     :func:`~worker.audio.loudness.oversampled_peak` reads it) is at most ``mastering.true_peak_db``.
 
-    The limiter works on the whole chunk (chunks are at most ~30 s), so its lookahead is free:
-
-    1. detector: for each sample, the largest oversampled value in ``[n, n + 1)``; where that is above
-       the ceiling, the gain the sample needs is ``ceiling / value``, elsewhere 1;
-    2. hold: the minimum of that over ``attack + 10`` samples each side (10: the reach of the
-       interpolation kernel, so the gain is flat wherever a peak's oversampled points are made);
-    3. attack: two moving averages, ``attack / 2`` each side each; their combined reach is within the
-       hold, so the smoothed gain never exceeds what any sample needs, and it falls along an S-curve
-       starting ~``ATTACK_S`` before the peak instead of stepping;
-    4. release: the gain reduction decays exponentially (``RELEASE_S``) after a peak, never faster
-       (a peak hold with exponential decay, computed as a running maximum in the log domain);
-    5. check: the result's true peak is measured; if interpolation between gain-modulated samples still
-       overshoots, the pass is repeated with the ceiling lowered by the overshoot, and a last overshoot
-       (never seen in practice) is removed by scaling the whole chunk.
+    The limiter sees the whole chunk (chunks are short), so its look-ahead is free: the gain each sample
+    needs is held and smoothed so that it falls along an S-curve from ``ATTACK_S`` before a peak and
+    recovers exponentially over ``RELEASE_S``, never above the gain any sample needs; the result's true
+    peak is measured again and the pass repeated with a lower ceiling if interpolation still overshoots.
+    See docs/api.md, "Mastering" (the limiter's steps).
 
     A chunk whose gained true peak is under the ceiling is returned as ``samples * gain`` untouched.
     The result is float32 of the same length. Raises ``ValueError`` for a multi-channel array, NaN or

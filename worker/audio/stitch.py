@@ -131,26 +131,19 @@ def stitch(
 ) -> StitchResult:
     """Encode ``pieces`` in order, each followed by its pause, into ``out_path``, with chapters and tags.
 
-    The chapter marks are planned first (:func:`~worker.audio.chapters.plan_chapters`, from the pieces'
-    lengths: those not given are read from the WAV headers), written into the file as far as ``fmt``
-    carries them, with ``chapter_titles`` (chapter index -> title) and ``tags``; ``cover`` (from
-    :func:`~worker.audio.cover.load_cover`) is embedded in every format but WAV. Then the chunks are read
-    one block at a time and piped to ffmpeg, so memory does not grow with the length of the output (only
-    the list of pieces is held, not their audio); a chunk whose length differs from the plan is a
-    :class:`StitchError` (the marks would be wrong).
+    The chapter marks are planned first (:func:`~worker.audio.chapters.plan_chapters`; lengths not
+    given are read from the WAV headers) and written as far as ``fmt`` carries them, with
+    ``chapter_titles``, ``tags`` and ``cover`` (every format but WAV). Chunks are streamed from ``files``
+    to ffmpeg block by block, so memory does not grow with the output. ``mastering`` applies each
+    piece's ``gain_db`` and the true-peak limiter; ``room_tone`` fills pauses and runs on under the
+    chunks; ``head_seconds`` open the file, the last pause is at least ``tail_seconds``;
+    ``output_rate`` resamples.
 
-    Every chunk must be at ``sample_rate`` (``ValueError`` otherwise; multi-channel chunks are averaged
-    to mono). The pause after the last piece is encoded too. The output is written to a temp file next
-    to ``out_path``, fsynced and renamed onto it; on any failure the temp files are removed. Raises
-    :class:`StitchError` if a chunk is missing or unreadable or ffmpeg fails, ``ValueError`` for invalid
-    arguments, an unknown pause kind, an empty ``pieces`` or a chapter whose pieces are not contiguous.
-
-    Mastering: with ``mastering``, each chunk gets its piece's ``gain_db`` and the true-peak limiter
-    (:func:`~worker.audio.master.apply`, one chunk in memory at a time); with ``room_tone``, pauses are
-    that low-level noise instead of digital silence, and it runs on under the chunks. ``head_seconds``
-    of pause open the file (inside the first chapter), and the pause after the last chunk is at least
-    ``tail_seconds``. ``output_rate`` resamples in ffmpeg (chapter marks are in seconds: unaffected).
-    ``files`` reaches the chunk files (one at a time, while each is sent): this disk by default.
+    Every chunk must be at ``sample_rate`` (channels are averaged to mono). The output goes to a temp
+    file beside ``out_path``, fsynced and renamed onto it; on failure the temp files are removed.
+    Raises :class:`StitchError` for a missing or unreadable chunk, one whose length differs from the
+    plan, or an ffmpeg failure; ``ValueError`` for a chunk at another rate, an unknown pause kind, empty
+    ``pieces``, non-contiguous chapters or other invalid arguments.
     """
     fmt = check_format(fmt)
     if sample_rate <= 0:

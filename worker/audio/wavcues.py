@@ -1,20 +1,14 @@
 """Chapter marks inside a WAV file: cue points with labels, appended in place (pure, stdlib only).
 
-ffmpeg's WAV muxer writes no chapters, but RIFF/WAVE has a standard place for them (Microsoft and IBM,
-*Multimedia Programming Interface and Data Specifications 1.0*, 1991): a ``cue `` chunk with one cue
-point per mark (a position in sample frames of the ``data`` chunk) and a ``LIST`` chunk of type
-``adtl`` with a ``labl`` sub-chunk naming each cue. ffmpeg reads them back as chapters (the tests
-check it, to the sample); many audio editors show such cues as markers.
+ffmpeg's WAV muxer writes no chapters, but RIFF/WAVE has a standard place for them: a ``cue `` chunk
+with one cue point per mark and a ``LIST`` chunk of type ``adtl`` with a ``labl`` sub-chunk naming each
+cue, which ffmpeg reads back as chapters. :func:`add_cues` appends both chunks to a finished file and
+then raises the RIFF size in its header, so the audio is never read or moved, and a process that dies in
+between leaves a file that still plays, without cues (which :func:`add_cues` then refuses). Labels
+are counted UTF-8 bytes, never parsed (NULs removed, cut to :data:`MAX_LABEL_BYTES`), so no text can
+change the file's structure.
 
-:func:`add_cues` appends both chunks to a finished file and then raises the RIFF size in its header;
-the audio is neither read nor moved, so it takes the same time for a gigabyte as for a second. The
-header is patched last, after the new chunks are on disk: if the process dies in between, the file
-ends (for every reader that honours the RIFF size) where it ended before, and the chunks or the part
-of them that was written are trailing bytes that readers skip; the file plays as before, without cues
-(and :func:`add_cues` refuses it: it does not pile new chunks after those bytes).
-Labels are stored as UTF-8, NUL-terminated, whatever characters they hold (NULs removed, cut to
-:data:`MAX_LABEL_BYTES` on a character boundary): a label is counted bytes, never parsed, so no text
-can change the file's structure.
+See docs/api.md, "The files" (the specification, and what a reader sees after a crash).
 """
 
 from __future__ import annotations

@@ -1,31 +1,18 @@
 """A minimal ctypes binding of libespeak-ng (as shipped by the ``espeakng-loader`` wheel).
 
-The library keeps global state and is not thread-safe: concurrent calls crash the process. This module
-therefore holds **one** initialised instance per process and serialises every call with a process-wide
-lock. The library is never loaded at import time; it is loaded and initialised lazily by the first call
-that needs it, in the process that makes it. A forked child (e.g. a Celery prefork worker) inherits a
-copy of the parent's state, so when :func:`os.getpid` differs from the pid that initialised the library,
-it is initialised again in the child before use (and the lock is replaced after every fork, in case
-another thread of the parent held it at the time of the fork).
+The library keeps global state and is not thread-safe: concurrent calls crash the process. So this
+module holds one instance per process, loaded lazily on first use, and serialises every call with a
+process-wide lock. A forked child (a Celery prefork worker) initialises the library again before use,
+and gets a new lock in case another thread of the parent held it at the fork.
 
-Synthesis uses ``AUDIO_OUTPUT_SYNCHRONOUS``: :c:func:`espeak_Synth` returns once the whole text has
-been rendered, and a synth callback collects the 16-bit samples as they are produced, and, for
-:func:`synthesize_words`, the word events that come with them (:class:`WordEvent`).
+Synthesis is synchronous: a callback collects the 16-bit samples and, for :func:`synthesize_words`, the
+word events (:class:`WordEvent`). Before every call the binding selects the voice again, reseeds the
+noise generator and resets the waveform generator's static variables (found in the library's ELF symbol
+table), so that the same text renders the same samples; :func:`is_deterministic` says whether that
+reset is available. Rates of 450 wpm and above are never used: espeak-ng then hands its output to
+libsonic, whose stream outlives the call.
 
-Determinism. Out of the box, rendering the same text twice does not give the same samples: a few static
-variables of the waveform generator survive from one call to the next (measured with libespeak-ng 1.52.0:
-the pitch-flutter phase ``Flutter_ix``, the glottal cycle counter ``cycle_count`` and the automatic gain
-``agc``), the breath noise generator is seeded with ``time()`` at initialisation, and the echo buffer and
-breath resonators keep the tail of the previous call. Before every call this module therefore (1) selects
-the voice again (which clears the echo buffer and the breath resonators), (2) reseeds the noise generator
-with ``espeak_ng_SetRandSeed``, and (3) puts the three generator variables back to their initial values.
-Those variables are not exported; their addresses come from the library's ELF symbol table (the wheel's
-library is not stripped), checked against two variables whose values are known after initialisation
-(``samplerate`` and ``Flutter_inc``). If that check fails, renderings still work but are only
-approximately reproducible (:func:`is_deterministic` says which). Rates of 450 wpm and above are never
-used: there espeak-ng hands its output to libsonic, whose stream outlives the call (renderings then
-depend on the previous call) and is, surprisingly, slower than 449 wpm.
-
+See docs/engines.md, "The espeak engine" (what carries over between calls, and how each is reset).
 Reference: ``espeak-ng/speak_lib.h`` (API revision 12).
 """
 

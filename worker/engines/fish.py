@@ -1,37 +1,19 @@
 """The ``fish-speech`` engine: Fish Speech / OpenAudio S1 voice cloning through the official ``fish-speech``
 package (0.1.0): its ``DualARTransformer`` text-to-semantic model and its DAC codec.
 
-Pure module (no Flask, no Celery). ``torch`` and ``fish_speech`` are imported lazily (the optional ``fish``
-extra), so the module itself imports anywhere. The checkpoint directory (``TOME_FISH_MODEL_DIR``, handed
-over by the engine registry: this module reads no environment) holds the published S1 layout:
-``config.json`` (``model_type: dual_ar``), ``model.pth``, ``tokenizer.tiktoken``, ``special_tokens.json``
-and ``codec.pth``. Nothing is downloaded.
+Pure module (no Flask, no Celery). ``torch`` and ``fish_speech`` are imported lazily (the ``fish``
+extra), so the module imports anywhere. The checkpoint directory comes from the engine registry (this
+module reads no environment); nothing is downloaded. Loading does what the package's own loaders do,
+minus their side effects and more strictly: ``torch.load(weights_only=True)``, so no pickle code runs,
+and ``strict=True``.
 
-Loading does what the package's own loaders do, minus their side effects: the codec is the packaged
-``modded_dac_vq`` Hydra config, composed from the package's config folder (plus the Hydra overrides of an
-optional ``codec_overrides.json`` in the checkpoint, which published checkpoints do not have and the
-tests' tiny checkpoint uses), instantiated, and both state dicts are read with
-``torch.load(weights_only=True)`` (no pickle code runs) and loaded with ``strict=True`` (a missing or
-unexpected key is an error, not a warning in a log). The package's ``fish_speech.models.dac.inference``
-is never imported (it calls ``pyrootutils.setup_root`` at import, which needs a ``.project-root`` file),
-nor ``fish_speech.inference_engine`` (its ``ReferenceLoader`` needs ``torchaudio.list_audio_backends``);
-``VQManager`` is loaded from its own file, which imports neither.
+The speaker prompt (``encode_speaker``) is the reference's DAC codes and its transcript, computed once per
+voice and cached like every engine's prompt. The package's ``generate_long`` renders one request and
+samples from the global torch RNG, so rows are rendered one at a time, each under its chunk's seed and a
+process-wide lock: a chunk renders the same alone or in any batch.
 
-Speaker prompt (``encode_speaker``): the reference's DAC codes, computed once per voice and cached by the
-voice cache like every engine's prompt:
-
-================= ============ =====================================================================
-``codes``         int64 (Q, T) codec codes of the reference (Q = the model's codebooks, T = frames)
-``ref_text_utf8`` uint8 (N,)   the reference transcript as UTF-8 bytes
-================= ============ =====================================================================
-
-Rendering: the package's ``generate_long`` reads only the first row of a batch and sizes its caches for
-one request, and samples from the global torch RNG. So rows are rendered one at a time, each under its
-chunk's seed (``torch.manual_seed``), holding a process-wide lock: a chunk renders the same alone or in
-any batch. Output is 44.1 kHz.
-
-Engine version: ``fish-speech/<PROMPT_LAYOUT>/<package version>/<sha256>`` where the digest covers the
-relative path and bytes of every checkpoint file (config, weights, tokenizer, codec overrides).
+See docs/engines.md, "The Fish Speech engine (OpenAudio S1)" (the checkpoint layout, the modules never
+imported, the prompt's tensors, the engine version).
 """
 
 from __future__ import annotations

@@ -1,26 +1,18 @@
 """The ``qwen3-tts`` engine: Qwen3-TTS 12 Hz *Base* voice cloning through the official ``qwen-tts`` package.
 
 Pure module (no Flask, no Celery). ``torch`` and ``qwen_tts`` are imported lazily (optional extra), so the
-module itself imports anywhere. The checkpoint directory (``TOME_QWEN3_MODEL_DIR``, handed over by the
-engine registry with the other ``TOME_QWEN3_*`` settings: this module reads no environment) holds the
-published layout (``config.json``, ``model.safetensors``, text tokenizer files, ``generation_config.json`` and
-a ``speech_tokenizer/`` sub-folder). The model is loaded once per process (:func:`load_model`), on first use
-or by :meth:`Qwen3Engine.warm_up`; one instance is not safe for concurrent ``generate`` calls, so every call
-holds a process-wide lock (run one worker process per GPU).
+module imports anywhere. The checkpoint directory and the other ``TOME_QWEN3_*`` settings come from the
+engine registry (this module reads no environment); nothing is downloaded. The model is loaded once per
+process (:func:`load_model`), on first use or by :meth:`Qwen3Engine.warm_up`; one instance is not safe
+for concurrent ``generate`` calls, so every call holds a process-wide lock (one worker process per GPU).
 
-Speaker prompt (``encode_speaker``), everything needed to rebuild ``qwen_tts.VoiceClonePromptItem``:
+The speaker prompt (``encode_speaker``) holds everything needed to rebuild
+``qwen_tts.VoiceClonePromptItem``: the reference's codec codes, its x-vector, the mode (in-context or
+x-vector only) and the transcript. The engine version digests every config and weight file of the model
+directory (:func:`model_identity`), so swapping the checkpoint makes cached prompts and renderings stale.
 
-===================== ============ ===================================================================
-``ref_code``          int64 (T, Q) codec codes of the reference (Q = codec quantizers, 16 for the
-                                   published models); T = 0 in x-vector-only mode
-``ref_spk_embedding`` float32 (D,) speaker-encoder x-vector (D = talker hidden size: 1024 or 2048)
-``x_vector_only``     uint8 (1,)   1: x-vector-only mode (no transcript), 0: ICL mode
-``ref_text_utf8``     uint8 (N,)   the reference transcript as UTF-8 bytes (N = 0 when none)
-===================== ============ ===================================================================
-
-Engine version: ``qwen3-tts/<PROMPT_LAYOUT>/<sha256>`` where the digest covers the relative path and the
-bytes of every config and weight file of the model directory (:func:`model_identity`), so swapping the
-checkpoint makes cached prompts and renderings stale.
+See docs/engines.md, "The Qwen3-TTS engine (GPU)" (the checkpoint layout, the prompt's tensors, batches
+and seeds).
 """
 
 from __future__ import annotations

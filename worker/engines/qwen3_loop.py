@@ -1,25 +1,18 @@
 """Tome's own generation loop for the Qwen3-TTS Base talker and code predictor (pure: torch only).
 
 qwen-tts renders through a Hugging Face ``generate`` of the talker that runs a nested ``generate`` of the
-code predictor for the 15 residual codebooks of every frame. Both allocate caches and outputs as they go
-and make hundreds of small calls per frame, so a GPU spends its time waiting for Python. This loop keeps
-the model's own modules and weights (their norms, projections, rotary embeddings and MLPs are called as
-they are) and replaces only the control around them:
+code predictor for every frame: hundreds of small calls per frame, so a GPU waits for Python. This loop
+keeps the model's own modules and weights and replaces only the control around them: static key/value
+caches for all rows (``slots``), one step function per frame for all rows with no host synchronisation
+inside (a CUDA graph per shape on CUDA, so a frame is one launch), and continuous batching (a row that
+ends leaves its slot at once and the next waiting request is prefilled into it).
 
-- static key/value caches: one buffer per layer for all rows (``slots``) and every position a row can
-  reach, written in place at each row's own position; the code predictor's cache holds one frame;
-- one step function per frame for all rows: the code-predictor pass (15 codebooks), the frame's input
-  embedding, one talker position, and the next token's choice (worker.engines.qwen3_sampling), with no
-  host synchronisation inside it; on CUDA each (slots, cache length) pair is captured once as a CUDA graph
-  and replayed, so a frame costs one launch;
-- continuous batching: a row that ends (end of speech or its frame cap) leaves its slot at once and the
-  next waiting request is prefilled into it, any voice and any sampling parameters (they are per row).
+A request's prompt is built by qwen-tts's own ``generate`` up to where it would call the talker's
+``generate`` (:func:`capture_prompt`), so prompts cannot drift from the package's. With greedy decoding
+the loop yields exactly qwen-tts's codec frames on a CPU in float32; with sampling, each row's tokens are
+a pure function of its seed (worker.engines.qwen3_sampling).
 
-A request's prompt (the talker's input embeddings and the trailing text it reads frame by frame) is built
-by qwen-tts's own ``generate`` up to the point where it would call the talker's ``generate``
-(:func:`capture_prompt`), so prompts cannot drift from the package's. With greedy decoding the loop yields
-exactly qwen-tts's codec frames on a CPU in float32 (in bf16 on a GPU, batched kernels may round a near-tie
-the other way); with sampling, each row's tokens are a pure function of its seed.
+See docs/engines.md, "The fast runner" (caches, the step, sampling and batching in detail).
 """
 
 from __future__ import annotations

@@ -1,19 +1,17 @@
 """Per-row seeded sampling for batched Hugging Face ``generate`` calls (pure: torch + transformers only).
 
 Why: a batched ``generate(do_sample=True)`` draws every row's tokens from one global random stream, so a
-chunk's audio depends on which other chunks shared its batch. A chunk re-rendered alone (a retry, a batch
-halved after out-of-memory, a redelivered task) would then sound different from its first rendering.
+chunk's audio depends on which other chunks shared its batch, and a chunk re-rendered alone (a retry, a
+batch halved after out-of-memory, a redelivered task) sounds different.
 
-How: the model's ``generate`` is wrapped so that, while row generators are set (:func:`seeded_rows`),
-sampling runs as *greedy* decoding over scores that already hold the sample: the usual warpers
-(temperature, top-k, top-p, Hugging Face's own classes, applied in the order sampling applies them) turn
-the processed logits into a distribution, and Gumbel noise drawn from each row's own ``torch.Generator``
-is added to its log-probabilities. ``argmax(log p + Gumbel)`` is an exact sample from ``p`` (the Gumbel-max
-trick), and row *i* consumes only its own generator, one draw of ``vocab`` uniforms per step, so its
-tokens depend on its seed and its own inputs only, not on its batch-mates.
+How: while row generators are set (:func:`seeded_rows`), the wrapped ``generate`` decodes *greedily* over
+scores that already hold the sample: Hugging Face's own warpers turn the processed logits into a
+distribution, and Gumbel noise from each row's own ``torch.Generator`` is added to its log-probabilities.
+``argmax(log p + Gumbel)`` is an exact sample from ``p``, and row *i* draws only from its own generator,
+so its tokens depend on its seed and inputs alone. The wrappers go on model instances (:func:`install`),
+never on classes; outside :func:`seeded_rows` they call the original ``generate`` unchanged.
 
-The wrappers are installed on model *instances* (:func:`install`), never on classes; outside
-:func:`seeded_rows` they call the original ``generate`` unchanged.
+See docs/engines.md, "The Qwen3-TTS engine (GPU)", "A fixed seed per chunk".
 """
 
 from __future__ import annotations

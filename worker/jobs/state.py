@@ -2,19 +2,16 @@
 and the queries that find work to resume (the one answer to "where does a job or chunk change state").
 
     job:     queued ──start_job──> running ──begin_stitch──> stitching ──finish_stitch──> succeeded
-             (any active state) ──fail_job──> failed, ──cancel_job──> cancelled (never once a book
-             is published: a cancel then gives up the re-render instead)
+             (any active state) ──fail_job──> failed, ──cancel_job──> cancelled
              succeeded ──rerender_chunk──> running; (running | stitching) ──keep_previous_take──> running
-             (the re-render given up: the previous take back, its chapter and the book stitched again)
     chunk:   pending ──claim_chunks──> running ──complete_chunk──> done
              running ──release_chunk──> pending, (pending | running) ──fail_chunk──> failed
     chapter: pending ──claim_chapter──> stitching ──finish_chapter──> ready
-             (once all its chunks are done; the book's stitch begins once every chapter is ready)
 
-Broker messages are hints that may arrive twice, late, or never; these functions decide what actually
-happens. A chunk is claimed with a fresh attempt token and a lease; only the holder of the current token
-can mark it done, so a duplicate delivery can never write a second copy. The worker whose completion makes
-``chunks_done == chunks_total`` wins ``running -> stitching`` and is the only one to stitch.
+Broker messages are hints that may arrive twice, late, or never; these functions decide what happens.
+Only the holder of a chunk's current attempt token can mark it done, so a duplicate delivery never
+writes a second copy, and only one worker wins ``running -> stitching``. See docs/how-it-works.md,
+"State transitions" (each transition's conditions).
 """
 
 from __future__ import annotations

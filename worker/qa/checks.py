@@ -1,39 +1,18 @@
 """Cheap checks on one rendered chunk (pure: numpy only, no Flask, no Celery, no database).
 
 :func:`check_audio` measures a chunk's waveform against its text and the voice, and scores each check
-against a :class:`QaPolicy`:
+against a :class:`QaPolicy`: ``audio`` (samples present and finite), ``silence``, ``clipping``,
+``duration`` (shorter than the text's expected duration means dropped words, longer means babble,
+repeats or noise), ``pauses``, ``edges``, ``noise``, ``hiss``, ``rumble`` (unvoiced sound that is not
+speech: speech alternates voiced and unvoiced sounds every few tenths of a second, noise does not),
+``ending`` (a cut-off ending stops mid-sound), ``pitch`` (another voice) and ``level``. A
+:class:`VoiceFloor` raises the edge and noise limits for a voice whose own clean rendering measures more.
 
-============ ======================================================================================
-``audio``    the waveform is not empty and holds no NaN or infinite sample
-``silence``  something is said: the peak reaches ``silence_dbfs`` and there is ``min_speech_s`` of speech
-``clipping`` share of samples at full scale (``clip_level``) at most ``max_clipped_share``
-``duration`` speech duration against the text's expected duration at the voice's speaking rate: shorter
-             means truncated or dropped words, longer means babble, repeats or inserted noise
-``pauses``   longest silence inside the speech at most ``max_pause_s``
-``edges``    non-silent, unvoiced sound before the first or after the last voiced frame (noise, breath,
-             hum that the render step's silence trim keeps) at most ``max_edge_s`` at either end
-``noise``    longest stretch of sound without voicing at most ``max_noise_s`` (speech alternates voiced
-             and unvoiced sounds every few tenths of a second; noise bursts do not). *Sound* here is
-             active speech or anything within ``sound_range_db`` of the speech level, so a quiet burst
-             that the activity detector takes for a pause is still looked at (also by hiss and rumble)
-``hiss``     longest stretch of unvoiced sound with a flat (white-noise-like) spectrum at most
-             ``max_hiss_s``: fricatives are unvoiced too, but their spectrum is not flat
-``rumble``   longest stretch of unvoiced sound with most of its power below 1 kHz at most
-             ``max_rumble_s``: pink and brown noise; no unvoiced speech sound is low-pitched
-``ending``   the audio does not stop mid-sound: its last 2 ms are at least ``max_end_level_db`` below the
-             speech (a cut-off ending; a rendering ends on a decay or in silence)
-``pitch``    median F0 within ``max_pitch_shift_st`` semitones of the voice's (when it is known;
-             ``max_pitch_shift_short_st`` under ``short_voiced_s`` of voiced speech)
-``level``    speech level within ``max_level_dev_db`` of the job's (when it is known)
-============ ======================================================================================
+The expected duration is the normalised text's letters and digits over the voice's
+:class:`SpeakingRate`, which :func:`measure_speaking_rate` learns from the voice's chunks that passed;
+speech seconds are measured as :func:`worker.engines.pitch.speech_seconds` measures them.
 
-*Speech duration* is measured as the reference analysis of the espeak engine measures it
-(:func:`worker.engines.pitch.speech_seconds`): from the first to the last active frame, every pause
-longer than 0.3 s counted as 0.3 s, so that punctuation pauses do not dilute the rate. The expected
-duration is the text's spoken characters (letters and digits of the *normalised* text: what the engine
-reads) divided by the voice's :class:`SpeakingRate`, which :func:`measure_speaking_rate` measures from
-the chunks of that voice that passed; with no rate yet, the check uses the span of plausible human
-speech (``plausible_chars_per_second``).
+See docs/qa.md, "The checks of a chunk" (each check, its threshold fields and their defaults).
 """
 
 from __future__ import annotations

@@ -1,25 +1,17 @@
 """A fault-injecting engine for tests and the QA benchmark (pure: no Flask, no Celery).
 
 :class:`FaultyEngine` wraps a real engine and, on the chunks a *plan* chooses, renders the failure modes
-that neural TTS shows in long books:
+that neural TTS shows in long books: ``drop_sentence`` (a sentence not spoken), ``truncate`` (the
+rendering stops early, mid-word where it falls), ``noise`` (a burst of white, pink or brown noise),
+``double_phrase`` (a phrase spoken twice in a row, as a looping decoder does) and ``other_voice``
+(another voice's speaker prompt, from ``other_prompts``).
 
-=================== =====================================================================================
-``drop_sentence``   one sentence of the chunk is not spoken (the request is rendered without it; in a
-                    one-sentence chunk, its longest clause, or else its middle third of words)
-``truncate``        the rendering stops early: the last 8-35 % of the speech (at least 0.4 s) is cut off,
-                    mid-word where it falls
-``noise``           a burst of white, pink or brown noise (0.3-1.2 s, 20 dB below to as loud as the
-                    speech) is inserted at a random place: between words, inside one, or at either end
-``double_phrase``   a phrase of two to six words is spoken twice in a row ("walked to the walked to the
-                    harbour"), as a looping decoder does
-``other_voice``     the chunk is rendered with another voice's speaker prompt (from ``other_prompts``)
-=================== =====================================================================================
+A fault is injected on the first ``faulty_attempts`` renderings of a chunk only, so a re-render repairs
+it, as the QA's re-render is meant to. Every choice is drawn from a generator seeded with the wrapper's
+seed and a hash of the text, so the same chunk gets the same fault in every run and in every order;
+:attr:`FaultyEngine.log` records every fault injected.
 
-Each fault is injected on the first ``faulty_attempts`` renderings of a chunk only (default 1): the next
-attempt of the same chunk is clean, so a re-render repairs it. Attempts are counted per request text (two
-chunks with the same text share a count). Every choice (which sentence, where the cut falls, the noise)
-is drawn from a generator seeded with the wrapper's seed and a hash of the text: the same chunk gets the
-same fault in every run and in every order. :attr:`FaultyEngine.log` records what was injected.
+See docs/qa.md, "The proof benchmark" (each fault's sizes and how attempts are counted).
 """
 
 from __future__ import annotations

@@ -3,45 +3,17 @@
 Two kinds, run in two places:
 
 * :func:`check_reference`: cheap signal checks on the decoded samples, run by the API while the upload
-  request waits (a few passes of numpy over the samples and one small batch of FFTs: ~10-30 ms for 120 s
-  at 48 kHz). A hopeless recording is *refused* (:attr:`ReferenceReport.refusal`); a doubtful one is
-  accepted with *warnings*.
-* :func:`check_reference_transcript`: recognises the reference and compares it with its ``ref_text``
-  (a wrong transcript ruins in-context cloning). It costs CPU seconds, so the worker runs it during the
-  voice's prompt build, and it only ever warns: recognition of real human speech is imperfect.
+  request waits. A hopeless recording is *refused* (:attr:`ReferenceReport.refusal`); a doubtful one is
+  accepted with *warnings*. A recording that is not speech (noise, a steady tone, music) is refused as
+  :data:`NOT_SPEECH`, which the API's ``force=true`` turns into a warning; one no engine can use
+  (silent, badly clipped) is refused whatever the caller says.
+* :func:`check_reference_transcript`: compares what the recogniser hears with the ``ref_text`` (a wrong
+  transcript ruins in-context cloning). It costs CPU seconds, so the worker runs it during the prompt
+  build, and it only warns: recognition of human speech is imperfect.
 
 Every finding is a :class:`Finding` (``code``, plain-words ``message``, the ``measured`` value), stored
-on the voice as JSON. The thresholds are module constants, each with the reason it has that value.
-
-The measurements work on 20 ms frames (shorter than a syllable, longer than a pitch period down to
-50 Hz), each taken about its own mean (so a DC offset is no level):
-
-* *speech level*: the 95th percentile of the RMS levels (dBFS) of the frames above :data:`SILENCE_DBFS`:
-  the loud parts of the speech, robust to a few clicks and to long silences;
-* *noise floor*: the 10th percentile (the quietest frames: pauses, or between syllables);
-* *SNR*: speech level minus noise floor. A clean recording with pauses measures 40 dB and more; speech
-  without a single pause underestimates its SNR, which is safe (at most a warning);
-* *sound*: frames within :data:`SOUND_RANGE_DB` of the speech level and above :data:`SILENCE_DBFS`; the
-  *silence ratio* is the share of the other frames;
-* *clipping*: the share of samples at full scale (|x| >= :data:`CLIP_LEVEL`) among the sound frames;
-* *reverberation*: the decay time (RT60, seconds for 60 dB) of the room, estimated from the speech's
-  own offsets: wherever the level falls from near the speech level by :data:`DECAY_DB`, the fall is
-  timed; in a dry recording speech often stops within a frame or two, in a room nothing falls faster
-  than the room's decay. The fastest falls (a low percentile) give RT60 = 60 dB at their rate (blind
-  RT60 estimation from free decays, after Ratnam et al. 2003, reduced to its cheapest form: the
-  envelope only, no model fit);
-* *flatness*: the median spectral flatness (geometric over arithmetic mean of the power spectrum) of up
-  to :data:`FLATNESS_FRAMES` frames: ~0.56 for white noise, near 0 for a tone, well under 0.2 for voiced
-  speech. It tells a recording that is noise only from a steady tone or hum, which is a signal (a tone
-  is refused as not speech, like noise only: see *tonality*);
-* *tonality*: the median share of each sound frame's power below 4 kHz in the strongest sixth of those
-  bins (13 of 80: the same at any sample rate). A steady tone or hum puts all of it in a few bins (1.0),
-  instruments playing notes and chords 0.98 and more; speech spreads its harmonics over the formants
-  (espeak's voices 0.85-0.98, higher voices higher; noisy recordings lower), and pauses between phrases.
-
-A recording that is not speech at all (noise only, a steady tone or hum, music) is refused with the code
-:data:`NOT_SPEECH`; the caller may keep it anyway (the API's ``force=true``): the refusal then becomes a
-warning. A recording no engine can use (silent, badly clipped) is refused whatever the caller says.
+on the voice as JSON. The measures work on 20 ms frames; the thresholds are module constants, each with
+its reason. See docs/qa.md, "Reference checks at enrollment".
 """
 
 from __future__ import annotations

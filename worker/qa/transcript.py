@@ -1,45 +1,17 @@
 """The transcript check: were the chunk's words said, and nothing else? (pure: no Flask, no Celery)
 
-:func:`check_transcript` asks a :class:`Recogniser` what the chunk says, aligns its words with the
-chunk's normalised text (Levenshtein over words) and reports the word error rate, the words missing,
-extra and substituted, and the sound the recogniser could not explain as any word of the text. Two checks
-come out of it (thresholds in :class:`~worker.qa.checks.QaPolicy`):
+:func:`check_transcript` asks a :class:`Recogniser` what the chunk says, aligns the heard words with the
+chunk's normalised text (Levenshtein over words) and scores two checks against
+:class:`~worker.qa.checks.QaPolicy`: ``words`` (error rate, dropped runs, a cut-off tail, a missing word
+in a short chunk, a repeated phrase) and ``unexplained`` (sound heard as no word of the text). The
+embedded :class:`PocketsphinxRecogniser` runs offline on CPU and is constrained to the chunk's own
+words: it answers "which of these words were said, in this order, and what else is there?". Words the
+dictionary lacks are pronounced from dictionary words where possible (inflections, compounds); the rest
+are unscored wildcards. A quiet noise floor is added before recognition because digital silence lets
+the silence model swallow words.
 
-* ``words``: fails on a word error rate above ``max_wer`` with at least ``min_errors`` errors, or on half
-  the words wrong (a misheard word here and there is more often the recogniser's fault than the
-  engine's); and on the signatures of faults: a run of ``max_missing_run`` consecutive expected words
-  missing (a dropped sentence), the last ``max_missing_tail`` words missing (a cut-off ending), any word
-  missing from a chunk of at most ``max_exact_words`` words (a heading, a one-line sentence), a phrase
-  of two or more words heard twice in a row, or of three or more twice with up to two misheard words
-  between (a looping decoder).
-* ``unexplained``: fails when one stretch of more than ``max_unexplained_s`` of sound was heard as noise,
-  as phones of no expected word, or as silence although it is not silent (inserted noise, babble).
-
-Any recogniser fits behind :class:`Recogniser` (e.g. a Whisper model on a GPU worker). The embedded one,
-:class:`PocketsphinxRecogniser`, runs offline on CPU with the English acoustic model and CMU dictionary
-that the ``pocketsphinx`` wheel ships; nothing is downloaded. It is *constrained* to the chunk's text:
-
-* its language model is built for each chunk from the chunk's own words: a bigram chain that strongly
-  predicts the next word of the text (``follow``), backing off to any word of the chunk (a repeated
-  phrase is recognised as the words it repeats) and to a *garbage* loop of single phones (one pseudo-word
-  per phone of the acoustic model) that absorbs sound which is none of the chunk's words;
-* so it does not ask "what was said?" (pocketsphinx's general English model mishears espeak's formant
-  voice badly), but "which of these words were said, in this order, and what else is there?", a far
-  easier question: on clean espeak chunks it recognises ~99 % of the words.
-
-Words of the text that are not in the dictionary are pronounced, where possible, from dictionary words:
-a possessive or plural ``-'s``/``-s``/``-es``, ``-ed``, ``-ing``, ``-ly``, ``-er``, ``-ness`` on a
-dictionary word, or a compound of two dictionary words ("lamplighter"). The rest (names, invented words,
-digits left in the text) are *unscored*: left out of the language model and of the error rate; in the
-alignment each is a wildcard that absorbs whatever words were heard in its place, and unexplained sound
-between its neighbours is attributed to it. They are listed in the result. (Guessing their pronunciation
-letter by letter was the alternative; a wrong guess would flag good chunks, which costs re-renders, while
-an unscored name costs only the check of that one word.)
-
-Audio is resampled to 16 kHz, and a deterministic noise floor 45 dB below the speech is added before
-recognition: the acoustic model was trained on recordings, which always have one, and espeak's digital
-silence (exact zeros) gives degenerate features that skew the utterance's cepstral mean and let the
-silence model swallow whole words (measured on clean espeak: 17.5 % WER without it, ~1 % with it).
+See docs/qa.md, "The transcript check" (thresholds, language model, unscored words, noise floor, second
+hearing); figures in docs/benchmarks.md, "Figures behind the code's choices".
 """
 
 from __future__ import annotations

@@ -2,20 +2,15 @@
 no Celery; ``torch`` and ``transformers`` are imported on first use, the ``qwen3`` extra installs them).
 
 For a GPU deployment, where a general recogniser is affordable and hears neural voices better than the
-constrained pocketsphinx search. It is selected with ``TOME_QA_RECOGNISER=whisper`` and
-``TOME_QA_WHISPER_DIR`` (worker/config.py hands them over: this module reads no environment) and loaded
-the careful way the TTS engines are: from that directory only (``local_files_only``, nothing fetched from
-a hub), weights from safetensors only (a pickled ``pytorch_model.bin`` can run code when loaded: refused),
-the layout checked before any weight is read, once per process under a lock, and every failure a
-:class:`RecogniserError` that names the directory and what is wrong.
-
-The directory holds the transformers layout of a Whisper checkpoint (``config.json`` with ``model_type``
-``whisper``, ``*.safetensors``, ``preprocessor_config.json``, tokenizer files), e.g. what
-``WhisperForConditionalGeneration.save_pretrained`` and ``WhisperProcessor.save_pretrained`` write.
+constrained pocketsphinx search. Selected with ``TOME_QA_RECOGNISER=whisper`` and
+``TOME_QA_WHISPER_DIR`` (worker/config.py hands them over: this module reads no environment), and loaded
+the careful way the TTS engines are: from that directory only, safetensors only (a pickle can run code
+when loaded), the layout checked before any weight is read, once per process under a lock, and every
+failure a :class:`RecogniserError` that names the directory and what is wrong.
 
 Whisper is not constrained to the chunk's text (``expected`` only bounds how many tokens it may decode):
-it answers "what was said?", so it has no unscored words and no second hearing. Audio is resampled to
-16 kHz and decoded in windows of at most 30 s (the model's input), in order.
+it answers "what was said?", so it has no unscored words and no second hearing. See docs/qa.md,
+"The transcript check" (the directory's layout, windows and decoding).
 """
 
 from __future__ import annotations

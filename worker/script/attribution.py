@@ -4,22 +4,16 @@ A line is a quotation (:mod:`worker.script.dialogue`) that is dialogue; a quotat
 ("…," she said, "…") is one line. Quotations with no verb of speech beside them that stand inside a
 sentence (scare quotes, titles) stay with the narrator.
 
-How a line's speaker is decided, in order:
-
-- ``explicit``: a tag names the speaker ("…," said Anna / Anna asked, "…"), or a sentence of the same
-  paragraph has the speaker as its subject (Anna put down her cup. "…"). Names found so are characters;
-  their other forms (Mr. Darcy, Darcy, Fitzwilliam Darcy) are one character (:mod:`.characters`).
-- ``pronoun``: a tag's pronoun ("…," she said) is the last character of that gender named, passing over
-  the one who spoke the line before (a new paragraph of dialogue is a new speaker) when another is there.
-- ``alternation``: an untagged line in an exchange between two characters is the one who did not speak
-  last; a name the line calls out (a vocative: "Anna, come here") is the listener, never the speaker.
-- A later quotation of the same paragraph is the same speaker; a speech that runs on into the next
-  paragraph (its quotation left open) keeps its speaker.
-- ``unknown``: none of these; the narrator reads it.
+A line's speaker is decided by the first rule that applies: ``explicit`` (a tag names the speaker, or a
+sentence of the paragraph has the speaker as its subject; the forms of a name are one character,
+:mod:`.characters`), ``pronoun`` (the last character of the tag's gender named, passing over the one who
+spoke last), ``alternation`` (in an exchange between two, the one who did not speak last; a name the
+line calls out is the listener); a later quotation of the paragraph, or a speech running on into the
+next one, keeps its speaker; else ``unknown``, read by the narrator.
 
 Every line has a confidence in [0, 1]. Bounds keep the output small whatever the script: at most
 :data:`MAX_LINES` lines and :data:`MAX_CHARACTERS` characters; past them the rest is narration, with a
-warning.
+warning. See docs/scripts.md, "Dialogue and cast".
 """
 
 from __future__ import annotations

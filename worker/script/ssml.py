@@ -1,41 +1,18 @@
 """SSML scripts to reader events (pure): the subset of SSML 1.1 that Tome can honour, and nothing else.
 
-Supported, and what each becomes (see :mod:`worker.script.document`):
+:func:`read_ssml` turns a ``<speak>`` document into the events of :mod:`worker.script.document`: ``<p>`` and
+``<s>`` into :class:`Speech` and :class:`SentenceEnd`, ``<break>`` into a :class:`Pause`, ``<voice>``
+and ``<prosody rate>`` into the voice and rate of the :class:`Words` inside (each voice is also reported
+as a :class:`VoiceDirective` so the caller can check that its name resolves), and ``<say-as>``,
+``<sub>`` and ``<phoneme>`` into shaped :class:`Piece` objects that the normaliser and the engines
+honour later. ``<emphasis>`` is checked and read as written: the engines have no emphasis control.
 
-- ``<speak>`` (root; ``version`` 1.0/1.1, ``xml:lang``, the SSML ``xmlns``, ``xmlns:xsi`` and
-  ``xsi:schemaLocation``). Inline content directly inside it (outside any ``<p>``) is a paragraph too:
-  a run of consecutive inline content is one paragraph.
-- ``<p>``: one :class:`Speech`. ``<s>``: its words then a :class:`SentenceEnd` (and one before it when
-  the paragraph has words since the last sentence end: an ``<s>`` is a sentence of its own).
-- ``<break>``: ``time`` ("500ms", "2s", "1.5s"; above 0 and at most MAX_BREAK_SECONDS) or ``strength``
-  (BREAK_STRENGTHS; ``none`` adds nothing); with neither it is ``medium`` and with both ``time`` wins,
-  as the SSML specification says. Breaks in a row add up (one :class:`Pause`) to at most
-  MAX_BREAK_SECONDS. Inside a paragraph a break is a Pause item of the Speech; elsewhere, and after the
-  last words of an inline-content paragraph, a top-level Pause event.
-- ``<voice name>``: the words inside are read by that voice (innermost wins; ``default`` is the job's
-  own voice). Every one is also reported as a :class:`VoiceDirective` at its start tag, so the caller
-  can check that the name resolves.
-- ``<prosody rate>``: RATES keywords, "80%" (of the current rate), "+10%"/"-20%" (a change of it), or a
-  plain multiplier "1.2"; all multiply the rate around them, and ``default`` goes back to 1. The result
-  must lie in RATE_RANGE: a rate outside it is an error, never clamped.
-- ``<say-as interpret-as [format]>``, ``<sub alias>``, ``<phoneme [alphabet="ipa"] ph>``: text only
-  inside; each becomes one shaped :class:`Piece` (the normaliser and the engines honour them later).
-  ``spell-out`` is read as ``characters`` and ``number`` as ``cardinal``; ``format`` is for dates (FORMATS)
-  and times only; a phoneme's alphabet must be IPA (it is when left out).
-- ``<emphasis [level]>``: read as written. Tome's engines have no control over emphasis, so the level is
-  checked and then has no audible effect (the words are never dropped).
+Everything else is an error with its 1-based line and column, never silently dropped: another element
+or attribute, an attribute Tome cannot honour, malformed XML, and, as hardening, any DOCTYPE, an entity
+other than XML's five, a processing instruction, or nesting deeper than MAX_DEPTH. The reader is one
+expat pass, linear in the length of the script.
 
-Text: runs of XML whitespace become one space; consecutive text with one voice and rate is one
-:class:`Words`, whose pieces' texts join to the text as written (spaces stay in the plain pieces, never
-inside a shaped one). Character references, the five predefined entities, comments and CDATA are XML
-as usual.
-
-Everything else is an error with its 1-based line and column, never silently dropped: other elements,
-other attributes, attributes SSML knows but Tome cannot honour (``prosody pitch``, ``voice gender``),
-malformed XML, and, as hardening (what defusedxml does to expat, and more): any DOCTYPE (so no DTD, no
-entity declarations, no external resources and no entity expansion at all), references to entities other
-than the five predefined ones, processing instructions, and elements nested deeper than MAX_DEPTH. The
-reader is one expat pass, linear in the length of the script.
+See docs/scripts.md, "SSML" (each element's attributes, values and limits, and how events are built).
 """
 
 from __future__ import annotations

@@ -1,19 +1,18 @@
 """Where Tome's files are kept: the local data directory, or an S3-compatible bucket (pure module).
 
-Every file is still written first under the process's own data directory (atomically, by
-:mod:`.atomic`), at the place :class:`~worker.storage.layout.Layout` names; the backend then decides
-where it lives from there on:
+Every file is written first under the process's own data directory (atomically, by :mod:`.atomic`), at
+the place :class:`~worker.storage.layout.Layout` names; the backend then decides where it lives:
 
 - :class:`LocalStorage` (the default, ``TOME_STORAGE=local``): the data directory *is* the store.
-  Publishing and fetching do nothing, paths in the database are paths on this disk, as before.
+  Publishing and fetching do nothing, and paths in the database are paths on this disk.
 - :class:`~worker.storage.s3.S3Storage` (``TOME_STORAGE=s3``): :meth:`Storage.publish` uploads the
-  file under its key (the path relative to the data directory) and removes the local copy;
-  :meth:`Storage.fetch` downloads a stored file into the local data directory when a process needs it on
-  disk (ffmpeg's inputs) and :meth:`Storage.release` drops that copy again. The local folder is scratch.
+  file under its key and removes the local copy; :meth:`Storage.fetch` downloads a stored file into the
+  local data directory when a process needs it on disk (ffmpeg's inputs) and :meth:`Storage.release`
+  drops that copy again. The local folder is scratch.
 
 A stored file is named by the path string its writer recorded in the database; :func:`key_of` turns it
-into a key from the ``jobs/<uuid>/…`` or ``voices/<uuid>/…`` part only, so two hosts with different data
-directories agree on every key, and nothing a user sent ever becomes part of one.
+into a key from the ``jobs/<uuid>/…`` or ``voices/<uuid>/…`` part only, so hosts with different data
+directories agree on every key, and nothing a user sent ever becomes part of one. See docs/storage.md.
 """
 
 from __future__ import annotations

@@ -9,22 +9,9 @@ beginning of that run (a look-behind), so no run is scanned from each of its pos
 rule cannot read is left as written (or only its numbers are read), so words are never dropped.
 
 Numbers come from num2words (British style: "one hundred and one"; spelling to match: "metres").
-Heuristics, in the order they are tried:
-
-- Four-digit numbers 1000-2099 without separators are years ("nineteen eighty-four") when followed by an
-  era (AD, BC), unless a counting word comes before ("page", "about"); when a year word comes before
-  ("in", "since", "by", a month...); otherwise when not followed by a lowercase word ("the 1984
-  Olympics", "1984." are years; "1984 people" is a count) unless that word is one of a few verbs ("1984
-  was"). "1900s" is "nineteen hundreds".
-- "Dr." before a capitalised name is Doctor; after a capitalised word and not before a name ("Elm Dr.",
-  "Elm Dr. The...") it is Drive. "St." before a name is Saint, otherwise Street.
-- "in" is inches only glued to the number ("12in"), after feet ("6 ft 2 in") or in dimensions ("8 x 10
-  in"); "m" is metres only after a number.
-- Roman numerals are read only in headings, after Chapter/Part/Book/... or as a heading's first word
-  when it is the whole heading or followed by "." or ":" ("IV. The Return"); "I Remember" is not one.
-- Numbers after Chapter/Part/..., and a heading's first number, lose leading zeros ("Chapter 01" ->
-  "Chapter one"); elsewhere a number with leading zeros is a code read digit by digit ("007").
-- Dates with slashes are day first unless the region is US or the day cannot be first ("12/31/2020").
+Context settles what is ambiguous: a four-digit number is a year or a count, "Dr." Doctor or Drive, a
+Roman numeral a number only in a heading, leading zeros a code unless in a heading's number, a slashed
+date day first unless the region is US. See docs/scripts.md, "Normalisation" (each heuristic).
 """
 
 from __future__ import annotations
