@@ -41,7 +41,7 @@ LEVEL_WINDOW_S = 0.025  # energy window
 _SILENT_DB = -120.0  # level of digital silence
 _BLOCK_FRAMES = 256  # frames per FFT block (bounds memory at high sample rates)
 # Harmonic errors (see _harmonic_correction).
-_HARMONIC_JUMP_ST = 10.0  # a voiced frame this far off its neighbours' median has a harmonic error
+_HARMONIC_JUMP_ST = 10.0  # a voiced frame this far above its neighbours' median has a harmonic error
 _CONTEXT_S = 0.5  # the neighbours: voiced frames within this of the frame
 
 
