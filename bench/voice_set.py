@@ -5,8 +5,9 @@ pitch, pitch range and rate: no human recordings are available offline), then ta
 its bandwidth (an 8 kHz telephone band of 300-3400 Hz, a 16 kHz wideband of 60-7000 Hz, or the full
 band at 44.1 or 48 kHz), its room noise (pink, brown or mains hum, at a signal-to-noise ratio), its
 room (a decaying-noise reverberation) and its level. The voice's prompt is what the engine's
-``encode_speaker`` makes of that recording, as a voice build does: a telephone band and room noise move
-the measured pitch and widen its range, which is how such a reference reaches the checks.
+``encode_speaker`` makes of that recording, as a voice build does, so the checks meet each voice as its
+channel leaves it (a telephone line takes away the fundamental its pitch is measured from; noise and a
+room blur the rest).
 
 The set is split: the thresholds are calibrated on the ``calibrate`` voices only; the ``held-out``
 voices are for the report.

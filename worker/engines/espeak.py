@@ -74,7 +74,7 @@ __all__ = [
 # Bump when the analysis (pitch.py), the prompt layout, the calibration tables or the mapping from prompt
 # to espeak settings change: it is part of the engine version, so renderings cached under the old version
 # are not reused. (The library version is the other part.)
-ANALYSIS_VERSION = "prompt-v1"
+ANALYSIS_VERSION = "prompt-v2"
 
 SAMPLE_RATE = 22050
 MIN_REFERENCE_SECONDS = 0.5

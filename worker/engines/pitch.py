@@ -2,7 +2,10 @@
 
 * :func:`track_pitch` — a YIN pitch tracker (de Cheveigné & Kawahara, 2002): difference function computed
   with FFTs, cumulative-mean normalisation, absolute threshold, parabolic interpolation, and a voicing
-  decision from the aperiodicity (normalised difference at the chosen lag) and the frame energy.
+  decision from the aperiodicity (normalised difference at the chosen lag) and the frame energy; then a
+  guard against harmonic errors, which a recording without its fundamental (a telephone band starts at
+  300 Hz) invites: a voiced frame ten semitones or more above the voiced frames around it takes the
+  multiple of its period nearest them.
 * :func:`speech_activity` / :func:`speech_seconds` — an energy detector; the speech duration is the span
   from the first to the last active frame, with every internal pause longer than ``max_pause_s`` counted
   as ``max_pause_s`` (so sentence breaks and breaths of the reference do not dilute the speaking rate).
@@ -14,6 +17,7 @@ Everything works at the recording's own sample rate (no resampling).
 from __future__ import annotations
 
 import re
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,6 +40,9 @@ HOP_S = 0.010  # analysis hop (pitch and energy)
 LEVEL_WINDOW_S = 0.025  # energy window
 _SILENT_DB = -120.0  # level of digital silence
 _BLOCK_FRAMES = 256  # frames per FFT block (bounds memory at high sample rates)
+# Harmonic errors (see _harmonic_correction).
+_HARMONIC_JUMP_ST = 10.0  # a voiced frame this far above its neighbours' median has a harmonic error
+_CONTEXT_S = 0.5  # the neighbours: voiced frames within this of the frame
 
 
 @dataclass(frozen=True)
@@ -137,7 +144,10 @@ def track_pitch(
     """YIN F0 track, one frame every ``HOP_S`` (frame i is centred at ``i * HOP_S``).
 
     A frame is voiced when its aperiodicity is below ``max_aperiodicity`` and it is active speech
-    (:func:`speech_activity`); isolated voiced frames (runs shorter than 3 frames) are discarded.
+    (:func:`speech_activity`); isolated voiced frames (runs shorter than 3 frames) are discarded. A
+    voiced frame an octave or two above its neighbours (a harmonic's period) then takes the multiple of
+    its period nearest them (:func:`_harmonic_correction`); that changes its F0, never which frames are
+    voiced.
     """
     if not 0 < fmin < fmax < sample_rate / 2:
         raise ValueError(f"need 0 < fmin < fmax < sample_rate/2, got {fmin}, {fmax}, {sample_rate}")
@@ -153,8 +163,12 @@ def track_pitch(
     offset = length // 2
     padded = np.concatenate((np.zeros(offset), x, np.zeros(length)))
     n_fft = _next_pow2(length + window)
-    f0 = np.zeros(n_frames)
-    aperiodicity = np.ones(n_frames)
+    # Per frame, the period YIN chose (column 0) and its integer multiples (column k-1: k times it,
+    # the deepest lag within k/2 samples of it), each as an F0 and its d'(tau); NaN and inf where the
+    # multiple is past tau_max.
+    n_multiples = max(1, tau_max // tau_min)
+    candidate_f0 = np.full((n_frames, n_multiples), np.nan)
+    candidate_d = np.full((n_frames, n_multiples), np.inf)
     taus = np.arange(tau_max + 1)
     for block_start in range(0, n_frames, _BLOCK_FRAMES):
         block = starts[block_start : block_start + _BLOCK_FRAMES]
@@ -181,32 +195,101 @@ def track_pitch(
         )
         after_dip = np.arange(search.shape[1])[None, :] >= first_dip[:, None]
         dip_bottom = np.argmax(descending_stops & after_dip, axis=1)
-        best = np.where(has_dip, dip_bottom, np.argmin(search, axis=1))
-        tau = best + tau_min
-        # Parabolic interpolation of the minimum.
-        inner = (tau > tau_min) & (tau < tau_max)
-        rows = np.arange(block.size)
-        left = cmnd[rows, np.clip(tau - 1, 0, tau_max)]
-        mid = cmnd[rows, tau]
-        right = cmnd[rows, np.clip(tau + 1, 0, tau_max)]
-        curvature = left - 2.0 * mid + right
-        with np.errstate(divide="ignore", invalid="ignore"):
-            shift = np.where(inner & (curvature > 0), 0.5 * (left - right) / curvature, 0.0)
-        shift = np.clip(np.nan_to_num(shift), -0.5, 0.5)
+        tau = np.where(has_dip, dip_bottom, np.argmin(search, axis=1)) + tau_min
         sl = slice(block_start, block_start + block.size)
-        f0[sl] = sample_rate / (tau + shift)
-        aperiodicity[sl] = mid
+        for k in range(1, n_multiples + 1):
+            f0_k, d_k = _refine(cmnd, k * tau, k // 2, tau_min, tau_max, sample_rate)
+            candidate_f0[sl, k - 1] = f0_k
+            candidate_d[sl, k - 1] = d_k
+    f0 = candidate_f0[:, 0]
+    aperiodicity = candidate_d[:, 0]
     active = speech_activity(x, sample_rate)[:n_frames]
     voiced = (aperiodicity < max_aperiodicity) & active & (f0 >= fmin * 0.97) & (f0 <= fmax * 1.03)
     for a, b in _runs(voiced):
         if b - a < 3:
             voiced[a:b] = False
+    f0, aperiodicity = _harmonic_correction(candidate_f0, candidate_d, voiced, max_aperiodicity)
     return PitchTrack(
         times_s=(np.arange(n_frames) * HOP_S).astype(np.float64),
-        f0_hz=np.where(voiced, f0, 0.0),
+        f0_hz=f0,
         voiced=voiced,
         aperiodicity=aperiodicity,
     )
+
+
+def _refine(
+    cmnd: FloatArray, centre: npt.NDArray[np.int64], half_width: int, tau_min: int, tau_max: int, rate: int
+) -> tuple[FloatArray, FloatArray]:
+    """Per row, the deepest lag of ``cmnd`` within ``half_width`` of ``centre`` (clipped to
+    [tau_min, tau_max]), parabolically interpolated: (F0 in Hz, d' at that lag). NaN / inf where
+    ``centre`` is past ``tau_max``."""
+    rows = np.arange(cmnd.shape[0])
+    offsets = np.arange(-half_width, half_width + 1)
+    lags = np.clip(centre[:, None] + offsets[None, :], tau_min, tau_max)
+    tau = lags[rows, np.argmin(cmnd[rows[:, None], lags], axis=1)]
+    inner = (tau > tau_min) & (tau < tau_max)
+    left = cmnd[rows, np.clip(tau - 1, 0, tau_max)]
+    mid = cmnd[rows, tau]
+    right = cmnd[rows, np.clip(tau + 1, 0, tau_max)]
+    curvature = left - 2.0 * mid + right
+    with np.errstate(divide="ignore", invalid="ignore"):
+        shift = np.where(inner & (curvature > 0), 0.5 * (left - right) / curvature, 0.0)
+    shift = np.clip(np.nan_to_num(shift), -0.5, 0.5)
+    valid = centre <= tau_max
+    return np.where(valid, rate / (tau + shift), np.nan), np.where(valid, mid, np.inf)
+
+
+def _harmonic_correction(
+    candidate_f0: FloatArray, candidate_d: FloatArray, voiced: BoolArray, max_aperiodicity: float
+) -> tuple[FloatArray, FloatArray]:
+    """(F0, aperiodicity) per frame (F0 0 where unvoiced): YIN's period (column 0), except that a voiced
+    frame more than ``_HARMONIC_JUMP_ST`` above the median of the voiced frames around it
+    (``_CONTEXT_S`` either side) takes the multiple of its period nearest that median, if that
+    multiple is itself periodic (d' under ``max_aperiodicity``).
+
+    Without its fundamental (a telephone band starts at 300 Hz; a low voice loses its second harmonic
+    too), a voice's waveform is dominated by the harmonic nearest its first formant, and noise and a
+    room blur the repetition at the fundamental's period more than at that harmonic's, which is
+    shorter: at voicing onsets and in close vowels d' dips under YIN's threshold at a half, a third or
+    a quarter of the period, and the frame reads one or two octaves above its neighbours. Speech does
+    not leap ten semitones and back within a syllable, so the neighbours decide; only upwards, the
+    direction of those errors, so that a voice's own low notes (a phrase's final fall) stay."""
+    f0 = candidate_f0[:, 0].copy()
+    aperiodicity = candidate_d[:, 0].copy()
+    if voiced.sum() < 5:
+        return np.where(voiced, f0, 0.0), aperiodicity
+    log_f0 = np.where(voiced, np.log2(np.where(voiced, f0, 1.0)), np.nan)
+    local = _local_median(log_f0, round(_CONTEXT_S / HOP_S))
+    high = voiced & (log_f0 - local > _HARMONIC_JUMP_ST / 12.0)
+    if high.any():
+        rows = np.flatnonzero(high)
+        with np.errstate(invalid="ignore"):
+            distance = np.abs(np.log2(candidate_f0[rows, 1:]) - local[rows, None])
+        distance = np.where(candidate_d[rows, 1:] < max_aperiodicity, distance, np.inf)
+        distance = np.nan_to_num(distance, nan=np.inf)
+        nearest = np.argmin(distance, axis=1)
+        better = distance[np.arange(rows.size), nearest] < log_f0[rows] - local[rows]
+        moved, column = rows[better], nearest[better] + 1
+        f0[moved] = candidate_f0[moved, column]
+        aperiodicity[moved] = candidate_d[moved, column]
+    return np.where(voiced, f0, 0.0), aperiodicity
+
+
+def _local_median(values: FloatArray, context: int) -> FloatArray:
+    """Per frame, the median of the non-NaN ``values`` within ``context`` frames either side (of all of
+    them where fewer than 5 are that near), in blocks so that memory stays bounded on long audio."""
+    padded = np.concatenate((np.full(context, np.nan), values, np.full(context, np.nan)))
+    windows = np.lib.stride_tricks.sliding_window_view(padded, 2 * context + 1)
+    local = np.empty(values.size)
+    overall = float(np.nanmedian(values))
+    for start in range(0, values.size, _BLOCK_FRAMES * 16):
+        block = windows[start : start + _BLOCK_FRAMES * 16]
+        counts = np.sum(~np.isnan(block), axis=1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # all-NaN windows: no voiced frame near
+            medians = np.nanmedian(block, axis=1)
+        local[start : start + block.shape[0]] = np.where(counts >= 5, medians, overall)
+    return local
 
 
 def f0_statistics(

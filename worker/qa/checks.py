@@ -672,10 +672,10 @@ class VoiceFloor:
     """What a voice's own clean rendering measures on the edge and noise checks: the worst of its
     calibration sentences (``prose``) and of its calibration headings and one-line sentences (``lines``).
 
-    What is noise for one voice is the voice for another: a low voice with a wide intonation (what a
-    telephone-band reference makes of espeak's prompt) dips into creak that the pitch tracker calls
-    unvoiced, and its unvoiced stretches are long and low-pitched, as rumble is. The checks hold such a
-    voice's chunks to its own figures (:meth:`QaPolicy.for_voice`), never to less than the policy's."""
+    What is noise for one voice is the voice for another: espeak reads a low voice with a wide
+    intonation at its lowest pitch, dipping into creak that the pitch tracker calls unvoiced, and its
+    unvoiced stretches are long and low-pitched, as rumble is. The checks hold such a voice's chunks
+    to its own figures (:meth:`QaPolicy.for_voice`), never to less than the policy's."""
 
     prose: NoiseFigures
     lines: NoiseFigures
