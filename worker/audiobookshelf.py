@@ -37,10 +37,10 @@ from sqlalchemy import and_, or_, update
 from sqlalchemy.engine import CursorResult
 
 from models import Integration, Job, JobStatus, unit_of_work, utcnow
-from worker.audio.cover import Cover, CoverError, load_cover
+from worker.audio.cover import Cover, CoverError, as_jpeg, load_cover
 from worker.config import Settings
 from worker.jobs.files import stored_files
-from worker.jobs.library import LibraryBook, cover_name
+from worker.jobs.library import COVER_NAME, LibraryBook
 from worker.runtime import Runtime
 from worker.sealed import SealError, unseal
 from worker.storage.backend import StoredFileMissing
@@ -234,7 +234,7 @@ def _upload_and_scan(rt: Runtime, work: _Work, resolver: Resolver) -> str | None
                 (book.book_name(work.extension), "application/octet-stream", Path(local))
             ]
             if cover is not None:
-                files.append((cover_name(cover), cover.mime_type, cover.data))
+                files.append((COVER_NAME, cover.mime_type, cover.data))
             files += [(name, "text/plain; charset=utf-8", data) for name, data in book.texts().items()]
             status = _call(rt, work, "/api/upload", _multipart(fields, files), deadline, resolver)
     except StoredFileMissing as exc:
@@ -267,7 +267,7 @@ def _cover(rt: Runtime, path: str | None) -> Cover | None:
     if not path:
         return None
     try:
-        return load_cover(b"".join(rt.storage.open_range(path, None, None).body))
+        return as_jpeg(load_cover(b"".join(rt.storage.open_range(path, None, None).body)))
     except (StoredFileMissing, CoverError):
         return None
 

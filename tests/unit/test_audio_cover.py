@@ -1,4 +1,4 @@
-"""load_cover: JPEG or PNG only, bounded, decodable; every refusal says why."""
+"""load_cover: JPEG or PNG only, bounded, decodable; every refusal says why. as_jpeg: a PNG as JPEG."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from worker.audio.binary import ffmpeg_exe
-from worker.audio.cover import MAX_COVER_BYTES, MAX_COVER_SIDE, Cover, CoverError, load_cover
+from worker.audio.cover import MAX_COVER_BYTES, MAX_COVER_SIDE, Cover, CoverError, as_jpeg, load_cover
 
 
 def image(tmp_path: Path, codec: str, size: str = "320x200", pix_fmt: str | None = None) -> bytes:
@@ -103,3 +103,31 @@ def test_damaged_images_are_refused(tmp_path: Path) -> None:
 def test_not_bytes() -> None:
     with pytest.raises(CoverError, match="must be image bytes, got str"):
         load_cover("cover.jpg")  # type: ignore[arg-type]
+
+
+def test_as_jpeg_keeps_a_jpeg_and_converts_a_png_with_transparency_on_white(tmp_path: Path) -> None:
+    jpeg = load_cover(image(tmp_path, "mjpeg"))
+    assert as_jpeg(jpeg) is jpeg
+    # a 64x32 PNG, fully transparent on its left half, opaque red on its right half
+    png = subprocess.run(
+        [ffmpeg_exe(), "-loglevel", "error", "-f", "lavfi", "-i", "color=c=red@1.0:s=64x32,format=rgba",
+         "-vf", "geq=r='255':g='0':b='0':a='if(lt(X,32),0,255)'", "-frames:v", "1", "-f", "image2pipe",
+         "-c:v", "png", "-"],
+        capture_output=True, check=True, timeout=60,
+    ).stdout  # fmt: skip
+    converted = as_jpeg(load_cover(png))
+    assert converted.mime_type == "image/jpeg"
+    assert (converted.width, converted.height) == (64, 32)
+    again = load_cover(converted.data)  # a real, decodable JPEG of the same size
+    assert (again.mime_type, again.width, again.height) == ("image/jpeg", 64, 32)
+    rgb = subprocess.run(
+        [ffmpeg_exe(), "-loglevel", "error", "-f", "jpeg_pipe", "-i", "-", "-f", "rawvideo", "-pix_fmt",
+         "rgb24", "-"],
+        input=converted.data, capture_output=True, check=True, timeout=60,
+    ).stdout  # fmt: skip
+    left, right = (
+        rgb[(16 * 64 + 8) * 3 : (16 * 64 + 8) * 3 + 3],
+        rgb[(16 * 64 + 56) * 3 : (16 * 64 + 56) * 3 + 3],
+    )
+    assert min(left) > 230  # transparent: white, not black
+    assert right[0] > 200 > max(right[1], right[2]) + 100  # opaque red stays red

@@ -158,6 +158,45 @@ def _png_header(data: bytes) -> tuple[int, int, int, int] | None:
     return width, height, bit_depth * channels, colors
 
 
+def as_jpeg(cover: Cover, timeout: float = 30.0) -> Cover:
+    """The cover as JPEG: itself when it is one, else the image re-encoded (transparent areas on white), for
+    the places that name it ``cover.jpg`` (the library layout, Audiobookshelf)."""
+    if cover.mime_type == "image/jpeg":
+        return cover
+    cmd = [
+        ffmpeg_exe(),
+        "-hide_banner",
+        "-loglevel",
+        "error",
+        "-nostdin",
+        "-f",
+        cover.ffmpeg_format,
+        "-i",
+        "pipe:0",
+        "-filter_complex",
+        # white behind the image, so that transparency does not turn black
+        f"color=white:s={cover.width}x{cover.height}[bg];[bg][0:v]overlay=format=auto:shortest=1,format=yuvj444p",
+        "-frames:v",
+        "1",
+        "-q:v",
+        "2",
+        "-f",
+        "image2pipe",
+        "-c:v",
+        "mjpeg",
+        "pipe:1",
+    ]
+    try:
+        proc = subprocess.run(cmd, input=cover.data, capture_output=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise CoverError("cover_undecodable", f"converting the cover took over {timeout:g} seconds") from exc
+    if proc.returncode != 0 or not proc.stdout.startswith(_JPEG_MAGIC):
+        lines = _LOG_PREFIX.sub("", proc.stderr.decode("utf-8", "replace")).strip().splitlines()
+        reason = lines[0] if lines else f"exit status {proc.returncode}"
+        raise CoverError("cover_undecodable", f"the cover could not be converted to JPEG ({reason})")
+    return Cover(proc.stdout, "image/jpeg", cover.width, cover.height, 24, 0)
+
+
 def _check_decodes(cover: Cover, timeout: float) -> None:
     cmd = [
         ffmpeg_exe(),

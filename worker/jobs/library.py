@@ -1,5 +1,5 @@
 """A finished book in the layout audiobook libraries read (Audiobookshelf's): ``Author/Series/Title/``
-holding the book, ``cover.jpg`` (``cover.png`` for a PNG cover), ``desc.txt`` (the description) and
+holding the book, ``cover.jpg`` (a PNG cover converted), ``desc.txt`` (the description) and
 ``reader.txt`` (the narrator). Pure: no Flask, Celery or database.
 
 The same names make the ZIP in a job's files (for those who copy by hand) and the fields and files of an
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from worker.audio.cover import Cover
+from worker.audio.cover import Cover, as_jpeg
 from worker.storage.atomic import atomic_file
 
 # Metadata keys that place the book in a library but are not tags written into its file.
@@ -112,8 +112,7 @@ class LibraryBook:
         return found
 
 
-def cover_name(cover: Cover) -> str:
-    return "cover.jpg" if cover.mime_type == "image/jpeg" else "cover.png"
+COVER_NAME = "cover.jpg"
 
 
 def write_zip(book: LibraryBook, book_path: Path, extension: str, cover: Cover | None, out: Path) -> int:
@@ -124,7 +123,7 @@ def write_zip(book: LibraryBook, book_path: Path, extension: str, cover: Cover |
     with atomic_file(out) as tmp, zipfile.ZipFile(tmp, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
         archive.write(book_path, arcname=f"{folder}/{book.book_name(extension)}")
         if cover is not None:
-            archive.writestr(f"{folder}/{cover_name(cover)}", cover.data)
+            archive.writestr(f"{folder}/{COVER_NAME}", as_jpeg(cover).data)
         for name, data in book.texts().items():
             archive.writestr(f"{folder}/{name}", data, compress_type=zipfile.ZIP_DEFLATED)
     return os.path.getsize(out)
