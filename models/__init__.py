@@ -17,6 +17,7 @@ from models.job import (
 )
 from models.lexicon import Lexicon
 from models.metric import Counter, MetricSample, RateWindow
+from models.preview import Preview, PreviewStatus
 from models.voice import CacheStatus, Voice
 
 __all__ = [
@@ -36,6 +37,8 @@ __all__ = [
     "JobStatus",
     "Lexicon",
     "MetricSample",
+    "Preview",
+    "PreviewStatus",
     "RateWindow",
     "Role",
     "Voice",

@@ -16,6 +16,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     String,
     Text,
     UniqueConstraint,
@@ -114,8 +115,10 @@ class Job(Base):
     flags_webhook_delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
     flags_webhook_next_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
     api_key_id: Mapped[uuid.UUID | None] = mapped_column(Uuid, default=None)
-    # A long script waiting to be planned by a worker (worker.jobs.intake); None once planned.
+    # A long script waiting to be planned by a worker (worker.jobs.intake); None once planned. An EPUB
+    # waiting is ``""`` here and its bytes in ``script_file`` (deferred: a status read never loads them).
     script: Mapped[str | None] = mapped_column(Text, default=None)
+    script_file: Mapped[bytes | None] = mapped_column(LargeBinary, default=None, deferred=True)
     # The output's length estimated at submission (worker.jobs.limits): what the daily quota counts.
     estimated_seconds: Mapped[float | None] = mapped_column(Float, default=None)
     # Every artefact of the finished job but the book itself (chapter files, the ZIP of them, subtitles,

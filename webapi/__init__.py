@@ -17,6 +17,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     anything not given comes from ``TOME_*`` environment variables."""
     from webapi import admin, docs, health, job_files, job_qa, jobs, keys, metrics, studio, usage, voices
     from webapi import lexicons as lexicon_views
+    from webapi import previews as preview_views
     from webapi import scripts as script_views
     from webapi import speech as speech_views
     from webapi.cli import register_cli
@@ -40,6 +41,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     for blueprint in (health.bp, metrics.bp, voices.bp, jobs.bp, job_files.bp, job_qa.bp, usage.bp, admin.bp):
         app.register_blueprint(blueprint)
     app.register_blueprint(script_views.bp)  # POST /v1/scripts/preview
+    app.register_blueprint(preview_views.bp)  # GET /v1/previews/{id}: previews planned by a worker
     app.register_blueprint(lexicon_views.bp)  # /v1/lexicons
     app.register_blueprint(docs.bp)  # GET /docs: Swagger UI over /openapi.json
     app.register_blueprint(speech_views.bp)  # POST /v1/audio/speech: OpenAI-compatible, streamed
