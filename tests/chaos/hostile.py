@@ -1125,7 +1125,7 @@ def _settled(app: Flask, status: int, body: bytes, headers: Mapping[str, str]) -
     job = read.get_json()
     if job["status"] == "failed" and job.get("error_detail"):
         return 422, json.dumps({"error": job["error_detail"]}).encode()
-    return read.status_code, read.get_data()
+    return status, read.get_data()  # accepted (202), planned
 
 
 def seed_voice(app: Flask, headers: Mapping[str, str], name: str = VOICE) -> None:
