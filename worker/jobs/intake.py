@@ -172,11 +172,5 @@ def _title(job: Job, script_plan: ScriptPlan) -> str:
 
 def _fail(rt: Runtime, job_id: uuid.UUID, exc: PlanError, enqueue: Enqueue) -> PlanOutcome:
     where = f" (line {exc.line}, column {exc.column})" if exc.line is not None else ""
-    if actions.fail(rt, job_id, f"{exc.code}: {exc.message}{where}", enqueue):
-        with unit_of_work(rt.sessions) as session:
-            job = session.get(Job, job_id)
-            if job is not None:
-                job.options = {**job.options, "error_detail": exc.detail()}
-                job.script = None
-                job.script_file = None
+    actions.fail(rt, job_id, f"{exc.code}: {exc.message}{where}", enqueue, detail=exc.detail())
     return PlanOutcome.FAILED
