@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.test_slow_clients import announced_status
 from tests.support.api_server import Answer, request, running_api
 from tests.support.apps import app_on
 from tests.support.epubs import Section, build_epub
@@ -117,6 +118,10 @@ def test_epubs_and_large_previews_do_not_stall_another_tenant(
 
         with running_api(settings, tmp_path, lambda bind: api_command(bind, workers=1)) as server:
             port = server.port
+            # a body over the limit is refused on its headers, before any of it is sent
+            over_limit = app.config["MAX_CONTENT_LENGTH"] + 1
+            headers = {**auth, "Content-Type": "application/json"}
+            assert announced_status(port, "POST", "/v1/scripts/preview", headers, over_limit) == 413
             baseline = _victim_latencies(port, victim, lambda: False, 3.0)
             answers: list[Answer] = []
 
