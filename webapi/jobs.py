@@ -311,8 +311,8 @@ def _accept_epub(
     """An EPUB is planned by a worker (worker.jobs.intake): its text is known only once it is unpacked,
     and unpacking and parsing cost what the book costs. Without a title in the request the job takes the
     book's own once planned, and fails naming ``title`` if the book has none, as the inline path did."""
-    body = submitted.body
-    data = bytes(submitted.source)
+    body, data = submitted.body, submitted.source
+    assert isinstance(data, bytes)
     named = _required_title(title) if title else None
     _check_tags(body, named or "untitled")
     rough = len(data) / tome().settings.speech_chars_per_second  # before unpacking: a low estimate

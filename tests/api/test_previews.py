@@ -104,6 +104,7 @@ def test_another_owners_unknown_and_malformed_ids_are_404(setup: tuple[Flask, di
     ):
         response = client.get(path, headers=headers)
         assert response.status_code == 404, (path, response.json)
+        assert response.json is not None
         assert "chunks" not in response.json
     assert client.get(f"/v1/previews/{preview_id}").status_code == 401
 

@@ -102,7 +102,8 @@ def _planned(app: Flask, client: FlaskClient, user: dict[str, str], job_id: str)
     plan_job(tome_of(app).runtime, uuid.UUID(job_id), lambda *_: None)
     response = client.get(f"/v1/jobs/{job_id}", headers=user)
     assert response.status_code == 200, response.json
-    job: dict[str, Any] = response.json
+    job = response.get_json()
+    assert isinstance(job, dict)
     return job
 
 

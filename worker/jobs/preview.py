@@ -80,7 +80,7 @@ def preview_body(ask: PreviewAsk, script_plan: ScriptPlan) -> dict[str, Any]:
         totals[0] += 1
         totals[1] += len(spec.text)
         totals[2] += seconds
-    chapters = [
+    chapters: list[dict[str, Any]] = [
         {
             "index": index,
             "title": chapter.title,
@@ -95,7 +95,7 @@ def preview_body(ask: PreviewAsk, script_plan: ScriptPlan) -> dict[str, Any]:
         "title": ask.title or info.title,
         "language": script_plan.language,
         "metadata": {"title": info.title, "author": info.author, "language": info.language},
-        "estimated_seconds": round(sum(float(c["estimated_seconds"]) for c in chapters), 1),
+        "estimated_seconds": round(sum(c["estimated_seconds"] for c in chapters), 1),
         "chapters": chapters,
         "chunks": chunks,
         "rules": dict(rules.most_common()),
