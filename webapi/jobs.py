@@ -315,14 +315,12 @@ def _accept_epub(
     assert isinstance(data, bytes)
     named = _required_title(title) if title else None
     _check_tags(body, named or "untitled")
-    rough = len(data) / tome().settings.speech_chars_per_second  # before unpacking: a low estimate
-    require_room_for_job(rough, tome().engine().sample_rate)
+    require_room_for_job(0.0, tome().engine().sample_rate)  # its length is checked once unpacked
     job = _new_job(
         body, named or "(untitled EPUB)", voice, idempotency_key, submitted.sha256, submitted.cover
     )
     job.script = ""  # waiting to be planned; the bytes are script_file
     job.script_file = data
-    job.estimated_seconds = round(rough, 1)
     job.options = {
         **job.options,
         "voice_ids": [str(voice.id)],

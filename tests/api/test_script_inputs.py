@@ -6,7 +6,9 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -16,8 +18,10 @@ from sqlalchemy import func, select
 
 from models import Chunk, Job
 from tests.api.helpers import preview_of, submit_job, upload_voice
+from tests.conftest import bearer
 from tests.support.apps import tome_of
 from tests.support.epubs import build_epub
+from webapi.cli import mint_key
 from worker.jobs.intake import plan_job
 
 
@@ -259,3 +263,19 @@ def test_preview_takes_uploads_and_refuses_like_a_job(
     other_voice = client.post("/v1/scripts/preview", json={"voice": "nobody", "script": "Hi."}, headers=user)
     assert other_voice.status_code == 422
     assert other_voice.json["error"]["field"] == "voice"
+
+
+def test_an_epubs_length_is_held_to_the_daily_quota_once_unpacked(
+    make_app: Callable[..., Flask], reference_audio: tuple[bytes, str]
+) -> None:
+    """Accepted at once whatever its size on the wire (no estimate from its bytes: images weigh nothing
+    read aloud); its planned length then counts against the daily audio quota, as a text's does."""
+    app = make_app(quota_audio_seconds_per_day=5)
+    client, user = app.test_client(), bearer(mint_key(app, owner="alice", name="k", admin=False))
+    assert upload_voice(client, user, reference_audio[0]).status_code == 202
+    padded = build_epub(files={"OEBPS/images/plate.png": os.urandom(3_000_000)})
+    accepted = _multipart(client, user, "/v1/jobs", {"voice": "narrator"}, padded, "plates.epub")
+    assert accepted.status_code == 202, accepted.json
+    job = _planned(app, client, user, accepted.json["id"])
+    assert job["status"] == "failed", job
+    assert job["error_detail"]["code"] == "quota_audio_per_day", job

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import logging
 import uuid
+from dataclasses import replace
 from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import update
+from sqlalchemy.orm import Session
 
 from models import Job, JobStatus, Voice, unit_of_work, utcnow
 from worker.audio import Pauses
@@ -22,6 +24,7 @@ from worker.cast_llm import LlmSettings
 from worker.jobs import actions, limits
 from worker.jobs import state as jobs
 from worker.jobs.plan import PlanError, PlanRequest, ScriptPlan, plan
+from worker.jobs.usage import QuotaExceeded, Quotas, check_new_job, usage_of
 from worker.runtime import Runtime
 from worker.script import ReadOptions
 from worker.script.cast import CastRequest
@@ -139,6 +142,8 @@ def plan_job(rt: Runtime, job_id: uuid.UUID, enqueue: Enqueue) -> PlanOutcome:
         try:
             script_plan = plan(session, plan_request(rt, job, voice, script))
             title = _title(job, script_plan)
+            if job.script_format == "epub":
+                _check_quota(rt, session, job, script_plan)
         except PlanError as exc:
             return _fail(rt, job_id, exc, enqueue)
     with unit_of_work(rt.sessions) as session:
@@ -168,6 +173,22 @@ def _title(job: Job, script_plan: ScriptPlan) -> str:
     if not title:
         raise PlanError("give the job a title: the script names none", "validation_error", field="title")
     return title
+
+
+def _check_quota(rt: Runtime, session: Session, job: Job, script_plan: ScriptPlan) -> None:
+    """An EPUB's length is known only now: its estimate against the owner's quotas, as the API checks a
+    text's when it arrives (the job itself, counted unfinished already, is not counted twice)."""
+    usage = usage_of(session, job.owner, utcnow(), shared_chunks=rt.storage.kind == "local")
+    seconds = script_plan.size.total_seconds
+    try:
+        check_new_job(
+            replace(usage, unfinished_jobs=0),
+            Quotas.of(rt.settings),
+            seconds,
+            rt.engine(job.engine).sample_rate,
+        )
+    except QuotaExceeded as exc:
+        raise PlanError(exc.message, exc.code) from exc
 
 
 def _fail(rt: Runtime, job_id: uuid.UUID, exc: PlanError, enqueue: Enqueue) -> PlanOutcome:
