@@ -24,7 +24,8 @@ from tests.support.apps import tome_of
 from tests.support.cost import CpuMeter
 from tests.support.epubs import build_epub
 from webapi.cli import mint_key
-from worker.jobs.preview import PreviewOutcome, expire_previews, preview_script
+from worker.jobs.preview import PreviewOutcome, expire_previews, preview_script, resend_queued_previews
+from worker.task_names import PREVIEW_SCRIPT
 
 CAP = 200  # inline_plan_max_chars in these tests
 SCRIPT = "# One\n\nThe tide came in at 7 p.m. on the 3rd of May. “Again?” said Tom.\n\n# Two\n\n" + (
@@ -173,3 +174,18 @@ def test_a_body_over_the_limit_is_413_naming_the_limit(
     assert response.status_code == 413, response.json
     assert response.json["error"]["code"] == "too_large"
     assert str(limit) in response.json["error"]["message"]
+
+
+def test_a_preview_whose_message_was_lost_is_sent_again_by_the_sweeper(
+    setup: tuple[Flask, dict[str, str]],
+) -> None:
+    app, user = setup
+    preview_id = _post(app.test_client(), user).json["preview"]
+    rt = tome_of(app).runtime
+    sent: list[tuple[str, list[Any]]] = []
+    assert resend_queued_previews(rt, lambda *m: sent.append(m), utcnow()) == 0  # within its grace
+    later = utcnow() + timedelta(seconds=rt.settings.queued_grace_seconds + 1)
+    assert resend_queued_previews(rt, lambda *m: sent.append(m), later) == 1
+    assert sent == [(PREVIEW_SCRIPT, [preview_id])]
+    assert preview_script(rt, uuid.UUID(preview_id)) == PreviewOutcome.READY
+    assert resend_queued_previews(rt, lambda *m: sent.append(m), later) == 0  # planned: nothing to resend

@@ -28,6 +28,7 @@ from worker.runtime import Runtime
 from worker.script.attribution import NARRATOR
 from worker.script.language_id import script_language_warnings
 from worker.script.warnings import plan_warnings
+from worker.task_names import PREVIEW_SCRIPT, Enqueue
 
 log = logging.getLogger(__name__)
 
@@ -251,3 +252,20 @@ def expire_previews(rt: Runtime, now: datetime) -> int:
     for preview_id in stuck:
         fail_preview(rt, preview_id, "planning the script broke off (its worker stopped)")
     return int(getattr(removed, "rowcount", 0) or 0)
+
+
+def resend_queued_previews(rt: Runtime, enqueue: Enqueue, now: datetime) -> int:
+    """Send the task again for previews queued longer than the grace period (a lost message): the
+    database, not the broker, says what is waiting. A duplicate finds the preview taken and skips it."""
+    quiet_since = now - timedelta(seconds=rt.settings.queued_grace_seconds)
+    with rt.sessions() as session:
+        waiting = list(
+            session.scalars(
+                select(Preview.id)
+                .where(Preview.status == PreviewStatus.QUEUED.value, Preview.created_at < quiet_since)
+                .limit(500)
+            )
+        )
+    for preview_id in waiting:
+        enqueue(PREVIEW_SCRIPT, [str(preview_id)])
+    return len(waiting)
