@@ -279,3 +279,15 @@ def test_an_epubs_length_is_held_to_the_daily_quota_once_unpacked(
     job = _planned(app, client, user, accepted.json["id"])
     assert job["status"] == "failed", job
     assert job["error_detail"]["code"] == "quota_audio_per_day", job
+
+
+def test_an_epub_job_with_no_title_anywhere_fails_naming_title(
+    app: Flask, client: FlaskClient, user: dict[str, str], narrator: str
+) -> None:
+    """The inline path answered 422 naming ``title``; the worker fails the job the same way."""
+    untitled = build_epub(title="", titlepage=False)
+    accepted = _multipart(client, user, "/v1/jobs", {"voice": "narrator"}, untitled, "untitled.epub")
+    assert accepted.status_code == 202, accepted.json
+    job = _planned(app, client, user, accepted.json["id"])
+    assert job["status"] == "failed", job
+    assert job["error_detail"]["field"] == "title", job
