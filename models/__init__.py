@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     )
     from models.lexicon import Lexicon
     from models.metric import Counter, MetricSample, RateWindow
+    from models.preview import Preview, PreviewStatus
     from models.voice import CacheStatus, Voice
 
 _LAZY = {
@@ -51,6 +52,7 @@ _LAZY = {
     ),
     "models.lexicon": ("Lexicon",),
     "models.metric": ("Counter", "MetricSample", "RateWindow"),
+    "models.preview": ("Preview", "PreviewStatus"),
     "models.voice": ("CacheStatus", "Voice"),
 }
 
@@ -82,6 +84,8 @@ __all__ = [
     "JobStatus",
     "Lexicon",
     "MetricSample",
+    "Preview",
+    "PreviewStatus",
     "RateWindow",
     "Role",
     "Voice",

@@ -16,6 +16,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     String,
     Text,
     UniqueConstraint,
@@ -124,8 +125,10 @@ class Job(Base):
     delivery_webhook_attempts: Mapped[int] = mapped_column(Integer, default=0)
     delivery_webhook_delivered_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
     delivery_webhook_next_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
-    # A long script waiting to be planned by a worker (worker.jobs.intake); None once planned.
+    # A long script waiting to be planned by a worker (worker.jobs.intake); None once planned. An EPUB
+    # waiting is ``""`` here and its bytes in ``script_file`` (deferred: a status read never loads them).
     script: Mapped[str | None] = mapped_column(Text, default=None)
+    script_file: Mapped[bytes | None] = mapped_column(LargeBinary, default=None, deferred=True)
     # The output's length estimated at submission (worker.jobs.limits): what the daily quota counts.
     estimated_seconds: Mapped[float | None] = mapped_column(Float, default=None)
     # Every artefact of the finished job but the book itself (chapter files, the ZIP of them, subtitles,

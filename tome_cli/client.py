@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
@@ -66,6 +67,8 @@ class AmbiguousId(TomeError):
 
 #: The API's largest page of a listing.
 PAGE_SIZE = 500
+#: How long `tome preview` polls a preview planned by a worker (an EPUB, a long script) before giving up.
+PREVIEW_WAIT_SECONDS = 600.0
 #: Ids named in an :class:`AmbiguousId` message (the rest are counted).
 SHOWN_MATCHES = 10
 
@@ -116,6 +119,25 @@ def _error_from(response: httpx.Response) -> ApiError:
     )
 
 
+def _json_object(response: httpx.Response, url: str) -> JSON:
+    try:
+        body = response.json()
+    except ValueError as exc:
+        raise ConnectionProblem(f"{url}: the server did not answer with JSON") from exc
+    if not isinstance(body, dict):
+        raise ConnectionProblem(f"{url}: the server did not answer with a JSON object")
+    return body
+
+
+def _retry_after(response: httpx.Response) -> float:
+    """The seconds a 202's Retry-After asks for, kept between 0.2 and 5 (1 when absent or unreadable)."""
+    try:
+        seconds = float(response.headers.get("Retry-After", "1"))
+    except ValueError:
+        seconds = 1.0
+    return min(max(seconds, 0.2), 5.0)
+
+
 class Client:
     """Talks to one Tome server with one API key. Use it as a context manager, or call :meth:`close`."""
 
@@ -155,14 +177,7 @@ class Client:
         return response
 
     def _json(self, method: str, url: str, **kwargs: Any) -> JSON:
-        response = self._request(method, url, **kwargs)
-        try:
-            body = response.json()
-        except ValueError as exc:
-            raise ConnectionProblem(f"{url}: the server did not answer with JSON") from exc
-        if not isinstance(body, dict):
-            raise ConnectionProblem(f"{url}: the server did not answer with a JSON object")
-        return body
+        return _json_object(self._request(method, url, **kwargs), url)
 
     # voices
 
@@ -237,16 +252,28 @@ class Client:
                 files["cover"] = (cover.name, opened.enter_context(cover.open("rb")))
             return self._json("POST", "/v1/jobs", data={"job": json.dumps(fields)}, files=files)
 
-    def preview(self, script: Path, job: Mapping[str, Any]) -> JSON:
-        """``POST /v1/scripts/preview`` with the same body as :meth:`submit_job`: nothing is queued."""
+    def preview(self, script: Path, job: Mapping[str, Any], wait: float = PREVIEW_WAIT_SECONDS) -> JSON:
+        """``POST /v1/scripts/preview`` with the same body as :meth:`submit_job`: nothing is queued. An
+        EPUB or a long script is planned by a worker (202): its ``Location`` is polled, at the pace its
+        ``Retry-After`` asks, for up to ``wait`` seconds, until it answers the preview or its error."""
         fields = {"script_format": script_format_for(script), **job}
         with script.open("rb") as handle:
-            return self._json(
+            response = self._request(
                 "POST",
                 "/v1/scripts/preview",
                 data={"job": json.dumps(fields)},
                 files={"script": (script.name, handle)},
             )
+        deadline = time.monotonic() + wait
+        while response.status_code == 202:
+            location = response.headers.get("Location")
+            if not location:
+                raise ConnectionProblem("/v1/scripts/preview: a 202 without a Location to poll")
+            if time.monotonic() >= deadline:
+                raise ConnectionProblem(f"the preview was not ready after {wait:.0f} s: {location}")
+            time.sleep(_retry_after(response))
+            response = self._request("GET", location)
+        return _json_object(response, "/v1/scripts/preview")
 
     def job_qa(self, job_id: str, flagged: bool = False) -> JSON:
         """Every chunk's quality checks (``flagged``: only the chunks kept although they failed)."""

@@ -19,6 +19,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     from webapi import file_links as link_views
     from webapi import integrations as integration_views
     from webapi import lexicons as lexicon_views
+    from webapi import previews as preview_views
     from webapi import scripts as script_views
     from webapi import speech as speech_views
     from webapi.cli import register_cli
@@ -42,6 +43,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     for blueprint in (health.bp, metrics.bp, voices.bp, jobs.bp, job_files.bp, job_qa.bp, usage.bp, admin.bp):
         app.register_blueprint(blueprint)
     app.register_blueprint(script_views.bp)  # POST /v1/scripts/preview
+    app.register_blueprint(preview_views.bp)  # GET /v1/previews/{id}: previews planned by a worker
     app.register_blueprint(lexicon_views.bp)  # /v1/lexicons
     app.register_blueprint(integration_views.bp)  # /v1/integrations/audiobookshelf: delivery into a library
     app.register_blueprint(docs.bp)  # GET /docs: Swagger UI over /openapi.json

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from flask import Flask, Response, jsonify
+from flask import Flask, Response, current_app, jsonify
 from pydantic import ValidationError
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.exc import TimeoutError as SqlTimeoutError
@@ -100,9 +100,14 @@ def register_error_handlers(app: Flask) -> None:
     def _http_error(error: HTTPException) -> tuple[Response, int]:
         status = error.code or 500
         code = (error.name or "error").lower().replace(" ", "_")
+        message = error.description or error.name
         if status == 413:
+            # Werkzeug refuses a body over MAX_CONTENT_LENGTH before reading it (or as soon as a chunked
+            # one passes it): the answer names the limit.
             code = "too_large"
-        response = jsonify({"error": {"code": code, "message": error.description or error.name}})
+            limit = current_app.config["MAX_CONTENT_LENGTH"]
+            message = f"the request body is larger than the limit of {limit} bytes"
+        response = jsonify({"error": {"code": code, "message": message}})
         # The exception's own headers carry meaning: Content-Range on a 416, Allow on a 405, ...
         for name, value in error.get_headers():
             if name.lower() not in ("content-type", "content-length"):

@@ -262,10 +262,9 @@ def create_job() -> tuple[Response, int]:
     _check_script_size(submitted)
     voice = scripts.resolve_voice(owner, body.voice)
     title = scripts.script_title(submitted)
-    if isinstance(submitted.source, str) and (
-        len(submitted.source) > tome().settings.inline_plan_max_chars
-        or (body.cast is not None and body.cast.llm)
-    ):
+    if isinstance(submitted.source, bytes):
+        return _accept_epub(submitted, title, voice, idempotency_key)
+    if not scripts.plans_inline(submitted) or (body.cast is not None and body.cast.llm):
         _check_tags(body, _required_title(title))
         return _accept_for_planning(submitted, _required_title(title), voice, idempotency_key)
     script_plan = scripts.plan_or_422(owner, submitted, voice)
@@ -309,6 +308,36 @@ def _accept_for_planning(
     tome().enqueue(PLAN_JOB, [str(job.id)])
     with log_context(job_id=job.id, voice_id=voice.id):
         log.info("job %s: accepted, %d characters to plan", job.id, len(script))
+    return _accepted(job)
+
+
+def _accept_epub(
+    submitted: scripts.JobRequest, title: str | None, voice: Voice, idempotency_key: str | None
+) -> tuple[Response, int]:
+    """An EPUB is planned by a worker (worker.jobs.intake): its text is known only once it is unpacked,
+    and unpacking and parsing cost what the book costs. Without a title in the request the job takes the
+    book's own once planned, and fails naming ``title`` if the book has none, as the inline path did."""
+    body, data = submitted.body, submitted.source
+    assert isinstance(data, bytes)
+    named = _required_title(title) if title else None
+    _check_tags(body, named or "untitled")
+    require_room_for_job(0.0, tome().engine().sample_rate)  # its length is checked once unpacked
+    job = _new_job(
+        body, named or "(untitled EPUB)", voice, idempotency_key, submitted.sha256, submitted.cover
+    )
+    job.script = ""  # waiting to be planned; the bytes are script_file
+    job.script_file = data
+    job.options = {
+        **job.options,
+        "voice_ids": [str(voice.id)],
+        **({} if named else {"title_from_script": True}),
+    }
+    earlier = _insert(job, None, job.owner, idempotency_key, submitted.sha256)
+    if earlier is not None:
+        return _accepted(earlier)
+    tome().enqueue(PLAN_JOB, [str(job.id)])
+    with log_context(job_id=job.id, voice_id=voice.id):
+        log.info("job %s: accepted, an EPUB of %d bytes to plan", job.id, len(data))
     return _accepted(job)
 
 

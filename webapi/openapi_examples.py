@@ -27,6 +27,7 @@ from webapi.schemas import (
     JobQaOut,
     Liveness,
     PreviewOut,
+    PreviewPending,
     Readiness,
     VoiceList,
     VoiceOut,
@@ -283,6 +284,13 @@ _BUILDERS: dict[type[BaseModel], Any] = {
     JobQaOut: _qa,
     ChunkQaOut: _accepted_chunk,
     PreviewOut: _preview,
+    PreviewPending: lambda: {
+        "preview": "0b7a3c52-6d1e-4f0a-9e2b-5c8d7f6a1b3e",
+        "status": "queued",
+        "url": "/v1/previews/0b7a3c52-6d1e-4f0a-9e2b-5c8d7f6a1b3e",
+        "created_at": "2026-11-28T09:12:03Z",
+        "expires_at": "2026-11-28T10:12:03Z",
+    },
     LexiconOut: lambda: {
         **_LEXICON,
         "entries": [{"grapheme": "Tome", "alias": "tohm", "phoneme": None, "case_sensitive": False}],

@@ -604,6 +604,17 @@ class PreviewOut(BaseModel):
     )
 
 
+class PreviewPending(BaseModel):
+    """A preview a worker plans (an EPUB, or a script over the inline cap): poll ``url`` until it answers
+    the preview (200) or the error the request would have had (413, 422)."""
+
+    preview: uuid.UUID = Field(description="The preview's id")
+    status: Literal["queued", "running"]
+    url: str = Field(description="GET it for the preview: 202 while it is planned, then the answer")
+    created_at: datetime
+    expires_at: datetime = Field(description="After this, the preview is gone (410, then 404)")
+
+
 class ErrorOut(BaseModel):
     error: ErrorDetail
 

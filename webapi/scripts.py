@@ -7,28 +7,22 @@ import base64
 import binascii
 import hashlib
 import json
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
 from models import Voice
+from webapi import previews
 from webapi.auth import current_principal, require_key
 from webapi.errors import Invalid, TooLarge, UnsupportedMediaType
 from webapi.extensions import tome
 from webapi.operations import Operation, operation
 from webapi.schemas import (
-    CastMemberOut,
-    CastOut,
-    FiredOut,
     JobCreate,
     JobForm,
-    LineOut,
-    PreviewChapter,
-    PreviewChunk,
-    PreviewMetadata,
     PreviewOut,
+    PreviewPending,
 )
 from webapi.validation import json_body, validate
 from worker.audio import MAX_COVER_BYTES, Cover, CoverError, Pauses, load_cover
@@ -36,15 +30,11 @@ from worker.cast_llm import LlmSettings
 from worker.jobs import limits
 from worker.jobs.intake import cast_request
 from worker.jobs.plan import PlanError, PlanRequest, ScriptPlan, live_voices, plan
+from worker.jobs.preview import PreviewAsk, preview_body
 from worker.script import ReadOptions
-from worker.script.attribution import NARRATOR
-from worker.script.language_id import script_language_warnings
 from worker.script.markdown import leading_front_matter
-from worker.script.warnings import plan_warnings
 
 bp = Blueprint("scripts", __name__, url_prefix="/v1/scripts")
-# The most lines of dialogue a preview lists (each is a small object; a long novel has tens of thousands).
-MAX_PREVIEW_LINES = 20_000
 bp.before_request(require_key)
 
 # What a file's name says about its kind, when the multipart job does not say.
@@ -220,22 +210,44 @@ def script_title(job: JobRequest) -> str | None:
 @operation(
     Operation(
         "What a job with this body would read: chapters, chunks (written and spoken), the rules and lexicon "
-        "entries that fired, warnings and estimated durations. Nothing is queued.",
-        {200: PreviewOut, 413: None},
+        "entries that fired, warnings and estimated durations. Nothing is queued. A text script of at most "
+        "TOME_INLINE_PLAN_MAX_CHARS characters is answered at once (200); an EPUB or a longer script is "
+        "planned by a worker: 202 with the preview's id and `Location`, then GET /v1/previews/{id}.",
+        {200: PreviewOut, 202: PreviewPending, 413: None},
         body=JobCreate,
         form=JobForm,
         files=("script", "cover"),
         tags=("jobs",),
     )
 )
-def preview() -> Response:
+def preview() -> Response | tuple[Response, int]:
     require_multipart_or_json()
     owner = current_principal().owner
     job = read_job_request()
     check_script_size(job)
     voice = resolve_voice(owner, job.body.voice)
+    if not plans_inline(job):
+        return previews.accept(job, voice)
     script_plan = plan_or_422(owner, job, voice, attribute=True)
-    return jsonify(_preview(job, script_plan).model_dump(mode="json"))
+    return jsonify(preview_body(preview_ask(job), script_plan))
+
+
+def plans_inline(job: JobRequest) -> bool:
+    """Whether the request's script is planned while the client waits: text of at most
+    TOME_INLINE_PLAN_MAX_CHARS characters. An EPUB's text is known only once it is unpacked, so it always
+    goes to a worker."""
+    return isinstance(job.source, str) and len(job.source) <= tome().settings.inline_plan_max_chars
+
+
+def preview_ask(job: JobRequest) -> PreviewAsk:
+    return PreviewAsk(
+        title=job.body.title,
+        pauses=Pauses(**job.body.pauses.model_dump()),
+        speed=job.body.speed,
+        with_cast=job.body.cast is not None,
+        chars_per_second=tome().settings.speech_chars_per_second,
+        max_chunk_chars=tome().engine().max_chunk_chars,
+    )
 
 
 def check_script_size(job: JobRequest) -> None:
@@ -247,118 +259,3 @@ def check_script_size(job: JobRequest) -> None:
             code="script_too_long",
             field="script",
         )
-
-
-def _preview(job: JobRequest, script_plan: ScriptPlan) -> PreviewOut:
-    settings = tome().settings
-    pauses = Pauses(**job.body.pauses.model_dump())
-    speed = job.body.speed
-    chunks: list[PreviewChunk] = []
-    rules: Counter[str] = Counter()
-    per_chapter: dict[int, list[float]] = {}
-    for spec, voice_id in zip(script_plan.specs, script_plan.chunk_voices, strict=True):
-        fired = [_fired(f) for f in spec.fired]
-        rules.update(f.rule for f in fired)
-        pause = pauses.seconds(spec.pause_after if spec.pause_seconds is None else spec.pause_seconds)
-        chunks.append(
-            PreviewChunk(
-                seq=spec.seq,
-                chapter=spec.chapter,
-                text=spec.text,
-                written=spec.written,
-                voice_id=voice_id,
-                rate=round(speed * (spec.rate or 1.0), 4),
-                pause_after=pause,
-                fired=fired,
-                speaker=(spec.speaker or NARRATOR) if job.body.cast is not None else None,
-            )
-        )
-        seconds = len(spec.text) / settings.speech_chars_per_second / speed / (spec.rate or 1.0) + pause
-        per_chapter.setdefault(spec.chapter, [0, 0, 0.0])
-        totals = per_chapter[spec.chapter]
-        totals[0] += 1
-        totals[1] += len(spec.text)
-        totals[2] += seconds
-    chapters = [
-        PreviewChapter(
-            index=index,
-            title=chapter.title,
-            chunks=int(per_chapter.get(index, [0, 0, 0.0])[0]),
-            characters=int(per_chapter.get(index, [0, 0, 0.0])[1]),
-            estimated_seconds=round(per_chapter.get(index, [0, 0, 0.0])[2], 1),
-        )
-        for index, chapter in enumerate(script_plan.chapters)
-    ]
-    info = script_plan.info
-    return PreviewOut(
-        title=job.body.title or info.title,
-        language=script_plan.language,
-        metadata=PreviewMetadata(title=info.title, author=info.author, language=info.language),
-        estimated_seconds=round(sum(c.estimated_seconds for c in chapters), 1),
-        chapters=chapters,
-        chunks=chunks,
-        rules=dict(rules.most_common()),
-        warnings=[
-            *script_plan.warnings,
-            *script_language_warnings(script_plan.chapters, script_plan.language),
-            *_chunk_warnings(script_plan),
-            *_lines_warning(script_plan),
-        ],
-        cast=_cast_out(script_plan),
-        lines=_lines_out(job, script_plan),
-    )
-
-
-def _cast_out(script_plan: ScriptPlan) -> CastOut:
-    cast = script_plan.cast
-    members = cast.characters if cast is not None else ()
-    return CastOut(
-        characters=[
-            CastMemberOut(
-                name=m.name,
-                aliases=list(m.aliases),
-                lines=m.lines,
-                words=m.words,
-                confidence=m.confidence,
-                sample=m.sample,
-            )
-            for m in members
-        ]
-    )
-
-
-def _lines_out(job: JobRequest, script_plan: ScriptPlan) -> list[LineOut]:
-    """Every line (at most MAX_PREVIEW_LINES), with the speaker after the job's corrections."""
-    if script_plan.cast is None:
-        return []
-    corrected = script_plan.corrected
-    return [
-        LineOut(
-            index=line.index,
-            text=line.text,
-            speaker=script_plan.line_speakers.get(line.index, line.speaker),
-            attribution="corrected" if line.index in corrected else line.attribution,
-            confidence=1.0 if line.index in corrected else line.confidence,
-            chunk=script_plan.line_chunks.get(line.index),
-        )
-        for line in script_plan.cast.lines[:MAX_PREVIEW_LINES]
-    ]
-
-
-def _lines_warning(script_plan: ScriptPlan) -> list[str]:
-    count = len(script_plan.cast.lines) if script_plan.cast is not None else 0
-    if count <= MAX_PREVIEW_LINES:
-        return []
-    return [f"the script has {count} lines of dialogue; the preview lists the first {MAX_PREVIEW_LINES}"]
-
-
-def _fired(fired: object) -> FiredOut:
-    return FiredOut(
-        rule=str(getattr(fired, "rule", "")),
-        written=str(getattr(fired, "written", "")),
-        spoken=str(getattr(fired, "spoken", "")),
-    )
-
-
-def _chunk_warnings(script_plan: ScriptPlan) -> list[str]:
-    return plan_warnings(script_plan.chapters, script_plan.specs, tome().engine().max_chunk_chars)

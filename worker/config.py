@@ -59,6 +59,9 @@ class Settings:
     # Scripts up to this long are planned while the client waits (errors answered at once); longer ones
     # by a worker, so that no request holds an API process for long (worker.jobs.intake).
     inline_plan_max_chars: int = 10_000
+    # A preview planned by a worker (an EPUB, or a script over inline_plan_max_chars) can be read this long
+    # after it was asked for (GET /v1/previews/{id}); then it is gone.
+    preview_ttl_seconds: int = 3600
     max_job_chapters: int = 2_000
     max_job_audio_seconds: float = 86_400.0  # estimated output (speech + pauses) of one job
     max_pause_share: float = 0.5  # pauses may be at most this share of a job's estimated output

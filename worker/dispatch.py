@@ -13,6 +13,7 @@ from typing import Any
 from worker import audiobookshelf, observe, webhooks
 from worker.jobs.chapters import stitch_chapter
 from worker.jobs.intake import plan_job
+from worker.jobs.preview import preview_script
 from worker.jobs.render import render_chunks
 from worker.jobs.speech import speak
 from worker.jobs.start import start_job, wake_jobs_waiting_for
@@ -26,6 +27,7 @@ from worker.task_names import (
     DELIVER_CHAPTER_WEBHOOK,
     DELIVER_WEBHOOK,
     PLAN_JOB,
+    PREVIEW_SCRIPT,
     RENDER_CHUNKS,
     SPEAK,
     START_JOB,
@@ -41,6 +43,10 @@ Handler = Callable[[Runtime, list[Any], Enqueue], Any]
 
 def _plan(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
     return plan_job(rt, uuid.UUID(str(args[0])), enqueue).value
+
+
+def _preview(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
+    return preview_script(rt, uuid.UUID(str(args[0]))).value
 
 
 def _start(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
@@ -114,6 +120,7 @@ def _sweep(rt: Runtime, args: list[Any], enqueue: Enqueue) -> dict[str, Any]:
 
 HANDLERS: dict[str, Handler] = {
     PLAN_JOB: _plan,
+    PREVIEW_SCRIPT: _preview,
     START_JOB: _start,
     RENDER_CHUNKS: _render,
     STITCH_JOB: _stitch,

@@ -20,6 +20,7 @@ from worker.filesystem_broker import PARTIAL_PREFIX, TAKEN_PREFIX
 from worker.jobs import actions, rerender
 from worker.jobs import state as jobs
 from worker.jobs.chapters import begin_chapter
+from worker.jobs.preview import expire_previews, resend_queued_previews
 from worker.jobs.scheduler import schedule
 from worker.jobs.stitch import maybe_begin_stitch
 from worker.runtime import Runtime
@@ -59,6 +60,8 @@ class SweepReport:
     chunk_folders_removed: int = 0
     webhooks_sent: int = 0
     jobs_restarted: int = 0
+    previews_removed: int = 0
+    previews_resent: int = 0
     chunks_resent: int = 0
     render_tasks_scheduled: int = 0
     chunks_failed: int = 0
@@ -98,6 +101,8 @@ def sweep(rt: Runtime, enqueue: Enqueue, now: datetime | None = None) -> SweepRe
         "temp files", lambda: remove_stale_temp_files(rt.layout.root, now - TEMP_FILE_AGE)
     )
     report.stored_orphans_removed = step("stored orphans", lambda: _remove_orphans_when_due(rt, now))
+    report.previews_removed = step("previews", lambda: expire_previews(rt, now))
+    report.previews_resent = step("queued previews", lambda: resend_queued_previews(rt, enqueue, now))
     report.jobs_restarted = step("queued jobs", lambda: _restart_queued_jobs(rt, enqueue, now))
     step("overdue chunks", lambda: _resend_overdue_chunks(rt, enqueue, now, report))
     report.render_tasks_scheduled = step("schedule", lambda: schedule(rt, enqueue))

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 PLAN_JOB = "tome.plan_job"  # args: [job_id]
+PREVIEW_SCRIPT = "tome.preview_script"  # args: [preview_id]: POST /v1/scripts/preview planned by a worker
 START_JOB = "tome.start_job"  # args: [job_id]
 RENDER_CHUNKS = "tome.render_chunks"  # args: [job_id, [seq, ...]]
 STITCH_JOB = "tome.stitch_job"  # args: [job_id, stitch_token]
@@ -26,6 +27,7 @@ ENGINE_TASKS = (RENDER_CHUNKS, BUILD_VOICE, SPEAK)
 # Every task; all but SPEAK are sent at the background priority (celery_app.task_routes).
 ALL_TASKS = (
     PLAN_JOB,
+    PREVIEW_SCRIPT,
     START_JOB,
     RENDER_CHUNKS,
     STITCH_JOB,

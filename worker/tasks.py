@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from typing import Any
 
 from celery import shared_task
@@ -15,6 +16,7 @@ from worker import counters, dispatch
 from worker.celery_app import REQUEST_ID_HEADER, engine_queue
 from worker.engines import warm_up
 from worker.jobs import quality
+from worker.jobs.preview import fail_preview
 from worker.logs import clean_request_id, log_context
 from worker.qa.whisper import WhisperRecogniser
 from worker.runtime import runtime
@@ -24,6 +26,7 @@ from worker.task_names import (
     DELIVER_CHAPTER_WEBHOOK,
     DELIVER_WEBHOOK,
     PLAN_JOB,
+    PREVIEW_SCRIPT,
     RENDER_CHUNKS,
     SPEAK,
     START_JOB,
@@ -104,6 +107,21 @@ def _flush_metrics(**_: Any) -> None:
 @shared_task(name=PLAN_JOB, **RETRIES)
 def plan_job(job_id: str) -> str:
     result: str = _run(PLAN_JOB, job_id)
+    return result
+
+
+@shared_task(name=PREVIEW_SCRIPT)
+def preview_script(preview_id: str) -> str:
+    """A preview whose planning raises (a time limit, a bug) is failed with a 422 saying so: its client
+    polls an answer, never a preview that stays running until it expires."""
+    try:
+        result: str = _run(PREVIEW_SCRIPT, preview_id)
+    except BaseException:
+        log.exception("preview %s: planning broke off", preview_id)
+        fail_preview(
+            runtime(), uuid.UUID(preview_id), "planning the script broke off (a time limit or a server error)"
+        )
+        raise
     return result
 
 

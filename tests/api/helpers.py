@@ -12,6 +12,7 @@ from sqlalchemy import select
 
 from models import Chunk
 from tests.support.apps import tome_of
+from worker.jobs.preview import preview_script
 
 
 def upload_voice(
@@ -40,3 +41,13 @@ def chunk_voice_ids(app: Flask, job_id: str) -> list[str]:
         select(Chunk.voice_id).where(Chunk.job_id == uuid.UUID(job_id)).order_by(Chunk.seq)
     ).all()
     return [str(voice_id) for voice_id in rows]
+
+
+def preview_of(app: Flask, response: Any) -> Any:
+    """The answer a preview request ends with: ``response`` itself when answered inline, else (202) the
+    preview planned here by the worker's own task body, as GET /v1/previews/{id} serves it."""
+    if response.status_code != 202:
+        return response
+    preview_script(tome_of(app).runtime, uuid.UUID(response.json["preview"]))
+    headers = {"Authorization": response.request.headers["Authorization"]}
+    return app.test_client().get(response.headers["Location"], headers=headers)

@@ -11,7 +11,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests.api.helpers import chunk_voice_ids, submit_job, upload_voice
+from tests.api.helpers import chunk_voice_ids, preview_of, submit_job, upload_voice
 from tests.conftest import bearer
 from tests.support.apps import tome_of
 from webapi.cli import mint_key
@@ -173,7 +173,9 @@ def test_a_long_script_with_a_cast_is_planned_by_a_worker_with_the_same_chunks(
     client, user = app.test_client(), bearer(mint_key(app, owner="alice", name="k", admin=False))
     voices = {name: _voice(client, user, reference_audio, name) for name in ("narrator", "tom", "maggie")}
     cast = {"voices": {"Tom": "tom"}, "default": "maggie", "lines": {"2": "Margaret"}}
-    preview = _preview(client, user, cast=cast)
+    accepted = _preview(client, user, cast=cast)
+    assert accepted.status_code == 202, accepted.json  # over the inline cap: a worker plans it
+    preview = preview_of(app, accepted)
     assert preview.status_code == 200, preview.json
     job = submit_job(client, user, "narrator", script=CHAPTER, cast=cast, output={"format": "wav"})
     assert job.status_code == 202, job.json

@@ -6,7 +6,9 @@ from __future__ import annotations
 import base64
 import io
 import json
+import os
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -15,9 +17,12 @@ from flask.testing import FlaskClient
 from sqlalchemy import func, select
 
 from models import Chunk, Job
-from tests.api.helpers import submit_job, upload_voice
+from tests.api.helpers import preview_of, submit_job, upload_voice
+from tests.conftest import bearer
 from tests.support.apps import tome_of
 from tests.support.epubs import build_epub
+from webapi.cli import mint_key
+from worker.jobs.intake import plan_job
 
 
 @pytest.fixture
@@ -73,9 +78,12 @@ def test_an_epub_upload_keeps_its_table_of_contents_and_metadata(
     app: Flask, client: FlaskClient, user: dict[str, str], narrator: str
 ) -> None:
     data = build_epub()
-    response = _multipart(client, user, "/v1/jobs", {"voice": "narrator"}, data, "novel.epub")
-    assert response.status_code == 202, response.json
-    job = response.json
+    accepted = _multipart(client, user, "/v1/jobs", {"voice": "narrator"}, data, "novel.epub")
+    assert accepted.status_code == 202, accepted.json
+    assert accepted.json["progress"]["chunks_total"] == 0  # a worker unpacks and plans it
+    job = _planned(app, client, user, accepted.json["id"])
+    assert job["status"] == "queued", job
+    assert job["title"] not in ("", "(untitled EPUB)"), job  # the book's own title, once planned
     assert job["script_format"] == "epub"
     titles = [c["title"] for c in job["chapters"]]
     assert titles, job
@@ -88,7 +96,34 @@ def test_an_epub_upload_keeps_its_table_of_contents_and_metadata(
         client, user, "narrator", script=base64.b64encode(data).decode(), script_format="epub", title="Same"
     )
     assert again.status_code == 202, again.json
-    assert [c["title"] for c in again.json["chapters"]] == titles
+    again_job = _planned(app, client, user, again.json["id"])
+    assert [c["title"] for c in again_job["chapters"]] == titles
+    assert again_job["title"] == "Same"
+
+
+def _planned(app: Flask, client: FlaskClient, user: dict[str, str], job_id: str) -> dict[str, Any]:
+    """The job once the worker's plan task has run (here, in this process)."""
+    plan_job(tome_of(app).runtime, uuid.UUID(job_id), lambda *_: None)
+    response = client.get(f"/v1/jobs/{job_id}", headers=user)
+    assert response.status_code == 200, response.json
+    job = response.get_json()
+    assert isinstance(job, dict)
+    return job
+
+
+def test_an_epub_that_cannot_be_planned_fails_its_job_saying_why(
+    app: Flask, client: FlaskClient, user: dict[str, str], narrator: str
+) -> None:
+    """What the request answered as a 422 before the worker planned EPUBs: the job's error, with the
+    same code and field."""
+    broken = submit_job(
+        client, user, "narrator", script=base64.b64encode(b"PK\x03\x04 broken").decode(), script_format="epub"
+    )
+    assert broken.status_code == 202, broken.json
+    job = _planned(app, client, user, broken.json["id"])
+    assert job["status"] == "failed", job
+    assert job["error_detail"]["field"] == "script", job
+    assert job["error"].startswith(job["error_detail"]["code"] + ": ")
 
 
 def test_ssml_jobs_honour_breaks_rates_and_substitutions(
@@ -115,7 +150,6 @@ def test_ssml_jobs_honour_breaks_rates_and_substitutions(
     [
         ({"script": "<speak><blink>x</blink></speak>", "script_format": "ssml"}, 422, "script"),
         ({"script": "not base64!!", "script_format": "epub"}, 422, "script"),
-        ({"script": base64.b64encode(b"PK\x03\x04 broken").decode(), "script_format": "epub"}, 422, "script"),
         ({"script": "Hi.", "speed": 3}, 422, "speed"),
         ({"script": "Hi.", "language": "english!"}, 422, "language"),
         ({"script": "Hi.", "lexicons": ["no-such-lexicon"]}, 422, "lexicons"),
@@ -212,14 +246,48 @@ def test_preview_shows_what_would_be_read_and_queues_nothing(
 
 
 def test_preview_takes_uploads_and_refuses_like_a_job(
-    client: FlaskClient, user: dict[str, str], narrator: str
+    app: Flask, client: FlaskClient, user: dict[str, str], narrator: str
 ) -> None:
-    response = _multipart(client, user, "/v1/scripts/preview", {"voice": "narrator"}, build_epub(), "b.epub")
+    """An EPUB preview is planned by a worker (202, then GET /v1/previews/{id}); its errors are the same."""
+    accepted = _multipart(client, user, "/v1/scripts/preview", {"voice": "narrator"}, build_epub(), "b.epub")
+    assert accepted.status_code == 202, accepted.json
+    response = preview_of(app, accepted)
     assert response.status_code == 200, response.json
     assert response.json["metadata"]["title"]
-    bad = _multipart(client, user, "/v1/scripts/preview", {"voice": "narrator"}, b"PK\x03\x04junk", "b.epub")
+    junk = b"PK\x03\x04junk"
+    bad = preview_of(
+        app, _multipart(client, user, "/v1/scripts/preview", {"voice": "narrator"}, junk, "b.epub")
+    )
     assert bad.status_code == 422
     assert bad.json["error"]["field"] == "script"
     other_voice = client.post("/v1/scripts/preview", json={"voice": "nobody", "script": "Hi."}, headers=user)
     assert other_voice.status_code == 422
     assert other_voice.json["error"]["field"] == "voice"
+
+
+def test_an_epubs_length_is_held_to_the_daily_quota_once_unpacked(
+    make_app: Callable[..., Flask], reference_audio: tuple[bytes, str]
+) -> None:
+    """Accepted at once whatever its size on the wire (no estimate from its bytes: images weigh nothing
+    read aloud); its planned length then counts against the daily audio quota, as a text's does."""
+    app = make_app(quota_audio_seconds_per_day=5)
+    client, user = app.test_client(), bearer(mint_key(app, owner="alice", name="k", admin=False))
+    assert upload_voice(client, user, reference_audio[0]).status_code == 202
+    padded = build_epub(files={"OEBPS/images/plate.png": os.urandom(3_000_000)})
+    accepted = _multipart(client, user, "/v1/jobs", {"voice": "narrator"}, padded, "plates.epub")
+    assert accepted.status_code == 202, accepted.json
+    job = _planned(app, client, user, accepted.json["id"])
+    assert job["status"] == "failed", job
+    assert job["error_detail"]["code"] == "quota_audio_per_day", job
+
+
+def test_an_epub_job_with_no_title_anywhere_fails_naming_title(
+    app: Flask, client: FlaskClient, user: dict[str, str], narrator: str
+) -> None:
+    """The inline path answered 422 naming ``title``; the worker fails the job the same way."""
+    untitled = build_epub(title="", titlepage=False)
+    accepted = _multipart(client, user, "/v1/jobs", {"voice": "narrator"}, untitled, "untitled.epub")
+    assert accepted.status_code == 202, accepted.json
+    job = _planned(app, client, user, accepted.json["id"])
+    assert job["status"] == "failed", job
+    assert job["error_detail"]["field"] == "title", job

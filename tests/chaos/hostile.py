@@ -41,6 +41,7 @@ import struct
 import tempfile
 import time
 import tracemalloc
+import uuid
 import zipfile
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -60,6 +61,8 @@ from tests.support.apps import tome_of
 from tests.support.cost import CpuMeter
 from webapi.cli import mint_key
 from worker.config import Settings
+from worker.jobs.intake import plan_job
+from worker.jobs.preview import preview_script
 
 VOICE = "hostile-seed"
 """The voice hostile jobs name, uploaded for each owner before the corpus runs (a job naming an unknown
@@ -1093,13 +1096,36 @@ def _send(app: Flask, item: HostileItem, headers: Mapping[str, str], trace: bool
             base = tracemalloc.get_traced_memory()[0]
         meter = CpuMeter()
         response = client.open(request, buffered=True)
-        body = response.get_data()
-        elapsed = meter.seconds()
+        first = response.get_data()
+        elapsed = meter.seconds()  # the request's own cost: what an API worker spends on it
+        status, body = _settled(app, response.status_code, first, headers)
         peak = tracemalloc.get_traced_memory()[1] - base if trace else 0
         response.close()
-    return _Sent(
-        response.status_code, elapsed, max(0, peak), body, errors.records[-1] if errors.records else None
-    )
+    return _Sent(status, elapsed, max(0, peak), body, errors.records[-1] if errors.records else None)
+
+
+def _settled(app: Flask, status: int, body: bytes, headers: Mapping[str, str]) -> tuple[int, bytes]:
+    """The answer the client ends with when the request was handed to a worker (an EPUB job, a preview
+    over the inline cap): the worker's task body runs here, then the preview is read back (200, or the
+    error the inline path would have answered), or the job: one that failed planning counts as the 422
+    its ``error_detail`` names."""
+    if status != 202:
+        return status, body
+    answer = json.loads(body)
+    client = app.test_client()
+    rt = tome_of(app).runtime
+    if "preview" in answer:
+        preview_script(rt, uuid.UUID(answer["preview"]))
+        read = client.get(answer["url"], headers=dict(headers))
+        return read.status_code, read.get_data()
+    if answer.get("status") != "queued" or answer["progress"]["chunks_total"]:
+        return status, body
+    plan_job(rt, uuid.UUID(answer["id"]), lambda *_: None)
+    read = client.get(f"/v1/jobs/{answer['id']}", headers=dict(headers))
+    job = read.get_json()
+    if job["status"] == "failed" and job.get("error_detail"):
+        return 422, json.dumps({"error": job["error_detail"]}).encode()
+    return status, read.get_data()  # accepted (202), planned
 
 
 def seed_voice(app: Flask, headers: Mapping[str, str], name: str = VOICE) -> None:

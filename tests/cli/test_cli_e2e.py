@@ -29,6 +29,7 @@ from models import Voice
 from tests.cli.conftest import Stack
 from tests.e2e.flow import BOOK
 from tests.support.api_server import free_port
+from tests.support.epubs import build_epub
 from tome_cli.client import Client, script_format_for
 from tome_cli.context import Polling
 from tome_cli.follow import EXTENSIONS, safe_filename
@@ -135,6 +136,32 @@ def test_voice_render_download_and_inspect(
     refused = stack.run("jobs", "rerender", job["id"], "999")
     assert refused.exit_code == EXIT_API
     assert "no rendered chunk 999" in refused.stderr
+
+
+@pytest.mark.e2e
+def test_an_epub_preview_is_polled_until_a_worker_has_planned_it(
+    stack: Stack,
+    settings: Settings,
+    tmp_path: Path,
+    reference: tuple[Path, str],
+    start_worker: Callable[..., Any],
+) -> None:
+    """The server answers an EPUB's preview 202 and plans it on a worker; the CLI polls the Location it
+    names and prints the preview (or, for a broken book, the error the worker found)."""
+    start_worker(settings, concurrency=1)
+    ref, transcript = reference
+    added = stack.run("voices", "add", "narrator", str(ref), "--text", transcript, "--no-wait")
+    assert added.exit_code == EXIT_OK, added.output
+    book = tmp_path / "novel.epub"
+    book.write_bytes(build_epub())
+    previewed = stack.run("preview", str(book), "--voice", "narrator", "--json")
+    assert previewed.exit_code == EXIT_OK, previewed.output
+    assert json.loads(previewed.stdout)["chapters"], previewed.stdout
+    broken = tmp_path / "broken.epub"
+    broken.write_bytes(b"PK\x03\x04 not a zip")
+    refused = stack.run("preview", str(broken), "--voice", "narrator")
+    assert refused.exit_code == EXIT_API, refused.output
+    assert "not an EPUB" in refused.stderr, refused.stderr
 
 
 def test_no_wait_prints_the_id_and_cancel(stack: Stack, tmp_path: Path, reference: tuple[Path, str]) -> None:

@@ -13,6 +13,7 @@ from worker.task_names import ALL_TASKS, ENGINE_TASKS
 
 CPU_TASKS = (
     task_names.PLAN_JOB,
+    task_names.PREVIEW_SCRIPT,
     task_names.START_JOB,
     task_names.STITCH_JOB,
     task_names.STITCH_CHAPTER,

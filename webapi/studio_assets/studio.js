@@ -23,6 +23,7 @@
   const KEY_ITEM = "tome.apiKey";
   const UNFINISHED = new Set(["queued", "running", "stitching"]);
   const BUILDING = new Set(["pending", "processing"]);
+  const PREVIEW_WAIT_MS = 600000; // how long a preview planned by a worker (EPUB, long script) is polled
   const STATUSES = new Set([
     "queued", "running", "stitching", "succeeded", "failed", "cancelled",
     "pending", "processing", "ready", "stale", "done",
@@ -479,6 +480,7 @@
     $("job-submit").disabled = true;
     $("preview").hidden = true;
     if (noticePreview) clearMessages();
+    previewAsked += 1; // an answer still on its way is for the form as it was
   }
 
   const SCRIPT_FIELDS = new Set(["job-script", "job-script-format", "job-file"]);
@@ -592,11 +594,13 @@
       return;
     }
     const gen = generation;
-    const preview = await api("POST", "/v1/scripts/preview", jobRequest()).catch((error) => {
-      complain(error);
-      return null;
-    });
-    if (!preview || gen !== generation) return;
+    const asked = ++previewAsked;
+    const preview = await previewOf(jobRequest(), () => gen === generation && asked === previewAsked)
+      .catch((error) => {
+        complain(error);
+        return null;
+      });
+    if (!preview || gen !== generation || asked !== previewAsked) return;
     renderPreview(preview);
     previewed = true;
     idempotencyKey = newId();
@@ -604,6 +608,26 @@
     const { chapters, chunks } = preview;
     say(`Preview: ${chapters.length} chapters, ${chunks.length} chunks, ` +
       `about ${fmtSeconds(preview.estimated_seconds)}.`, { preview: true });
+  }
+
+  /* POST /v1/scripts/preview; an EPUB or a long script is planned by a worker (202): its Location is
+     polled at the pace its Retry-After asks until it answers the preview or its error (thrown as an
+     ApiError like any other), while still() holds (the view and the form are the ones that asked). */
+  let previewAsked = 0;
+  async function previewOf(request, still) {
+    let response = await api("POST", "/v1/scripts/preview", { ...request, raw: true });
+    const deadline = Date.now() + PREVIEW_WAIT_MS;
+    while (response.status === 202) {
+      const pending = await response.json();
+      if (!still()) return null;
+      if (Date.now() > deadline) throw new Error("The preview was not ready in time; try again.");
+      say(`Planning the preview on a worker (${pending.status})…`);
+      const seconds = Math.min(Math.max(Number(response.headers.get("Retry-After")) || 1, 0.2), 5);
+      await new Promise((resolve) => setTimeout(resolve, seconds * 1000));
+      if (!still()) return null;
+      response = await api("GET", response.headers.get("Location") || pending.url, { raw: true });
+    }
+    return response.json();
   }
 
   function renderPreview(preview) {

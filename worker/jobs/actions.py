@@ -6,7 +6,7 @@ import logging
 import uuid
 from collections.abc import Iterable, Sequence
 
-from models import unit_of_work, utcnow
+from models import Job, unit_of_work, utcnow
 from worker import observe
 from worker.jobs import state
 from worker.runtime import Runtime
@@ -35,12 +35,21 @@ def fail(
     error: str,
     enqueue: Enqueue | None,
     chunk: tuple[int, str | None] | None = None,
+    detail: dict[str, object] | None = None,
 ) -> bool:
-    """Fail the job (and ``chunk``: its id and attempt token) with ``error``; its webhook goes out."""
+    """Fail the job (and ``chunk``: its id and attempt token) with ``error``; its webhook goes out.
+    ``detail`` (a script that cannot be planned: code, field, line, column) is recorded as the job's
+    ``error_detail`` in the same transaction, and the script waiting to be planned is dropped: a reader
+    never sees the job failed without it."""
     with unit_of_work(rt.sessions) as session:
         if chunk is not None:
             state.fail_chunk(session, chunk[0], chunk[1], error)
         failed = state.fail_job(session, job_id, error, utcnow())
+        job = session.get(Job, job_id) if failed and detail is not None else None
+        if job is not None:
+            job.options = {**job.options, "error_detail": detail}
+            job.script = None
+            job.script_file = None
     log.warning("failed: %s", error)
     if failed:
         observe.job_ended(rt, job_id)

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import logging
 import uuid
+from dataclasses import replace
 from enum import StrEnum
 from typing import Any
 
 from sqlalchemy import update
+from sqlalchemy.orm import Session
 
 from models import Job, JobStatus, Voice, unit_of_work, utcnow
 from worker.audio import Pauses
@@ -22,6 +24,7 @@ from worker.cast_llm import LlmSettings
 from worker.jobs import actions, limits
 from worker.jobs import state as jobs
 from worker.jobs.plan import PlanError, PlanRequest, ScriptPlan, plan
+from worker.jobs.usage import QuotaExceeded, Quotas, check_new_job, usage_of
 from worker.runtime import Runtime
 from worker.script import ReadOptions
 from worker.script.cast import CastRequest
@@ -66,15 +69,29 @@ def tag_language(language: str) -> str:
 
 def plan_request(rt: Runtime, job: Job, voice: Voice, script: str | bytes) -> PlanRequest:
     """The plan request a job records (its options carry what the API was asked)."""
-    options = job.options
+    return plan_request_of(rt, job.owner, job.script_format, job.engine, job.options, voice, script)
+
+
+def plan_request_of(
+    rt: Runtime,
+    owner: str,
+    script_format: str,
+    engine: str,
+    options: dict[str, Any],
+    voice: Voice,
+    script: str | bytes,
+    *,
+    attribute: bool = False,
+) -> PlanRequest:
+    """The plan request that stored options (a job's, or a preview's in the same shape) describe."""
     read = options.get("script_options", {})
     return PlanRequest(
-        owner=job.owner,
+        owner=owner,
         voice=voice,
         script=script,
-        script_format=job.script_format,
+        script_format=script_format,
         pauses=Pauses(**options.get("pauses", {})),
-        max_chunk_chars=rt.engine(job.engine).max_chunk_chars,
+        max_chunk_chars=rt.engine(engine).max_chunk_chars,
         job_limits=limits.JobLimits.of(rt.settings),
         language=options.get("language"),
         read_options=ReadOptions(
@@ -84,8 +101,9 @@ def plan_request(rt: Runtime, job: Job, voice: Voice, script: str | bytes) -> Pl
             rt.settings.max_script_chars,
         ),
         lexicons=tuple(options.get("lexicons", [])),
-        engine=job.engine,
+        engine=engine,
         split_chapters=_splits_by_name(options),
+        attribute=attribute,
         cast=cast_request(options.get("cast")),
         llm=LlmSettings.of(rt.settings),
     )
@@ -120,20 +138,25 @@ def plan_job(rt: Runtime, job_id: uuid.UUID, enqueue: Enqueue) -> PlanOutcome:
         if voice is None or voice.deleted_at is not None:
             actions.fail(rt, job_id, "the job's voice was deleted before its script was planned", enqueue)
             return PlanOutcome.FAILED
+        script: str | bytes = (job.script_file or b"") if job.script_format == "epub" else job.script
         try:
-            script_plan = plan(session, plan_request(rt, job, voice, job.script))
+            script_plan = plan(session, plan_request(rt, job, voice, script))
+            title = _title(job, script_plan)
+            if job.script_format == "epub":
+                _check_quota(rt, session, job, script_plan)
         except PlanError as exc:
             return _fail(rt, job_id, exc, enqueue)
     with unit_of_work(rt.sessions) as session:
         taken = session.execute(
             update(Job)
             .where(Job.id == job_id, Job.script.is_not(None), Job.status == JobStatus.QUEUED.value)
-            .values(script=None, updated_at=utcnow())
+            .values(script=None, script_file=None, updated_at=utcnow())
         )
         if jobs.rows(taken) != 1:
             return PlanOutcome.SKIPPED
         job = session.get(Job, job_id)
         assert job is not None
+        job.title = title
         apply_plan(job, script_plan)
         jobs.add_chunks(session, job, script_plan.specs, script_plan.chunk_voices)
     enqueue(START_JOB, [str(job_id)])
@@ -141,12 +164,34 @@ def plan_job(rt: Runtime, job_id: uuid.UUID, enqueue: Enqueue) -> PlanOutcome:
     return PlanOutcome.PLANNED
 
 
+def _title(job: Job, script_plan: ScriptPlan) -> str:
+    """The job's title: the request's, else the one its script names (an EPUB's, as the inline path took
+    it); a PlanError like the inline path's 422 when neither names one."""
+    if not job.options.get("title_from_script"):
+        return job.title
+    title = " ".join((script_plan.info.title or "").split())[:200]
+    if not title:
+        raise PlanError("give the job a title: the script names none", "validation_error", field="title")
+    return title
+
+
+def _check_quota(rt: Runtime, session: Session, job: Job, script_plan: ScriptPlan) -> None:
+    """An EPUB's length is known only now: its estimate against the owner's quotas, as the API checks a
+    text's when it arrives (the job itself, counted unfinished already, is not counted twice)."""
+    usage = usage_of(session, job.owner, utcnow(), shared_chunks=rt.storage.kind == "local")
+    seconds = script_plan.size.total_seconds
+    try:
+        check_new_job(
+            replace(usage, unfinished_jobs=0),
+            Quotas.of(rt.settings),
+            seconds,
+            rt.engine(job.engine).sample_rate,
+        )
+    except QuotaExceeded as exc:
+        raise PlanError(exc.message, exc.code) from exc
+
+
 def _fail(rt: Runtime, job_id: uuid.UUID, exc: PlanError, enqueue: Enqueue) -> PlanOutcome:
     where = f" (line {exc.line}, column {exc.column})" if exc.line is not None else ""
-    if actions.fail(rt, job_id, f"{exc.code}: {exc.message}{where}", enqueue):
-        with unit_of_work(rt.sessions) as session:
-            job = session.get(Job, job_id)
-            if job is not None:
-                job.options = {**job.options, "error_detail": exc.detail()}
-                job.script = None
+    actions.fail(rt, job_id, f"{exc.code}: {exc.message}{where}", enqueue, detail=exc.detail())
     return PlanOutcome.FAILED
