@@ -5,16 +5,13 @@ element streams the book with Range requests from such a URL, no key attached.
 ``{"url", "expires_at"}``; ``GET`` of that URL serves the file exactly as ``GET /v1/jobs/{id}/files/{name}``
 does (Range, ETag, 416; on S3 the same proxy or presigned redirect).
 
-The scheme follows S3's query-string authentication: the path names the resource
-(``/v1/links/{job_id}/{name}``), the query carries the expiry (Unix seconds), the id of the API key that
-asked for the link (S3's credential) and the signature. The signature is HMAC-SHA256 over the job id, the
-file name, the expiry, the key id and that key's owner, each length-prefixed so that no two field lists
-sign alike, under a key derived from ``TOME_SECRET_KEY`` for this use alone (as Django's and itsdangerous'
-salts do), so that no other use of the secret can produce a valid link signature. Serving a link checks:
-the expiry (not passed, and no further ahead than ``TOME_FILE_LINK_SECONDS``, so that shortening the
-setting shortens the links already out), the signature (constant-time), that the key is not revoked, then
-the job as the owner's download would: a job that is gone answers 404, an expired one 410. The URL is a
-path of this API: nothing in a request chooses where an answer points (no open redirect).
+As S3's query-string authentication does, the path names the resource (``/v1/links/{job_id}/{name}``) and
+the query carries the expiry, the id of the API key that asked for the link and an HMAC-SHA256 signature
+over the job, name, expiry, key id and key owner, under a key derived from ``TOME_SECRET_KEY`` for this use
+alone. Serving a link checks the expiry (not passed, not further ahead than ``TOME_FILE_LINK_SECONDS``),
+the signature (constant-time), that the key is not revoked, then the job as the owner's download would.
+The URL is a path of this API: nothing in a request chooses where an answer points (no open redirect).
+See docs/api.md, "Signed file links".
 """
 
 from __future__ import annotations

@@ -1,21 +1,18 @@
 """Delivery into an owner's Audiobookshelf: once a job that asked for it succeeds, its book goes up
-through the server's ``POST /api/upload`` (multipart: ``title``, ``author``, ``series``, ``library``,
-``folder`` and the files: the book, its cover, ``desc.txt``, ``reader.txt``; the folder names are
-worker.jobs.library's), then ``POST /api/libraries/{library_id}/scan`` asks the library to find it.
+through the server's ``POST /api/upload`` (multipart, in worker.jobs.library's folder layout), then
+``POST /api/libraries/{library_id}/scan`` asks the library to find it.
 
-The owner's server URL and API token are stored once (``PUT /v1/integrations/audiobookshelf``), the token
-sealed with ``TOME_SECRET_KEY`` (worker.sealed); a job only ever uses its own owner's. The URL follows the
-webhook address rules (worker.webhooks), with ``TOME_AUDIOBOOKSHELF_ALLOW_PRIVATE`` in place of
-``TOME_WEBHOOK_ALLOW_PRIVATE``, and each attempt connects to the addresses it checked.
+The owner's server URL and API token are stored once, the token sealed with ``TOME_SECRET_KEY``
+(worker.sealed); a job only ever uses its own owner's. The URL follows the webhook address rules
+(worker.webhooks, with ``TOME_AUDIOBOOKSHELF_ALLOW_PRIVATE``), and each attempt connects to the
+addresses it checked.
 
-Each attempt is claimed and counted in one conditional update (two workers never both upload). A 5xx
-answer, a timeout or a failed connection is tried again after ``TOME_AUDIOBOOKSHELF_RETRY_SECONDS``, twice
-as long each time after that, up to ``TOME_AUDIOBOOKSHELF_MAX_ATTEMPTS``; any other answer (401: the token
-was refused) ends the delivery as failed. Each read and write waits at most
-``TOME_AUDIOBOOKSHELF_TIMEOUT_SECONDS`` and a whole upload at most ``TOME_AUDIOBOOKSHELF_UPLOAD_SECONDS``.
-The scan is asked once; its failure is noted in ``error`` of a delivered book (the files are there, and
-the library's watcher or next scan finds them). Delivery never changes the job's status. What the job
-shows is generic ("HTTP 503", "timed out"); the token is never logged, stored in the clear or shown.
+Each attempt is claimed and counted in one conditional update, so two workers never both upload. A 5xx
+answer, a timeout or a failed connection is tried again after a wait that doubles, up to
+``TOME_AUDIOBOOKSHELF_MAX_ATTEMPTS``; any other answer ends the delivery as failed. The scan is asked
+once: its failure is noted on a delivered book, whose files the library finds by itself. Delivery never
+changes the job's status. What the job shows is generic ("HTTP 503", "timed out"); the token is never
+logged, stored in the clear or shown. See docs/api.md, "Delivery into Audiobookshelf".
 """
 
 from __future__ import annotations

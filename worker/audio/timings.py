@@ -2,17 +2,15 @@
 
 The input is what stitching knows: where each chunk starts and ends in the output (exact: computed from
 the rendered lengths and pauses, like the chapter marks), the sentences of each chunk and, where the
-engine reports them, sentence and word times inside it. When the engine reports no sentence times,
-:func:`sentence_times` estimates them by spreading the chunk's time over its sentences in proportion to
-their spoken length: chunk boundaries are exact, sentence boundaries inside a chunk are estimates (and
-marked ``estimated`` in the manifest). When it reports words (espeak does), :func:`stored_words` keeps
-them with the chunk and :func:`timed_sentences` times the sentences by their words.
+engine reports them, sentence and word times inside it. Without sentence times, :func:`sentence_times`
+spreads the chunk's time over its sentences in proportion to their spoken length (marked ``estimated``
+in the manifest). When the engine reports words (espeak does), :func:`stored_words` keeps them with the
+chunk and :func:`timed_sentences` times the sentences by their words.
 
-Subtitles have one cue per sentence, or several for a sentence too long for :data:`MAX_LINES` lines of
-:data:`MAX_LINE_CHARS` characters (times split in proportion to characters). Cue text is user text made
-safe for each format: control characters and line breaks become spaces (a blank line would end a cue),
-WebVTT escapes ``&``, ``<`` and ``>`` (so ``-->`` cannot appear either) and SRT, which has no escapes,
-gets ``->`` for ``-->`` (readers such as ffmpeg's start a new cue at any line with a timing arrow).
+Subtitles have one cue per sentence, split into several for a sentence longer than :data:`MAX_LINES`
+lines of :data:`MAX_LINE_CHARS` characters. Cue text is user text, made safe for each format so that no
+text can end a cue or start a new one. See docs/api.md, "Chapter files, the ZIP, subtitles and the
+manifest".
 """
 
 from __future__ import annotations

@@ -3,37 +3,16 @@
 Pure module (no Flask, no Celery). The library itself is driven through :mod:`worker.engines.espeak_binding`
 (one initialised instance per process, every call under a process-wide lock).
 
-Speaker prompt (``encode_speaker``), a mapping of float32 arrays of shape (1,):
+The speaker prompt (``encode_speaker``) holds the reference's median pitch and pitch range (YIN,
+:mod:`worker.engines.pitch`) and its speaking rate; a reference without voiced frames or transcript
+gets the figures of espeak's own default voice (:data:`DEFAULT_F0_MEDIAN_HZ`, :data:`DEFAULT_F0_RANGE_ST`,
+:data:`DEFAULT_WORDS_PER_MINUTE`). Rendering maps them to espeak's pitch, range and rate through tables
+measured on this library build, and picks the female variant by pitch: timbre and accent stay espeak's.
 
-==================== ==========================================================================
-``f0_median_hz``     median F0 of the voiced frames (YIN, 50-500 Hz, :mod:`worker.engines.pitch`)
-``f0_range_st``      10th-90th percentile span of the voiced F0, in semitones
-``words_per_minute`` words of the transcript / speech duration (leading and trailing silence
-                     trimmed, internal pauses longer than 0.3 s counted as 0.3 s), in minutes
-``voiced_seconds``   voiced speech found (informational; 0 means the F0 figures are defaults)
-``speech_seconds``   the speech duration used for the rate (informational)
-==================== ==========================================================================
-
-When the reference has no voiced frames, or no transcript, the figures are the ones measured on espeak's
-own default voice (:data:`DEFAULT_F0_MEDIAN_HZ`, :data:`DEFAULT_F0_RANGE_ST`,
-:data:`DEFAULT_WORDS_PER_MINUTE`), which map back to espeak's defaults (pitch 50, range 50, 175 wpm).
-
-What the prompt can match: pitch height (54-377 Hz), pitch range (within espeak's narrow intonation: at
-most 4-8 semitones between the 10th and 90th percentile, depending on the pitch) and speaking rate, plus
-a coarse male/female choice of voice variant by F0. What it cannot: timbre (formants, breathiness, voice
-quality), accent and prosodic style: espeak has one formant voice per variant, so every speaker sounds
-like espeak, only higher or lower, livelier or flatter, faster or slower.
-
-Word times (``synthesize_timed``, the same audio as ``synthesize``): espeak-ng reports the character
-position and the exact sample at which it starts each word it speaks (:class:`~.espeak_binding.WordEvent`).
-:func:`word_marks` gives every word of the text a mark (words: whitespace-separated, without surrounding
-punctuation; cut further only where espeak starts a word after a dash, slash or the like inside one, or
-between two characters of a script written without spaces). A number read as several words stays one
-word, and an event that espeak places on the space before a word goes to that word. The sound from one
-event to the next word's event, less the silence at both ends (espeak's pauses are exact zeros), is the
-word's: a mark covers its speech, not the pause before or after it. Where espeak sends one event for
-several words (it says "was a" as one word) they share its sound in proportion to their lengths: those
-inner boundaries are estimates, all others are espeak's own.
+Word times (``synthesize_timed``, the same audio as ``synthesize``) come from the events espeak-ng sends
+as it starts each word (:class:`~.espeak_binding.WordEvent`): :func:`word_marks` gives every word of the
+text a mark covering its speech, without the silence around it. See docs/engines.md, "The espeak engine:
+what a voice prompt matches".
 """
 
 from __future__ import annotations

@@ -3,20 +3,15 @@
 Chapters come from the table of contents (the EPUB 3 navigation document, else the EPUB 2 NCX), not
 from files: a chapter runs from its entry's anchor to the next entry's, across files if need be, and
 nested entries are chapters of their own (:mod:`worker.script.epub_chapters`). Without a usable table of
-contents each spine file with text is a chapter titled by its first heading. Front matter (cover, title,
-copyright and contents pages) and back matter (index, colophon, notes) are left out unless asked for
-(:mod:`worker.script.epub_matter`); what was left out is listed in the warnings. Footnote markers are
-never read; with ``footnotes="chapter_end"`` each chapter ends with the notes it refers to, in order of
-first reference, each as a paragraph "Note LABEL. TEXT" (LABEL is what the marker showed: "Note 1. ...";
-the same form as Markdown footnotes).
+contents each spine file with text is a chapter titled by its first heading. Front and back matter are
+left out unless asked for (:mod:`worker.script.epub_matter`), and listed in the warnings. Footnote
+markers are never read; with ``footnotes="chapter_end"`` each chapter ends with the notes it refers to.
 
-Why not ebooklib: its reader inflates every manifest item into memory up front with no size limit,
-parses XML with ``recover=True`` (silently dropping text of malformed files), and walks the NCX
-recursively. Here the zip is read with :mod:`zipfile` under :class:`EpubLimits` (checked from the central
-directory before anything is inflated, and again while inflating), only the files the book needs are
-read, and every XML file goes through one hardened lxml parser (:mod:`worker.script.epub_xml`: no
-network, no DTD, no entity expansion, entity declarations refused, default depth limits). Every failure
-is a :class:`ScriptError`.
+The book is read with :mod:`zipfile` under :class:`EpubLimits` (checked from the central directory
+before anything is inflated, and again while inflating); only the files the book needs are read, and
+every XML file goes through one hardened lxml parser (:mod:`worker.script.epub_xml`), so a hostile book
+can neither exhaust memory nor reach the network. Every failure is a :class:`ScriptError`. See
+docs/scripts.md, "EPUB".
 """
 
 from __future__ import annotations
