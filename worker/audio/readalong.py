@@ -1,19 +1,12 @@
 """A read-along book: an EPUB 3 with media overlays, from a finished job's audio and manifest (pure).
 
-The audio: the book decoded once and cut at the manifest's chapter marks into one file per chapter,
-sample-exact (AAC in MP4 when the job's format is m4a or m4b, else MP3); so a sentence's clip in its
-chapter's file is its manifest start and end minus the chapter's start. The text: for an EPUB script,
-the book's own files with an id on every sentence found (:mod:`worker.script.epub_marks`; styles, images,
-front matter and footnotes kept, unread text without an overlay); for other scripts, one XHTML file per
-chapter generated from the manifest (a paragraph per chunk, a span per sentence).
-
-Overlays: EPUB 3 lets a content document belong to one overlay only, so there is one SMIL per document
-that has spoken sentences: per chapter for generated text, and per file of an EPUB (whose chapters may
-share or span files). Every sentence of the manifest has its ``par``, in order; clips never overlap (the
-pauses stay outside them). A sentence not found in the EPUB's text points at the sentence before it (or,
-before any, the one after). Each overlay's ``media:duration`` is the stretch of audio it plays (a whole
-chapter file when it is the chapter's only overlay), so that they sum to the book's. Every piece of user
-text goes through lxml (escaped); the ZIP is written an entry at a time, audio streamed from disk.
+The audio is the book cut at the manifest's chapter marks, one file per chapter, so a sentence's clip is
+its manifest start and end minus its chapter's start. The text is the EPUB script's own files with an id
+on every sentence found (:mod:`worker.script.epub_marks`), or one generated XHTML page per chapter for
+other scripts. There is one SMIL per content document with spoken sentences (EPUB 3 lets a document
+belong to one overlay only); every sentence of the manifest has its ``par``, in order, and clips never
+overlap. User text goes through lxml (escaped); the ZIP is written an entry at a time, audio streamed from
+disk. See docs/api.md, "The read-along EPUB".
 """
 
 from __future__ import annotations

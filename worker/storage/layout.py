@@ -1,20 +1,9 @@
 """Where every file of Tome lives under the data directory (pure module).
 
-One place for the on-disk layout, so that the API, the workers and the sweeper agree on it::
-
-    <root>/tome.db                               embedded SQLite database
-    <root>/broker/{queue,control}/               embedded Celery broker (filesystem transport)
-    <root>/uploads/upload-*                      uploads being received (removed when decoded)
-    <root>/voices/<voice id>/reference-*.wav     a voice's reference recording (decoded, mono 16-bit)
-    <root>/voices/<voice id>/prompt-*.safetensors its speaker prompts, one file per build
-    <root>/jobs/<job id>/chunks/<seq>-<token>.wav a chunk's audio, one file per attempt
-    <root>/jobs/<job id>/output-<token>.<format>  the stitched output, one file per stitch
-    <root>/jobs/<job id>/files-<token>/<name>     chapter files, ZIP, subtitles, manifest, ACX report,
-                                                 read-along EPUB
-    <root>/jobs/<job id>/script-<digest>.epub     an EPUB script kept for its read-along (webapi.jobs)
-
-Every name below the root is generated here from ids, tokens and hashes, never from user input, and
-:func:`confine` refuses anything that would resolve outside the root (a symlinked folder included).
+One place for the on-disk layout, so that the API, the workers and the sweeper agree on it (the tree is in
+docs/storage.md, "The data directory's layout"). Every name below the root is generated here from ids,
+tokens and hashes, never from user input, and :func:`confine` refuses anything that would resolve outside
+the root (a symlinked folder included).
 """
 
 from __future__ import annotations
