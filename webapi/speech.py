@@ -2,8 +2,9 @@
 in the shape of OpenAI's speech API, so that OpenAI's client libraries work against Tome by changing
 their base URL (they send ``Authorization: Bearer <key>``, which is how Tome takes keys).
 
-The request is planned, checked against the quotas and inserted as a speech job here; one worker task
-renders its chunks ahead of any book work (worker.jobs.speech), and the response streams them through
+The request is planned, checked against the quotas and admitted as a speech job here (at most
+TOME_SPEECH_PER_OWNER of an owner's at once: 429 with Retry-After beyond); one worker task renders its
+chunks, ahead of the book work waiting in the queue when it is the owner's only one (worker.jobs.speech), and the response streams them through
 ffmpeg as they finish (worker.jobs.speech_stream). Errors found before the first byte are answered with
 Tome's error shape and status; after it, the response is broken off.
 
@@ -31,6 +32,8 @@ from webapi.usage import require_room_for_job
 from webapi.validation import json_body
 from worker.audio import Pauses
 from worker.audio.stream import PcmStream, SpeechFormat
+from webapi.ratelimit import RateLimited
+from worker.celery_app import SPEECH_PRIORITY, WORK_PRIORITY
 from worker.jobs import limits, speech
 from worker.jobs.plan import PlanError, PlanRequest, live_voices
 from worker.jobs.speech_stream import SpeechStream
@@ -40,6 +43,7 @@ from worker.task_names import SPEAK
 from worker.voices.prompts import VoiceCacheFailed, ensure_ready
 
 log = logging.getLogger(__name__)
+BUSY_RETRY_SECONDS = 1  # a speech request renders in about a second or two; its place frees when it ends
 bp = Blueprint("speech", __name__, url_prefix="/v1/audio")
 bp.before_request(require_key)
 
@@ -101,9 +105,10 @@ class SpeechFailed(ApiError):
         "Speak short text, streamed while it renders: OpenAI's speech API, so that its client libraries "
         "work against Tome with their base URL changed. The audio starts as soon as the first sentence is "
         "rendered (chunked transfer encoding); the `Tome-Job-Id` header names the speech job, which counts "
-        "against your quotas as any job. 409: the voice's prompt could not be built; 503: the first audio "
-        "did not come within TOME_SPEECH_WAIT_SECONDS.",
-        {200: None, 404: None, 409: None},
+        "against your quotas as any job. 409: the voice's prompt could not be built; 429: "
+        "TOME_SPEECH_PER_OWNER (2) speech requests of yours are still rendering (retry after the seconds "
+        "Retry-After says); 503: the first audio did not come within TOME_SPEECH_WAIT_SECONDS.",
+        {200: None, 404: None, 409: None, 429: None},
         body=SpeechCreate,
         tags=("speech",),
         binary="audio/mpeg",
@@ -142,8 +147,12 @@ def create_speech() -> Response:
             speech_plan=speech_plan,
             title=body.input[:80],
         )
-        speech.insert_speech(state.sessions(), job, speech_plan)
+        alone = speech.admit(state.sessions(), job, speech_plan, settings.speech_per_owner)
         state.sessions.commit()
+    except speech.SpeechBusy as exc:
+        state.sessions.rollback()
+        encoder.abort()
+        raise RateLimited(str(exc), code="speech_busy", retry_after=BUSY_RETRY_SECONDS) from exc
     except BaseException:
         state.sessions.rollback()
         encoder.abort()
@@ -152,7 +161,7 @@ def create_speech() -> Response:
         state.runtime, job.id, len(speech_plan.specs), encoder, settings.speech_wait_seconds
     )
     stream.start()
-    state.enqueue(SPEAK, [str(job.id)])
+    state.enqueue(SPEAK, [str(job.id)], priority=SPEECH_PRIORITY if alone else WORK_PRIORITY)
     with log_context(job_id=job.id):
         log.info("speech %s: %d chunks, %s", job.id, len(speech_plan.specs), body.response_format)
     try:
