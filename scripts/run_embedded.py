@@ -3,9 +3,9 @@
 Applies migrations, mints an admin key on first start (stored in <data dir>/admin.key, mode 0600) and a secret
 key (<data dir>/secret.key, unless TOME_SECRET_KEY is set), then runs the API under gunicorn on
 TOME_API_HOST:TOME_API_PORT (127.0.0.1:8000), one Celery worker that renders (and takes any task), a small
-one for the control tasks alone (a job's start and stitch never wait behind render batches) and Celery beat (the sweeper's clock), until
-Ctrl-C; if any of them exits, the others are stopped too. SQLite, Celery's filesystem broker and the espeak
-engine are the defaults (see worker/config.py).
+one for the control tasks alone (a job's start and stitch never wait behind render batches) and Celery
+beat (the sweeper's clock), until Ctrl-C; if any of them exits, the others are stopped too.
+SQLite, Celery's filesystem broker and the espeak engine are the defaults (see worker/config.py).
 
 The children run in their own process group, so that Ctrl-C reaches this process alone: it stops them with
 SIGTERM (each shuts down in its own orderly way) instead of the terminal interrupting every one of them

@@ -4,9 +4,10 @@ their base URL (they send ``Authorization: Bearer <key>``, which is how Tome tak
 
 The request is planned, checked against the quotas and admitted as a speech job here (at most
 TOME_SPEECH_PER_OWNER of an owner's at once: 429 with Retry-After beyond); one worker task renders its
-chunks, ahead of the book work waiting in the queue when it is the owner's only one (worker.jobs.speech), and the response streams them through
-ffmpeg as they finish (worker.jobs.speech_stream). Errors found before the first byte are answered with
-Tome's error shape and status; after it, the response is broken off.
+chunks, ahead of the book work waiting in the queue when it is the owner's only one (worker.jobs.speech),
+and the response streams them through ffmpeg as they finish (worker.jobs.speech_stream).
+Errors found before the first byte are answered with Tome's error shape and status; after it, the response
+is broken off.
 
 OpenAI's fields: ``model`` and ``instructions`` are accepted and ignored (Tome speaks with its configured
 engine, and no engine of Tome's takes style instructions); ``stream_format`` may only be ``audio`` (no
@@ -27,12 +28,12 @@ from webapi.auth import current_principal, require_key
 from webapi.errors import ApiError, Conflict, Invalid, NotFound
 from webapi.extensions import tome
 from webapi.openapi import Operation, operation
+from webapi.ratelimit import RateLimited
 from webapi.text import Line, OptionalLine, OptionalLines
 from webapi.usage import require_room_for_job
 from webapi.validation import json_body
 from worker.audio import Pauses
 from worker.audio.stream import PcmStream, SpeechFormat
-from webapi.ratelimit import RateLimited
 from worker.celery_app import SPEECH_PRIORITY, WORK_PRIORITY
 from worker.jobs import limits, speech
 from worker.jobs.plan import PlanError, PlanRequest, live_voices
