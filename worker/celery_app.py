@@ -24,6 +24,7 @@ FILESYSTEM_TRANSPORT = "worker.filesystem_broker:Transport"
 # lowest step first; Tome's filesystem transport (worker.filesystem_broker) names message files by priority.
 SPEECH_PRIORITY = 0
 WORK_PRIORITY = 5
+FRONT_PRIORITY = SPEECH_PRIORITY  # a new owner's first render batch (worker.jobs.scheduler.to_front)
 PRIORITY_STEPS = [SPEECH_PRIORITY, WORK_PRIORITY]
 
 
