@@ -458,11 +458,22 @@ def test_over_the_daily_audio_quota_is_a_429(tmp_path: Path, reference_audio: tu
 def test_an_owner_beyond_its_share_of_speech_gets_a_429_and_no_job(
     tmp_path: Path, reference_audio: tuple[bytes, str]
 ) -> None:
+    _beyond_the_share(tmp_path, reference_audio)
+
+
+@pytest.mark.postgres
+def test_an_owner_beyond_its_share_of_speech_gets_a_429_on_postgres(
+    tmp_path: Path, reference_audio: tuple[bytes, str], pg_settings: Settings
+) -> None:
+    _beyond_the_share(tmp_path, reference_audio, database_url=pg_settings.database_url)
+
+
+def _beyond_the_share(tmp_path: Path, reference_audio: tuple[bytes, str], **overrides: Any) -> None:
     """Six requests of alice's at once, TOME_SPEECH_PER_OWNER=2, the worker held: exactly two are admitted
     (the owner's admissions are serialised, so simultaneous ones cannot both take the last place), four
     are answered 429 at once with Retry-After and leave no job; bob's request is admitted all the same.
     An owner's only speech job goes at the speech priority, its second in arrival order."""
-    with speech_stack(tmp_path, speech_per_owner=2) as busy:
+    with speech_stack(tmp_path, speech_per_owner=2, **overrides) as busy:
         busy.voice("alice", "narrator", reference_audio)
         busy.voice("bob", "narrator", reference_audio)
         worker = busy.worker
