@@ -9,6 +9,7 @@ from celery import Celery
 from worker import task_names
 from worker.celery_app import SPEECH_PRIORITY, WORK_PRIORITY, celery_config, make_celery
 from worker.config import ConfigError, Settings, load_settings
+from worker.processes import all_queues, control_worker_command
 from worker.task_names import ALL_TASKS, ENGINE_TASKS
 
 CONTROL_TASKS = (
@@ -121,3 +122,18 @@ def test_pool_processes_get_the_start_timeout() -> None:
     assert celery_config(settings)["worker_proc_alive_timeout"] == 120.0
     with pytest.raises(ConfigError, match="TOME_WORKER_START_TIMEOUT"):
         load_settings({"TOME_WORKER_START_TIMEOUT": "0"})
+
+
+def test_every_worker_command_consumes_the_control_queue_and_the_control_worker_only_that() -> None:
+    """``make run``'s render worker takes any task; the control worker beside it only the control ones, so
+    that a job's start and stitch never wait behind render batches."""
+    settings = load_settings({"TOME_GPU_QUEUE": "gpu"})
+    assert all_queues(settings) == ["tome", "gpu", "tome.control"]
+    command = control_worker_command(settings)
+    assert command[command.index("--queues") + 1] == "tome.control"
+    assert load_settings({"TOME_QUEUE": "work"}).control_queue_name == "work.control"  # private with it
+
+
+def test_speech_per_owner_must_be_positive() -> None:
+    with pytest.raises(ConfigError, match="TOME_SPEECH_PER_OWNER"):
+        load_settings({"TOME_SPEECH_PER_OWNER": "0"})
