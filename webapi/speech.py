@@ -136,6 +136,9 @@ def create_speech() -> Response:
     speed = speech.Speed.of(body.speed)
     speech_plan = _plan(principal.owner, voice, body.input, speed)
     require_room_for_job(speech_plan.estimated_seconds, engine.sample_rate)
+    running = speech.running_speech(state.sessions(), principal.owner)
+    if running >= settings.speech_per_owner:  # at once, before an encoder starts; admit() decides races
+        raise _busy(speech.SpeechBusy(running, settings.speech_per_owner))
     encoder = PcmStream(body.response_format, engine.sample_rate, speed.tempo, settings.mp3_bitrate_kbps)
     try:
         job = speech.new_job(
@@ -153,7 +156,7 @@ def create_speech() -> Response:
     except speech.SpeechBusy as exc:
         state.sessions.rollback()
         encoder.abort()
-        raise RateLimited(str(exc), code="speech_busy", retry_after=BUSY_RETRY_SECONDS) from exc
+        raise _busy(exc) from exc
     except BaseException:
         state.sessions.rollback()
         encoder.abort()
@@ -207,6 +210,10 @@ def _plan(owner: str, voice: Voice, text: str, speed: speech.Speed) -> speech.Sp
     except PlanError as exc:
         field = "input" if exc.field == "script" else exc.field
         raise Invalid(exc.message, code=exc.code, field=field, line=exc.line, column=exc.column) from exc
+
+
+def _busy(exc: speech.SpeechBusy) -> ApiError:
+    return RateLimited(str(exc), code="speech_busy", retry_after=BUSY_RETRY_SECONDS)
 
 
 def _refusal(exc: speech.SpeechError) -> ApiError:

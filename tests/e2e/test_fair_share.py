@@ -43,7 +43,7 @@ pytestmark = pytest.mark.e2e
 
 FLOOD_THREADS = 4
 FLOOD_SECONDS = 60.0  # at most; the flood stops as soon as the loaded runs are measured
-FLOOD_PAUSE = 0.2  # a flooder that does not honour Retry-After, but does not spin either
+FLOOD_PAUSE = 0.5  # a flooder that does not honour Retry-After (1 s), but does not spin either
 WAIT = 120.0
 CHUNKS_PER_TASK = 4
 # bob's book under the flood: one batch, as many chunks as one pool process renders at once. A book of

@@ -46,7 +46,7 @@ from enum import StrEnum
 from pathlib import Path
 
 import numpy as np
-from sqlalchemy import func, select, update
+from sqlalchemy import func, select, true, update
 from sqlalchemy.orm import Session
 
 from models import Chunk, ChunkStatus, Job, JobKind, JobStatus, unit_of_work, utcnow
@@ -210,21 +210,28 @@ def admit(session: Session, job: Job, speech_plan: SpeechPlan, per_owner: int) -
     if session.get_bind().dialect.name == "postgresql":
         session.execute(select(func.pg_advisory_xact_lock(_owner_lock(job.owner))))
     insert_speech(session, job, speech_plan)
-    running = (
+    running = running_speech(session, job.owner, but=job.id)
+    if running >= per_owner:
+        raise SpeechBusy(running, per_owner)
+    return running == 0
+
+
+def running_speech(session: Session, owner: str, but: uuid.UUID | None = None) -> int:
+    """The owner's speech jobs that count against TOME_SPEECH_PER_OWNER (``but`` left out). The API asks
+    this before it starts an encoder too, so that a refused request costs no ffmpeg process; only
+    :func:`admit`'s answer is race-safe."""
+    return (
         session.scalar(
             select(func.count(Job.id)).where(
-                Job.owner == job.owner,
+                Job.owner == owner,
                 Job.kind == JobKind.SPEECH.value,
                 Job.status == JobStatus.RUNNING.value,
-                Job.id != job.id,
+                Job.id != but if but is not None else true(),
                 Job.created_at > utcnow() - timedelta(seconds=ORPHAN_SECONDS),
             )
         )
         or 0
     )
-    if running >= per_owner:
-        raise SpeechBusy(running, per_owner)
-    return running == 0
 
 
 def _owner_lock(owner: str) -> int:
