@@ -7,8 +7,8 @@ each chunk a GPU's time, so that the render slots, not this machine's two cores,
   (one render batch) still finishes within twice its idle time (measured first, in the same test),
   carol's speech still starts within a few times its idle first-byte time, and alice gets 200s, or 429
   with Retry-After once she has her TOME_SPEECH_PER_OWNER in flight: never a 5xx.
-- A big book: while alice's book fills the render slots, bob's three-chunk book (its start and stitch on
-  the control worker, its first batch at the front of the queue) finishes within twice its idle time.
+- A big book: while alice's book fills the render slots, bob's small book (its start and stitch on the
+  control worker, its batch at the front of the queue) finishes within twice its idle time.
 
 Ratios against the idle run of the same test, with waits on conditions: no figure of this machine's.
 """
@@ -45,7 +45,7 @@ FLOOD_THREADS = 4
 FLOOD_SECONDS = 60.0  # at most; the flood stops as soon as the loaded runs are measured
 FLOOD_PAUSE = 0.5  # a flooder that does not honour Retry-After (1 s), but does not spin either
 WAIT = 120.0
-CHUNKS_PER_TASK = 4
+CHUNKS_PER_TASK = 2
 # bob's book under the flood: one batch, as many chunks as one pool process renders at once. A book of
 # more batches runs them side by side on an idle stack, and on its owner's share of the processes under
 # load: twice as long on two processes shared by two owners, which is the fair share, not a starvation.
@@ -122,7 +122,7 @@ def _stack(settings: Settings, folder: Path, reference_audio: tuple[bytes, str])
                         ),
                         "a voice's prompt was not built",
                     )
-                _book(built, "bob", "warm", 3)  # the first run of each path pays for imports and caches
+                _book(built, "bob", "warm", BOOK)  # the first run of each path pays for imports and caches
                 _first_byte(built, "carol", "Warming up.")
                 yield built
         finally:
@@ -250,17 +250,18 @@ def test_a_speech_flood_leaves_other_owners_their_share(stack: Stack) -> None:
 
 
 def test_a_small_book_does_not_wait_behind_another_owners_big_book(stack: Stack) -> None:
-    idle_small, _ = _book(stack, "bob", "small", 3)
+    # the mean of two runs each: one run's hops on two busy cores vary by a few tenths of a second
+    idle_small = statistics.mean(_book(stack, "bob", f"small {n}", BOOK)[0] for n in range(2))
     big, _ = _submit(stack, "alice", "big", 200)
     try:
         _until(lambda: stack.job(big).chunks_done >= 8, "the big book did not start rendering")
-        loaded_small, _ = _book(stack, "bob", "behind", 3)
+        loaded_small = statistics.mean(_book(stack, "bob", f"behind {n}", BOOK)[0] for n in range(2))
         done = stack.job(big).chunks_done
     finally:
         httpx.post(f"{stack.url}/v1/jobs/{big}/cancel", headers=stack.headers("alice"), timeout=60)
     print(
-        f"big book: bob's 3-chunk book {idle_small:.2f} s idle, {loaded_small:.2f} s behind alice's "
-        f"200-chunk book (at {done}/200 when it finished)"
+        f"big book: bob's {BOOK}-chunk book {idle_small:.2f} s idle (mean of 2), {loaded_small:.2f} s "
+        f"behind alice's 200-chunk book (at {done}/200 when it finished)"
     )
     assert done < 200, "the big book was over before the small one was measured"
     assert loaded_small <= 2 * idle_small, (idle_small, loaded_small)
