@@ -47,7 +47,7 @@ from tests.support.apps import app_on, tome_of
 from tests.support.audio import reference_wav
 from webapi.cli import mint_key
 from worker.config import Settings, load_settings
-from worker.processes import WorkerProcess
+from worker.processes import WorkerProcess, all_queues
 
 WORDS = 20_000
 WORDS_PER_CHAPTER = 1_700
@@ -186,8 +186,8 @@ def _workers(settings: Settings, concurrency: int) -> list[tuple[list[str], int]
     with a ``gpu_queue``, the GPU deployment of docker-compose.yml: a render worker of one process (one
     GPU) on that queue, and a CPU worker that plans, starts and stitches, so no stitch takes a render slot."""
     if not settings.gpu_queue:
-        return [([settings.queue], concurrency)]
-    return [([settings.gpu_queue], 1), ([settings.queue], concurrency)]
+        return [(all_queues(settings), concurrency)]
+    return [([settings.gpu_queue], 1), ([settings.queue, settings.control_queue_name], concurrency)]
 
 
 def topology(gpu_queue: str, concurrency: int = CONCURRENCY) -> str:

@@ -124,7 +124,7 @@ def test_compose_has_no_required_variables() -> None:
 
 def test_plain_up_is_the_cpu_deployment() -> None:
     services = active("cpu")
-    assert set(services) == {"postgres", "redis", "migrate", "api", "worker", "sweeper"}
+    assert set(services) == {"postgres", "redis", "migrate", "api", "worker", "worker-control", "sweeper"}
     assert {name: s["profiles"] for name, s in SERVICES.items() if s.get("profiles")} == {
         "worker-gpu": ["gpu"],
         "flower": ["flower"],
@@ -166,7 +166,11 @@ def test_every_routed_queue_is_consumed_and_gpu_workers_take_only_gpu_work(setup
     unconsumed = routed - set().union(*consumers.values())
     assert not unconsumed, f"tasks are routed to {unconsumed}, which no worker consumes"
     settings = clients["worker"]
-    assert consumers["worker"] == {settings.queue}, "the CPU worker takes no engine work"
+    assert consumers["worker"] == {settings.queue, settings.control_queue_name}, (
+        "the CPU worker: no engine work"
+    )
+    # the control tasks have a worker of their own, so that they never wait behind render batches
+    assert consumers["worker-control"] == {settings.control_queue_name}
     if setup == "gpu":
         assert consumers["worker-gpu"] == {settings.gpu_queue}
 
@@ -279,7 +283,7 @@ def test_dockerfile_installs_qwen_tts_as_the_makefile_does() -> None:
 
 # --- health checks, graceful stops, Flower (issue 15, Observability) ------------------------------------
 
-WORKERS = ("worker", "worker-gpu")
+WORKERS = ("worker", "worker-control", "worker-gpu")
 
 
 def _seconds(duration: str) -> float:
@@ -376,6 +380,7 @@ def test_the_s3_profile_adds_minio_and_its_bucket_and_every_service_uses_it() ->
         "migrate",
         "api",
         "worker",
+        "worker-control",
         "sweeper",
         "minio",
         "minio-init",

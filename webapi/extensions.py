@@ -52,11 +52,14 @@ class Tome:
             log.warning("closing a request's database session failed: %s", exc.orig or exc)
             self.sessions.registry.clear()
 
-    def enqueue(self, name: str, args: list[Any]) -> None:
-        """Send a task after its rows are committed. A broker outage loses nothing: the sweeper re-sends
-        whatever the database says is still waiting."""
+    def enqueue(self, name: str, args: list[Any], priority: int | None = None) -> None:
+        """Send a task after its rows are committed, at its route's priority unless ``priority`` says
+        otherwise. A broker outage loses nothing: the sweeper re-sends whatever the database says is
+        still waiting."""
         try:
-            self.celery.send_task(name, args=args, retry=True, retry_policy={"max_retries": 2})
+            self.celery.send_task(
+                name, args=args, priority=priority, retry=True, retry_policy={"max_retries": 2}
+            )
         except Exception:
             log.exception("could not send %s%s now; the sweeper will send it again", name, args)
 

@@ -2,10 +2,12 @@
 in the shape of OpenAI's speech API, so that OpenAI's client libraries work against Tome by changing
 their base URL (they send ``Authorization: Bearer <key>``, which is how Tome takes keys).
 
-The request is planned, checked against the quotas and inserted as a speech job here; one worker task
-renders its chunks ahead of any book work (worker.jobs.speech), and the response streams them through
-ffmpeg as they finish (worker.jobs.speech_stream). Errors found before the first byte are answered with
-Tome's error shape and status; after it, the response is broken off.
+The request is planned, checked against the quotas and admitted as a speech job here (at most
+TOME_SPEECH_PER_OWNER of an owner's at once: 429 with Retry-After beyond); one worker task renders its
+chunks, ahead of the book work waiting in the queue when it is the owner's only one (worker.jobs.speech),
+and the response streams them through ffmpeg as they finish (worker.jobs.speech_stream).
+Errors found before the first byte are answered with Tome's error shape and status; after it, the response
+is broken off.
 
 OpenAI's fields: ``model`` and ``instructions`` are accepted and ignored (Tome speaks with its configured
 engine, and no engine of Tome's takes style instructions); ``stream_format`` may only be ``audio`` (no
@@ -21,16 +23,18 @@ from typing import Literal
 from flask import Blueprint, Response
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from models import Voice
+from models import Job, Voice
 from webapi.auth import current_principal, require_key
 from webapi.errors import ApiError, Conflict, Invalid, NotFound
 from webapi.extensions import tome
 from webapi.operations import Operation, operation
+from webapi.ratelimit import RateLimited
 from webapi.text import Line, OptionalLine, OptionalLines
 from webapi.usage import require_room_for_job
 from webapi.validation import json_body
 from worker.audio import Pauses
 from worker.audio.stream import PcmStream, SpeechFormat
+from worker.celery_app import SPEECH_PRIORITY, WORK_PRIORITY
 from worker.jobs import limits, speech
 from worker.jobs.plan import PlanError, PlanRequest, live_voices
 from worker.jobs.speech_stream import SpeechStream
@@ -40,6 +44,7 @@ from worker.task_names import SPEAK
 from worker.voices.prompts import VoiceCacheFailed, ensure_ready
 
 log = logging.getLogger(__name__)
+BUSY_RETRY_SECONDS = 1  # a speech request renders in about a second or two; its place frees when it ends
 bp = Blueprint("speech", __name__, url_prefix="/v1/audio")
 bp.before_request(require_key)
 
@@ -101,9 +106,10 @@ class SpeechFailed(ApiError):
         "Speak short text, streamed while it renders: OpenAI's speech API, so that its client libraries "
         "work against Tome with their base URL changed. The audio starts as soon as the first sentence is "
         "rendered (chunked transfer encoding); the `Tome-Job-Id` header names the speech job, which counts "
-        "against your quotas as any job. 409: the voice's prompt could not be built; 503: the first audio "
-        "did not come within TOME_SPEECH_WAIT_SECONDS.",
-        {200: None, 404: None, 409: None},
+        "against your quotas as any job. 409: the voice's prompt could not be built; 429: "
+        "TOME_SPEECH_PER_OWNER (2) speech requests of yours are still rendering (retry after the seconds "
+        "Retry-After says); 503: the first audio did not come within TOME_SPEECH_WAIT_SECONDS.",
+        {200: None, 404: None, 409: None, 429: None},
         body=SpeechCreate,
         tags=("speech",),
         binary="audio/mpeg",
@@ -130,29 +136,16 @@ def create_speech() -> Response:
     speed = speech.Speed.of(body.speed)
     speech_plan = _plan(principal.owner, voice, body.input, speed)
     require_room_for_job(speech_plan.estimated_seconds, engine.sample_rate)
+    running = speech.running_speech(state.sessions(), principal.owner)
+    if running >= settings.speech_per_owner:  # at once, before an encoder starts; admit() decides races
+        raise _busy(speech.SpeechBusy(running, settings.speech_per_owner))
     encoder = PcmStream(body.response_format, engine.sample_rate, speed.tempo, settings.mp3_bitrate_kbps)
-    try:
-        job = speech.new_job(
-            owner=principal.owner,
-            api_key_id=uuid.UUID(principal.key_id),
-            voice_id=voice.id,
-            engine=engine.name,
-            fmt=body.response_format,
-            speed=speed,
-            speech_plan=speech_plan,
-            title=body.input[:80],
-        )
-        speech.insert_speech(state.sessions(), job, speech_plan)
-        state.sessions.commit()
-    except BaseException:
-        state.sessions.rollback()
-        encoder.abort()
-        raise
+    job, alone = _admit(body, voice, engine.name, speed, speech_plan, encoder)
     stream = SpeechStream(
         state.runtime, job.id, len(speech_plan.specs), encoder, settings.speech_wait_seconds
     )
     stream.start()
-    state.enqueue(SPEAK, [str(job.id)])
+    state.enqueue(SPEAK, [str(job.id)], priority=SPEECH_PRIORITY if alone else WORK_PRIORITY)
     with log_context(job_id=job.id):
         log.info("speech %s: %d chunks, %s", job.id, len(speech_plan.specs), body.response_format)
     try:
@@ -167,6 +160,42 @@ def create_speech() -> Response:
     response.headers["Tome-Job-Id"] = str(job.id)
     response.headers["Cache-Control"] = "no-store"
     return response
+
+
+def _admit(
+    body: SpeechCreate,
+    voice: Voice,
+    engine: str,
+    speed: speech.Speed,
+    speech_plan: speech.SpeechPlan,
+    encoder: PcmStream,
+) -> tuple[Job, bool]:
+    """The speech job, inserted and committed if the owner is within its share (else a 429, the encoder
+    stopped); whether it is the owner's only speech in flight (then sent at the speech priority)."""
+    state = tome()
+    principal = current_principal()
+    try:
+        job = speech.new_job(
+            owner=principal.owner,
+            api_key_id=uuid.UUID(principal.key_id),
+            voice_id=voice.id,
+            engine=engine,
+            fmt=body.response_format,
+            speed=speed,
+            speech_plan=speech_plan,
+            title=body.input[:80],
+        )
+        alone = speech.admit(state.sessions(), job, speech_plan, state.settings.speech_per_owner)
+        state.sessions.commit()
+    except speech.SpeechBusy as exc:
+        state.sessions.rollback()
+        encoder.abort()
+        raise _busy(exc) from exc
+    except BaseException:
+        state.sessions.rollback()
+        encoder.abort()
+        raise
+    return job, alone
 
 
 def _voice(owner: str, ref: str) -> Voice:
@@ -197,6 +226,10 @@ def _plan(owner: str, voice: Voice, text: str, speed: speech.Speed) -> speech.Sp
     except PlanError as exc:
         field = "input" if exc.field == "script" else exc.field
         raise Invalid(exc.message, code=exc.code, field=field, line=exc.line, column=exc.column) from exc
+
+
+def _busy(exc: speech.SpeechBusy) -> ApiError:
+    return RateLimited(str(exc), code="speech_busy", retry_after=BUSY_RETRY_SECONDS)
 
 
 def _refusal(exc: speech.SpeechError) -> ApiError:

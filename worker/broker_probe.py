@@ -27,7 +27,7 @@ class BrokerDown(RuntimeError):
 
 
 def queues(settings: Settings) -> list[str]:
-    return [q for q in (settings.queue, settings.gpu_queue) if q]
+    return [q for q in (settings.queue, settings.gpu_queue, settings.control_queue_name) if q]
 
 
 def _is_redis(settings: Settings) -> bool:

@@ -10,7 +10,7 @@ from celery.signals import after_setup_logger, after_setup_task_logger, before_t
 from worker import counters
 from worker.config import Settings
 from worker.logs import current, install_record_factory, use_json
-from worker.task_names import ALL_TASKS, ENGINE_TASKS, SPEAK, SWEEP
+from worker.task_names import ALL_TASKS, CONTROL_TASKS, ENGINE_TASKS, SPEAK, SWEEP
 
 TASK_MODULES = ["worker.tasks"]
 REQUEST_ID_HEADER = "tome_request_id"
@@ -24,30 +24,37 @@ FILESYSTEM_TRANSPORT = "worker.filesystem_broker:Transport"
 # lowest step first; Tome's filesystem transport (worker.filesystem_broker) names message files by priority.
 SPEECH_PRIORITY = 0
 WORK_PRIORITY = 5
+FRONT_PRIORITY = SPEECH_PRIORITY  # a new owner's first render batch (worker.jobs.scheduler.to_front)
 PRIORITY_STEPS = [SPEECH_PRIORITY, WORK_PRIORITY]
 
 
 def task_routes(settings: Settings) -> dict[str, dict[str, Any]]:
     """Where each task goes, and at which priority.
 
-    Queues: the engine tasks go to ``gpu_queue`` when it is set. Everything else (starting a job,
-    stitching and ffmpeg encoding, webhooks, the sweep) is CPU or I/O work and stays on ``settings.queue``,
-    so a GPU never waits on it.
+    Queues: the engine tasks go to ``gpu_queue`` when it is set. The control tasks (planning, starting
+    a job, which is also how a voice's build wakes the jobs waiting for it, stitching, the sweep) go to
+    ``control_queue``: every worker command consumes it, and a small worker that consumes nothing else
+    runs beside the render workers (``make run``, docker-compose), so a job's start and its stitch never
+    wait for a render batch to end, whoever's batch it is. Webhooks stay on ``settings.queue`` (a slow
+    receiver must not hold the control worker), with whatever else is CPU or I/O work.
 
     Priority: a speech request (``tome.speak``, POST /v1/audio/speech) has a client waiting for its first
     bytes, so it is sent at :data:`SPEECH_PRIORITY` and every other task at :data:`WORK_PRIORITY`, in the
     same queues: the next pool process that frees up on a worker that renders takes the speech task
     before any book chunk waiting in its queue (nothing running is preempted; the fair scheduler keeps
-    that backlog to a few render tasks anyway, worker.jobs.scheduler). A priority rather than a queue of
-    its own, because a new queue must be consumed by every worker command (``make run``, docker-compose,
-    the GPU deployment) and a worker started without it would leave speech waiting for ever; a priority
-    works with whatever worker renders, on both brokers.
+    that backlog to a few render tasks anyway, worker.jobs.scheduler). Only an owner's first speech in
+    flight is sent so; the API sends its others at :data:`WORK_PRIORITY`, in arrival order with the book
+    work (worker.jobs.speech.admit), so that one owner's speech loop cannot keep every pool process.
+    A priority rather than a queue of its own, because a speech task must be taken by whatever worker
+    renders, on both brokers.
 
     Routes are part of the app's config, so they apply to every ``send_task`` by name, from the API and
     from workers alike. A retried task goes back to the queue it came from (Celery keeps its delivery info).
     """
     routes: dict[str, dict[str, Any]] = {name: {"priority": WORK_PRIORITY} for name in ALL_TASKS}
     routes[SPEAK] = {"priority": SPEECH_PRIORITY}
+    for name in CONTROL_TASKS:
+        routes[name]["queue"] = settings.control_queue_name
     if settings.gpu_queue:
         for name in ENGINE_TASKS:
             routes[name]["queue"] = settings.gpu_queue

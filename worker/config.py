@@ -49,6 +49,10 @@ class Settings:
     # Empty: every task goes to ``queue``. Set: the engine-bound tasks (chunk rendering, voice prompt builds)
     # go to this queue instead, so that workers holding a GPU consume only GPU work (celery_app.task_routes).
     gpu_queue: str = ""
+    # The short control tasks (planning, starting, stitching, the sweep) go to this queue, which every
+    # worker consumes and a small dedicated worker serves too (`make run`, docker-compose), so that they
+    # never wait behind render batches (celery_app.task_routes). Empty: "<queue>.control".
+    control_queue: str = ""
     engine: str = "espeak"
     # Limits on what callers may send.
     max_script_chars: int = 2_000_000
@@ -76,6 +80,9 @@ class Settings:
     # for the first chunk (a voice's prompt build included) and then for each next one before giving up.
     speech_max_chars: int = 4_096
     speech_wait_seconds: float = 60.0
+    # Speech requests one owner may have rendering or waiting at once; more are answered 429 with
+    # Retry-After (worker.jobs.speech.admit), so that one owner's loop cannot fill the render slots.
+    speech_per_owner: int = 2
     # Worker behaviour.
     chunks_per_task: int = 8
     # Render tasks sent and not yet done, across all workers (worker.jobs.scheduler): enough to keep every
@@ -171,6 +178,10 @@ class Settings:
     paced_max_reference_seconds: float = 0.0  # 0: any length; else a longer reference fails its build
 
     @property
+    def control_queue_name(self) -> str:
+        return self.control_queue or f"{self.queue}.control"
+
+    @property
     def layout(self) -> Layout:
         """Where every file lives under ``data_dir``."""
         return Layout.under(self.data_dir)
@@ -229,8 +240,10 @@ class Settings:
             raise ConfigError(
                 f"TOME_FILE_LINK_SECONDS must be {MIN_FILE_LINK_SECONDS} to {MAX_FILE_LINK_SECONDS} (a day)"
             )
-        if self.speech_max_chars < 1 or not self.speech_wait_seconds > 0:
-            raise ConfigError("TOME_SPEECH_MAX_CHARS and TOME_SPEECH_WAIT_SECONDS must be positive")
+        if min(self.speech_max_chars, self.speech_per_owner) < 1 or not self.speech_wait_seconds > 0:
+            raise ConfigError(
+                "TOME_SPEECH_MAX_CHARS, TOME_SPEECH_PER_OWNER and TOME_SPEECH_WAIT_SECONDS must be positive"
+            )
         if not (self.speech_chars_per_second > 0 and 0 < self.max_pause_share <= 1):
             raise ConfigError("TOME_SPEECH_CHARS_PER_SECOND must be positive, TOME_MAX_PAUSE_SHARE in (0, 1]")
         if self.qwen3_runner not in ("fast", "reference"):
@@ -320,7 +333,12 @@ class Settings:
 
     def _validate_queues(self) -> None:
         # Queue names end up in ``celery worker --queues a,b``, which splits on commas.
-        for name, value in (("TOME_QUEUE", self.queue), ("TOME_GPU_QUEUE", self.gpu_queue)):
+        named = (
+            ("TOME_QUEUE", self.queue),
+            ("TOME_GPU_QUEUE", self.gpu_queue),
+            ("TOME_CONTROL_QUEUE", self.control_queue_name),
+        )
+        for name, value in named:
             if value != value.strip() or "," in value or any(c.isspace() for c in value):
                 raise ConfigError(f"{name}={value!r}: a queue name has no commas or spaces")
         if not self.queue:
@@ -332,6 +350,11 @@ class Settings:
             raise ConfigError(
                 f"TOME_GPU_QUEUE={self.gpu_queue!r} is the same queue as TOME_QUEUE: GPU workers would also "
                 "take stitching and webhooks. Give it another name, or leave it empty for one queue"
+            )
+        if self.control_queue_name in (self.queue, self.gpu_queue):
+            raise ConfigError(
+                f"TOME_CONTROL_QUEUE={self.control_queue!r}: a queue of its own (not TOME_QUEUE or "
+                "TOME_GPU_QUEUE), so that a worker serving only it never takes render work"
             )
 
     def _validate_recogniser(self) -> None:

@@ -1,5 +1,6 @@
 """Tome's processes as children of this one, configured only through TOME_* variables: the commands that
-`make run` starts (the API under gunicorn, a Celery worker, Celery beat), and the worker and beat
+`make run` starts (the API under gunicorn, a Celery worker that renders, a small one for the control tasks,
+Celery beat), and the worker and beat
 processes that the end-to-end tests, the chaos battery and the benchmarks start and stop by their PIDs."""
 
 from __future__ import annotations
@@ -30,6 +31,23 @@ def settings_env(settings: Settings) -> dict[str, str]:
 
 def celery_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "celery", "-A", "worker.main", *args]
+
+
+CONTROL_CONCURRENCY = 2  # the control worker: a long stitch still leaves a process for the next start
+
+
+def all_queues(settings: Settings) -> list[str]:
+    """Every queue Tome sends to: what a worker that runs everything consumes (``make run``'s render
+    worker, the tests' workers). The control worker consumes ``settings.control_queue_name`` alone."""
+    return list(
+        dict.fromkeys(q for q in (settings.queue, settings.gpu_queue, settings.control_queue_name) if q)
+    )
+
+
+def control_worker_command(settings: Settings, *extra: str) -> list[str]:
+    """The small worker that serves only the control queue (plan, start, stitch, sweep), so that those
+    never wait for a render batch to end (worker.celery_app.task_routes). It loads no engine."""
+    return worker_command(CONTROL_CONCURRENCY, [settings.control_queue_name], *extra)
 
 
 def worker_command(concurrency: int, queues: Sequence[str], *extra: str) -> list[str]:
@@ -96,8 +114,8 @@ class BeatProcess:
 class WorkerProcess:
     """``celery -A worker.main worker`` as a child process; ``beat=True`` adds the sweeper schedule.
 
-    It consumes ``settings.queue`` unless ``queues`` names others (e.g. only ``settings.gpu_queue``, as a GPU
-    worker does in production).
+    It consumes every queue (:func:`all_queues`) unless ``queues`` names others (e.g. only
+    ``settings.gpu_queue``, as a GPU worker does in production, or only ``settings.control_queue_name``).
     """
 
     def __init__(
@@ -114,7 +132,7 @@ class WorkerProcess:
         self.log_path = log_dir / f"{self.name}.log"
         cmd = worker_command(
             concurrency,
-            list(queues) if queues is not None else [settings.queue],
+            list(queues) if queues is not None else all_queues(settings),
             "--hostname", f"{self.name}@%h", "--without-gossip", "--without-mingle",
         )  # fmt: skip
         if beat:

@@ -13,10 +13,11 @@ from celery.signals import celeryd_after_setup, worker_process_init, worker_proc
 from sqlalchemy.exc import OperationalError
 
 from worker import counters, dispatch
-from worker.celery_app import REQUEST_ID_HEADER, engine_queue
+from worker.celery_app import FRONT_PRIORITY, REQUEST_ID_HEADER, engine_queue
 from worker.engines import warm_up
 from worker.jobs import quality
 from worker.jobs.preview import fail_preview
+from worker.jobs.scheduler import to_front
 from worker.logs import clean_request_id, log_context
 from worker.qa.whisper import WhisperRecogniser
 from worker.runtime import runtime
@@ -43,9 +44,10 @@ RETRIES = {"autoretry_for": TRANSIENT, "retry_backoff": True, "max_retries": 8}
 
 
 def _enqueue(name: str, args: list[Any]) -> None:
+    """Send a follow-up; a new owner's first render batch at the front priority (worker.jobs.scheduler)."""
     from celery import current_app
 
-    current_app.send_task(name, args=args)
+    current_app.send_task(name, args=args, priority=FRONT_PRIORITY if to_front() else None)
 
 
 def _run(name: str, *args: Any) -> Any:

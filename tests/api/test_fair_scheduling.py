@@ -20,7 +20,7 @@ from tests.support.apps import tome_of
 from tests.support.inline import Inline
 from webapi.cli import mint_key
 from worker.jobs import state
-from worker.jobs.scheduler import schedule
+from worker.jobs.scheduler import schedule, to_front
 from worker.task_names import BUILD_VOICE, RENDER_CHUNKS, START_JOB
 
 
@@ -110,6 +110,39 @@ def test_priority_weighs_an_owners_share(
     assert len(renders) == 4
     assert renders.count("carol") == 3, renders  # three slots for every one of alice's
     assert renders.count("alice") == 1, renders
+
+
+def test_only_a_new_owners_first_batch_goes_to_the_front(
+    make_app: Callable[..., Flask], reference_audio: tuple[bytes, str]
+) -> None:
+    """The batches queued before a new owner's first one would run first; that one goes to the front
+    (``to_front`` while it is sent), its next ones and the busy owner's in arrival order."""
+    app = make_app(chunks_per_task=2, render_tasks_in_flight=2)
+    alice, bob = _owner(app, "alice", reference_audio[0]), _owner(app, "bob", reference_audio[0])
+    inline = Inline(tome_of(app).runtime)
+    jobs = {"alice": _start(app, *alice, _book(20), inline), "bob": _start(app, *bob, _book(20), inline)}
+    owner_of = {v: k for k, v in jobs.items()}
+    rt = tome_of(app).runtime
+    sent: list[tuple[str, bool]] = []
+
+    def record(name: str, args: list[Any]) -> None:
+        if name == RENDER_CHUNKS:
+            sent.append((owner_of[str(args[0])], to_front()))
+
+    with unit_of_work(rt.sessions) as session:
+        state.start_job(session, uuid.UUID(jobs["alice"]), utcnow())
+    schedule(rt, record)
+    assert sent == [("alice", True), ("alice", False)]  # her first batch; the second waits behind it
+    with unit_of_work(rt.sessions) as session:
+        state.start_job(session, uuid.UUID(jobs["bob"]), utcnow())
+        session.execute(update(Chunk).where(Chunk.enqueued_at.is_not(None)).values(status="done"))
+        session.execute(update(Job).where(Job.id == uuid.UUID(jobs["alice"])).values(chunks_done=4))
+    sent.clear()
+    schedule(rt, record)
+    # two free slots, one each (alice's job started first); alice has rendered, so hers waits its turn;
+    # bob is new: his goes to the front
+    assert sent == [("alice", False), ("bob", True)]
+    assert not to_front()  # reset after each send
 
 
 def test_the_keys_cli_sets_a_priority(app: Flask) -> None:

@@ -33,6 +33,7 @@ from webapi.cli import mint_key
 from worker import dispatch
 from worker.audio import decode_to_pcm
 from worker.audio.stream import PCM_RATE, SPEECH_FORMATS, atempo_chain, stream_command
+from worker.celery_app import SPEECH_PRIORITY, WORK_PRIORITY
 from worker.config import Settings, load_settings
 from worker.jobs.speech import FIRST_CHUNK_CHARS, Speed, first_sentence_apart
 from worker.runtime import Runtime
@@ -58,6 +59,7 @@ class ThreadWorker:
     def __init__(self, settings: Settings) -> None:
         self.rt = Runtime(settings)
         self.ran: list[tuple[str, Any]] = []
+        self.priorities: list[tuple[str, int | None]] = []  # as sent: None is the route's
         self._state = threading.Condition()
         self._pending: collections.deque[tuple[str, list[Any]]] = collections.deque()
         self._held = False  # held: messages stay in the queue
@@ -66,9 +68,10 @@ class ThreadWorker:
         self.thread = threading.Thread(target=self._run, name="test-worker", daemon=True)
         self.thread.start()
 
-    def enqueue(self, name: str, args: list[Any]) -> None:
+    def enqueue(self, name: str, args: list[Any], priority: int | None = None) -> None:
         with self._state:
             self._pending.append((name, args))
+            self.priorities.append((name, priority))
             self._state.notify_all()
 
     def hold(self) -> None:
@@ -450,6 +453,77 @@ def test_over_the_daily_audio_quota_is_a_429(tmp_path: Path, reference_audio: tu
         assert response.json["error"]["code"] == "quota_audio_per_day"
         assert int(response.headers["Retry-After"]) > 0
         assert speak(small, input="Hi.").status_code == 503  # a quarter of a second fits (no worker here)
+
+
+def test_an_owner_beyond_its_share_of_speech_gets_a_429_and_no_job(
+    tmp_path: Path, reference_audio: tuple[bytes, str]
+) -> None:
+    _beyond_the_share(tmp_path, reference_audio)
+
+
+@pytest.mark.postgres
+def test_an_owner_beyond_its_share_of_speech_gets_a_429_on_postgres(
+    tmp_path: Path, reference_audio: tuple[bytes, str], pg_settings: Settings
+) -> None:
+    _beyond_the_share(tmp_path, reference_audio, database_url=pg_settings.database_url)
+
+
+def _beyond_the_share(tmp_path: Path, reference_audio: tuple[bytes, str], **overrides: Any) -> None:
+    """Six requests of alice's at once, TOME_SPEECH_PER_OWNER=2, the worker held: exactly two are admitted
+    (the owner's admissions are serialised, so simultaneous ones cannot both take the last place), four
+    are answered 429 at once with Retry-After and leave no job; bob's request is admitted all the same.
+    An owner's only speech job goes at the speech priority, its second in arrival order."""
+    with speech_stack(tmp_path, speech_per_owner=2, **overrides) as busy:
+        busy.voice("alice", "narrator", reference_audio)
+        busy.voice("bob", "narrator", reference_audio)
+        worker = busy.worker
+        assert worker is not None
+        worker.drain()
+        worker.hold()
+        answers: dict[str, list[TestResponse]] = {"alice": [], "bob": []}
+        lock = threading.Lock()
+
+        def post(owner: str) -> None:
+            client = busy.app.test_client()
+            payload = {"voice": "narrator", "input": "Hello there."}
+            response = client.post(SPEECH, json=payload, headers=busy.key(owner))
+            response.get_data()
+            with lock:
+                answers[owner].append(response)
+
+        threads = [threading.Thread(target=post, args=("alice",)) for _ in range(6)]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 30
+        while len(answers["alice"]) < 4:
+            assert time.monotonic() < deadline, "the refusals did not come at once"
+            time.sleep(0.02)
+        bob = threading.Thread(target=post, args=("bob",))
+        bob.start()
+        sent = [SPEAK] * 3
+        while [name for name, _ in worker.priorities if name == SPEAK] != sent:
+            assert time.monotonic() < deadline, worker.priorities
+            time.sleep(0.02)
+        worker.release()
+        for thread in [*threads, bob]:
+            thread.join(timeout=60)
+        refused = [r for r in answers["alice"] if r.status_code == 429]
+        assert len(answers["alice"]) == 6
+        assert len(refused) == 4, [r.status_code for r in answers["alice"]]
+        for response in refused:
+            assert response.json["error"]["code"] == "speech_busy"
+            assert "TOME_SPEECH_PER_OWNER" in response.json["error"]["message"]
+            assert int(response.headers["Retry-After"]) >= 1
+        assert sorted(r.status_code for r in answers["alice"]) == [200, 200, 429, 429, 429, 429]
+        assert [r.status_code for r in answers["bob"]] == [200]
+        assert all(r.get_data() for r in answers["alice"] + answers["bob"] if r.status_code == 200)
+        with tome_of(busy.app).runtime.sessions() as session:
+            owners = sorted(session.scalars(select(Job.owner).where(Job.kind == "speech")).all())
+        assert owners == ["alice", "alice", "bob"], "a refused request keeps nothing"
+        priorities = [p for name, p in worker.priorities if name == SPEAK]
+        assert set(priorities[:2]) == {SPEECH_PRIORITY, WORK_PRIORITY}  # alice's first, her second
+        assert priorities[2] == SPEECH_PRIORITY  # bob's only one
+        assert speak(busy, input="Again.").status_code == 200  # her places are free again
 
 
 def test_no_worker_no_wait_for_ever(tmp_path: Path, reference_audio: tuple[bytes, str]) -> None:

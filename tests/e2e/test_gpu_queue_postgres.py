@@ -52,7 +52,9 @@ def test_engine_tasks_run_only_on_the_gpu_queue_worker(
     start_worker: Callable[..., WorkerProcess],
 ) -> None:
     gpu = start_worker(gpu_settings, concurrency=1, queues=[gpu_settings.gpu_queue])
-    cpu = start_worker(gpu_settings, concurrency=1, queues=[gpu_settings.queue])
+    cpu = start_worker(
+        gpu_settings, concurrency=1, queues=[gpu_settings.queue, gpu_settings.control_queue_name]
+    )
     client = gpu_app.test_client()
     headers = bearer(mint_key(gpu_app, "alice", "k", admin=False))
     job = submit_book(client, headers, reference_audio, fmt="mp3")  # uploads the voice: a prompt build
@@ -82,8 +84,8 @@ def test_a_worker_can_consume_both_queues(
     reference_audio: tuple[bytes, str],
     start_worker: Callable[..., Any],
 ) -> None:
-    """One machine with a GPU can still run everything: ``--queues tome,gpu``."""
-    start_worker(gpu_settings, concurrency=2, queues=[gpu_settings.queue, gpu_settings.gpu_queue])
+    """One machine with a GPU can still run everything: ``--queues tome,gpu,tome.control``."""
+    start_worker(gpu_settings, concurrency=2)  # every queue
     client = gpu_app.test_client()
     headers = bearer(mint_key(gpu_app, "alice", "k", admin=False))
     job = submit_book(client, headers, reference_audio, fmt="wav")

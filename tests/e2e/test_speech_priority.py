@@ -41,7 +41,10 @@ def _paced(settings: Settings) -> Settings:
     return load_settings(
         {},
         **{
-            **{f: getattr(settings, f) for f in ("data_dir", "database_url", "broker_url", "queue")},
+            **{
+                f: getattr(settings, f)
+                for f in ("data_dir", "database_url", "broker_url", "queue", "control_queue")
+            },
             "engine": "espeak-paced",
             "paced_seconds_per_chunk": 0.3,
             "chunks_per_task": CHUNKS_PER_TASK,

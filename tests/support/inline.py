@@ -17,7 +17,8 @@ class Inline:
         self.queue: deque[tuple[str, list[Any]]] = deque()
         self.sent: list[tuple[str, list[Any]]] = []
 
-    def enqueue(self, name: str, args: list[Any]) -> None:
+    def enqueue(self, name: str, args: list[Any], priority: int | None = None) -> None:
+        """Keep the message; it runs in the order sent (its priority is a broker's matter)."""
         self.queue.append((name, args))
         self.sent.append((name, args))
 

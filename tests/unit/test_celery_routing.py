@@ -9,18 +9,21 @@ from celery import Celery
 from worker import task_names
 from worker.celery_app import SPEECH_PRIORITY, WORK_PRIORITY, celery_config, make_celery
 from worker.config import ConfigError, Settings, load_settings
+from worker.processes import all_queues, control_worker_command
 from worker.task_names import ALL_TASKS, ENGINE_TASKS
 
-CPU_TASKS = (
+CONTROL_TASKS = (
     task_names.PLAN_JOB,
     task_names.PREVIEW_SCRIPT,
     task_names.START_JOB,
     task_names.STITCH_JOB,
     task_names.STITCH_CHAPTER,
+    "tome.sweep",
+)
+CPU_TASKS = (
     task_names.DELIVER_WEBHOOK,
     task_names.DELIVER_CHAPTER_WEBHOOK,
     task_names.DELIVER_AUDIOBOOKSHELF,
-    "tome.sweep",
 )
 GPU_TASKS = (task_names.RENDER_CHUNKS, task_names.BUILD_VOICE, task_names.SPEAK)
 
@@ -32,23 +35,29 @@ def queue_of(app: Celery, name: str) -> str:
     return str(queue.name)
 
 
-def test_without_gpu_queue_every_task_goes_to_the_default_queue() -> None:
+def test_without_gpu_queue_every_task_but_the_control_ones_goes_to_the_default_queue() -> None:
     settings = load_settings({})
     assert settings.gpu_queue == ""
     routes = celery_config(settings)["task_routes"]
-    assert all("queue" not in route for route in routes.values())  # no queue named: the default one
+    assert {name for name, route in routes.items() if "queue" in route} == set(CONTROL_TASKS)
     app = make_celery(settings)
     assert {queue_of(app, name) for name in CPU_TASKS + GPU_TASKS} == {"tome"}
+    assert {queue_of(app, name) for name in CONTROL_TASKS} == {"tome.control"}
 
 
 def test_gpu_queue_takes_exactly_the_engine_tasks() -> None:
-    settings = load_settings({"TOME_QUEUE": "cpu-work", "TOME_GPU_QUEUE": "gpu"})
+    settings = load_settings(
+        {"TOME_QUEUE": "cpu-work", "TOME_GPU_QUEUE": "gpu", "TOME_CONTROL_QUEUE": "tome.control"}
+    )
     routes = celery_config(settings)["task_routes"]
     assert {name for name, route in routes.items() if route.get("queue") == "gpu"} == set(GPU_TASKS)
-    assert all(route.get("queue") in (None, "gpu") for route in routes.values())
+    assert all(route.get("queue") in (None, "gpu", "tome.control") for route in routes.values())
     app = make_celery(settings)
     assert {name: queue_of(app, name) for name in GPU_TASKS} == dict.fromkeys(GPU_TASKS, "gpu")
     assert {name: queue_of(app, name) for name in CPU_TASKS} == dict.fromkeys(CPU_TASKS, "cpu-work")
+    assert {name: queue_of(app, name) for name in CONTROL_TASKS} == dict.fromkeys(
+        CONTROL_TASKS, "tome.control"
+    )
 
 
 def test_engine_tasks_are_registered_task_names() -> None:
@@ -57,8 +66,8 @@ def test_engine_tasks_are_registered_task_names() -> None:
     app.loader.import_default_modules()
     registered = set(app.tasks)
     assert set(ENGINE_TASKS) == set(GPU_TASKS)
-    assert set(GPU_TASKS + CPU_TASKS) <= registered
-    assert set(ALL_TASKS) == set(GPU_TASKS + CPU_TASKS)
+    assert set(GPU_TASKS + CPU_TASKS + CONTROL_TASKS) <= registered
+    assert set(ALL_TASKS) == set(GPU_TASKS + CPU_TASKS + CONTROL_TASKS)
 
 
 def test_speech_goes_ahead_of_every_other_task() -> None:
@@ -76,11 +85,11 @@ def test_messages_sent_by_name_land_on_their_queue() -> None:
     app.conf.broker_url = "memory://"
     app.conf.broker_transport = None  # the embedded default names Tome's filesystem transport
     app.conf.broker_transport_options = {}
-    for name in CPU_TASKS + GPU_TASKS:
+    for name in CPU_TASKS + GPU_TASKS + CONTROL_TASKS:
         app.send_task(name, args=["x"])
     received: dict[str, list[str]] = {}
     with app.connection_for_write() as conn:
-        for queue in ("tome", "gpu"):
+        for queue in ("tome", "gpu", "tome.control"):
             with conn.SimpleQueue(queue) as simple:
                 while True:
                     try:
@@ -91,6 +100,7 @@ def test_messages_sent_by_name_land_on_their_queue() -> None:
                     message.ack()
     assert sorted(received["gpu"]) == sorted(GPU_TASKS)
     assert sorted(received["tome"]) == sorted(CPU_TASKS)
+    assert sorted(received["tome.control"]) == sorted(CONTROL_TASKS)
 
 
 def test_gpu_queue_equal_to_the_default_queue_is_refused() -> None:
@@ -103,7 +113,10 @@ def test_gpu_queue_equal_to_the_default_queue_is_refused() -> None:
 
 
 @pytest.mark.parametrize("env", [{"TOME_GPU_QUEUE": "gpu,tome"}, {"TOME_GPU_QUEUE": "gpu 1"},
-                                 {"TOME_QUEUE": "a,b"}, {"TOME_QUEUE": ""}])  # fmt: skip
+                                 {"TOME_QUEUE": "a,b"}, {"TOME_QUEUE": ""},
+                                 {"TOME_CONTROL_QUEUE": "c,d"}, {"TOME_QUEUE": "a b"},
+                                 {"TOME_CONTROL_QUEUE": "tome"},
+                                 {"TOME_GPU_QUEUE": "gpu", "TOME_CONTROL_QUEUE": "gpu"}])  # fmt: skip
 def test_queue_names_that_celery_worker_queues_would_split_are_refused(env: dict[str, str]) -> None:
     with pytest.raises(ConfigError):
         load_settings(env)
@@ -114,3 +127,18 @@ def test_pool_processes_get_the_start_timeout() -> None:
     assert celery_config(settings)["worker_proc_alive_timeout"] == 120.0
     with pytest.raises(ConfigError, match="TOME_WORKER_START_TIMEOUT"):
         load_settings({"TOME_WORKER_START_TIMEOUT": "0"})
+
+
+def test_every_worker_command_consumes_the_control_queue_and_the_control_worker_only_that() -> None:
+    """``make run``'s render worker takes any task; the control worker beside it only the control ones, so
+    that a job's start and stitch never wait behind render batches."""
+    settings = load_settings({"TOME_GPU_QUEUE": "gpu"})
+    assert all_queues(settings) == ["tome", "gpu", "tome.control"]
+    command = control_worker_command(settings)
+    assert command[command.index("--queues") + 1] == "tome.control"
+    assert load_settings({"TOME_QUEUE": "work"}).control_queue_name == "work.control"  # private with it
+
+
+def test_speech_per_owner_must_be_positive() -> None:
+    with pytest.raises(ConfigError, match="TOME_SPEECH_PER_OWNER"):
+        load_settings({"TOME_SPEECH_PER_OWNER": "0"})

@@ -11,12 +11,26 @@ is marked sent by a conditional UPDATE before it is sent, so no chunk is sent tw
 overshoot the bound by a task each, no more).
 
 A chunk whose voice has no ready prompt is not sent: it waits for the build, whose end runs this again.
+
+The slots are shared with speech: a speech job's chunks count in flight for their owner from the moment it
+is admitted (worker.jobs.speech), so an owner whose speech fills its share gets no book slots beside it.
+
+Sending a batch does not make it run next: the broker serves a queue first come, first served, and the
+batches sent before it (up to the bound) run first. That backlog is what keeps every worker busy, but a
+new owner's first batch would wait for it, whoever's it is. So the batch of an owner with nothing in
+flight and nothing rendered yet in its running jobs is sent to the front (:func:`to_front`: the Celery
+sender gives it the speech priority, worker.tasks): it is the next task a pool process takes when its
+current one ends. Only that first batch: the owner's next ones are in flight behind it and go in arrival
+order, so no owner can keep the front for itself.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from sqlalchemy import and_, func, or_, select, update
@@ -29,6 +43,8 @@ from worker.task_names import RENDER_CHUNKS, Enqueue
 log = logging.getLogger(__name__)
 
 MAX_LOST_RACES = 3  # another scheduler running at once will send what this one could not
+
+_FRONT: ContextVar[bool] = ContextVar("tome_send_to_front", default=False)
 
 _RUNNING = Job.status == JobStatus.RUNNING.value
 _IN_FLIGHT = or_(
@@ -48,10 +64,31 @@ class Owner:
     weight: int
     in_flight: int
     oldest_start: float  # when its oldest running job with work to send started (tie-break)
+    rendered: int  # chunks done in its running jobs with work to send
 
     @property
     def share(self) -> float:
         return self.in_flight / self.weight
+
+    @property
+    def new(self) -> bool:
+        """Nothing in flight and nothing rendered yet: its next batch goes to the front."""
+        return self.in_flight == 0 and self.rendered == 0
+
+
+def to_front() -> bool:
+    """True while :func:`schedule` sends a new owner's first batch: the sender gives that message the
+    front priority (worker.tasks; an in-process sender may ignore it, as its queue is its own)."""
+    return _FRONT.get()
+
+
+@contextmanager
+def _front(front: bool) -> Iterator[None]:
+    token = _FRONT.set(front)
+    try:
+        yield
+    finally:
+        _FRONT.reset(token)
 
 
 def schedule(rt: Runtime, enqueue: Enqueue, max_tasks: int | None = None) -> int:
@@ -83,7 +120,8 @@ def schedule(rt: Runtime, enqueue: Enqueue, max_tasks: int | None = None) -> int
             lost_races += 1  # another scheduler took them first; look again
             continue
         job_id, seqs = batch
-        enqueue(RENDER_CHUNKS, [str(job_id), seqs])
+        with _front(owner.new):
+            enqueue(RENDER_CHUNKS, [str(job_id), seqs])
         in_flight[owner.name] = in_flight.get(owner.name, 0) + len(seqs)
         free -= len(seqs)
         sent += 1
@@ -93,14 +131,25 @@ def schedule(rt: Runtime, enqueue: Enqueue, max_tasks: int | None = None) -> int
 def _next_owner(session: Session, in_flight: dict[str, int]) -> Owner | None:
     """The owner with sendable chunks and the smallest in-flight share, if any."""
     rows = session.execute(
-        select(Job.owner, func.max(func.coalesce(ApiKey.priority, 1)), func.min(Job.started_at))
+        select(
+            Job.owner,
+            func.max(func.coalesce(ApiKey.priority, 1)),
+            func.min(Job.started_at),
+            func.sum(Job.chunks_done),
+        )
         .outerjoin(ApiKey, ApiKey.id == Job.api_key_id)  # a job made without a key weighs 1
         .where(_RUNNING, select(Chunk.id).where(Chunk.job_id == Job.id, _SENDABLE).exists())
         .group_by(Job.owner)
     ).all()
     owners = [
-        Owner(name, max(1, int(weight or 1)), in_flight.get(name, 0), started.timestamp() if started else 0.0)
-        for name, weight, started in rows
+        Owner(
+            name,
+            max(1, int(weight or 1)),
+            in_flight.get(name, 0),
+            started.timestamp() if started else 0.0,
+            int(rendered or 0),
+        )
+        for name, weight, started, rendered in rows
     ]
     return min(owners, key=lambda o: (o.share, o.oldest_start, o.name), default=None)
 

@@ -11,10 +11,17 @@ attempt tokens and leases, so a duplicated message never writes a chunk twice. W
 - Planning: the input is read as a plain script (numbers and abbreviations normalised, the voice's
   lexicons, ``<!-- break -->`` and ``<!-- voice -->`` lines) by the same planner, then the first chunk is
   cut after its first sentence, so that the first audio is ready sooner (:func:`first_sentence_apart`).
+- Admission: an owner has at most ``TOME_SPEECH_PER_OWNER`` speech jobs running; a request beyond that
+  is refused before anything is kept (:func:`admit`: the API answers 429 with Retry-After), so that one
+  owner's loop holds a bounded share of the render slots, and never waits out its own backlog into a
+  timeout.
 - Sending: the job is inserted running, its chunks already marked sent, so the fair scheduler never
-  sends them as book chunks (it still counts them in flight for their owner). One task, ``tome.speak``,
-  renders them all in order at the speech priority (worker.celery_app.task_routes): the first chunk
-  alone, the rest in batches of ``TOME_CHUNKS_PER_TASK`` (one engine call each).
+  sends them as book chunks (it counts them in flight for their owner, in the render slots they share
+  with the books). One task, ``tome.speak``, renders them all in order: the first chunk alone, the rest
+  in batches of ``TOME_CHUNKS_PER_TASK`` (one engine call each). An owner's only speech job in flight is
+  sent at the speech priority, ahead of the book work waiting in the queue; while it has another one in
+  flight, at the work priority, in arrival order with the books (worker.celery_app.task_routes), so a
+  loop of requests cannot keep every pool process away from other owners' books.
 - Voices: a voice whose prompt is not ready is built by that task itself, through the usual build
   (worker.voices.prompts.build_voice: one build at a time, whoever asks), rather than by a build message
   sent at the background priority; then every job that waited for that voice is woken as after any
@@ -28,6 +35,7 @@ attempt tokens and leases, so a duplicated message never writes a chunk twice. W
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import time
 import uuid
@@ -38,7 +46,7 @@ from enum import StrEnum
 from pathlib import Path
 
 import numpy as np
-from sqlalchemy import select, update
+from sqlalchemy import func, select, true, update
 from sqlalchemy.orm import Session
 
 from models import Chunk, ChunkStatus, Job, JobKind, JobStatus, unit_of_work, utcnow
@@ -67,6 +75,9 @@ from worker.voices.store import Prompt
 
 log = logging.getLogger(__name__)
 
+# A running speech job older than this no longer counts against its owner's TOME_SPEECH_PER_OWNER: the
+# API process that streamed it died (a live one ends every job it streams, worker.jobs.speech_stream).
+ORPHAN_SECONDS = 600
 FIRST_CHUNK_CHARS = 100  # a longer first chunk is cut after its first sentence
 ENGINE_SPEEDS = (0.5, 2.0)  # the part of a speed the engine renders (a job's speed range); ffmpeg the rest
 VOICE_POLL_SECONDS = 0.1  # while another process builds a voice's prompt
@@ -173,6 +184,60 @@ def new_job(
         created_at=now,
         started_at=now,
     )
+
+
+class SpeechBusy(Exception):
+    """The owner already has its share of speech jobs running."""
+
+    def __init__(self, running: int, limit: int) -> None:
+        super().__init__(
+            f"{running} speech requests of yours are still rendering; at most {limit} at once "
+            "(TOME_SPEECH_PER_OWNER): retry when one has ended"
+        )
+        self.running, self.limit = running, limit
+
+
+def admit(session: Session, job: Job, speech_plan: SpeechPlan, per_owner: int) -> bool:
+    """Insert the speech job and its chunks unless its owner already has ``per_owner`` speech jobs running
+    (then :class:`SpeechBusy`, and the caller rolls back); True when it is the owner's only one, which is
+    sent at the speech priority (worker.celery_app.task_routes).
+
+    Race-safe without a counter to keep in step: the owner's admissions are serialised (a transaction
+    lock on the owner on PostgreSQL; SQLite has one writer, and the insert takes the write lock) and the
+    count runs after the insert, in the same transaction, so two requests at once cannot both pass the
+    last place. A job older than :data:`ORPHAN_SECONDS` no longer counts (its API process died while
+    streaming it), so such a job cannot lock its owner out."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(select(func.pg_advisory_xact_lock(_owner_lock(job.owner))))
+    insert_speech(session, job, speech_plan)
+    running = running_speech(session, job.owner, but=job.id)
+    if running >= per_owner:
+        raise SpeechBusy(running, per_owner)
+    return running == 0
+
+
+def running_speech(session: Session, owner: str, but: uuid.UUID | None = None) -> int:
+    """The owner's speech jobs that count against TOME_SPEECH_PER_OWNER (``but`` left out). The API asks
+    this before it starts an encoder too, so that a refused request costs no ffmpeg process; only
+    :func:`admit`'s answer is race-safe."""
+    return (
+        session.scalar(
+            select(func.count(Job.id)).where(
+                Job.owner == owner,
+                Job.kind == JobKind.SPEECH.value,
+                Job.status == JobStatus.RUNNING.value,
+                Job.id != but if but is not None else true(),
+                Job.created_at > utcnow() - timedelta(seconds=ORPHAN_SECONDS),
+            )
+        )
+        or 0
+    )
+
+
+def _owner_lock(owner: str) -> int:
+    """A signed 64-bit key for PostgreSQL's advisory lock on the owner's speech admissions."""
+    digest = hashlib.sha256(f"tome-speech:{owner}".encode()).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 def insert_speech(session: Session, job: Job, speech_plan: SpeechPlan) -> None:
