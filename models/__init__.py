@@ -17,7 +17,7 @@ from models.job import (
 )
 from models.lexicon import Lexicon
 from models.metric import Counter, MetricSample, RateWindow
-from models.voice import CacheStatus, Voice
+from models.voice import CacheStatus, Voice, VoiceBuild
 
 __all__ = [
     "ACTIVE",
@@ -39,6 +39,7 @@ __all__ = [
     "RateWindow",
     "Role",
     "Voice",
+    "VoiceBuild",
     "generate_key",
     "hash_key",
     "make_engine",
