@@ -42,9 +42,7 @@ def request_builds(rt: Runtime, voice_ids: Sequence[uuid.UUID], enqueue: Enqueue
         state.wake_stale(session, wanted)
     sent = _send(rt, enqueue)
     with rt.sessions() as session:
-        again = [
-            v for v in session.scalars(select(Voice.id).where(state.sent(utcnow()), Voice.id.in_(wanted)))
-        ]
+        again = list(session.scalars(select(Voice.id).where(state.sent(utcnow()), Voice.id.in_(wanted))))
     for voice_id in again:
         if voice_id not in sent:
             enqueue(BUILD_VOICE, [str(voice_id)])
