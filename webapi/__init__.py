@@ -19,6 +19,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     from webapi import lexicons as lexicon_views
     from webapi import scripts as script_views
     from webapi import speech as speech_views
+    from webapi.bodies import yielding_bodies
     from webapi.cli import register_cli
     from webapi.errors import register_error_handlers
     from webapi.extensions import init_tome
@@ -46,6 +47,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.register_blueprint(keys.bp)  # POST /v1/keys/{key_id}/webhook-secret: rotation
     app.register_blueprint(studio.bp)  # GET /: the web studio, a client of this API (webapi/studio.py)
     register_cli(app)
+    app.wsgi_app = yielding_bodies(app.wsgi_app)  # type: ignore[method-assign]
     _log_through_gunicorn(json_lines=settings.log_format == "json")
     return app
 

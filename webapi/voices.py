@@ -7,6 +7,7 @@ import hashlib
 import logging
 import os
 import tempfile
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -94,6 +95,7 @@ def _save_upload(upload: FileStorage, limit: int, folder: Path, field: str = "au
                 if size > limit:
                     raise TooLarge(f"{field} is larger than the limit of {limit} bytes", field=field)
                 out.write(block)
+                time.sleep(0)  # a turn for the API's other requests (a yield under gevent)
     except BaseException:
         Path(name).unlink(missing_ok=True)
         raise
@@ -132,8 +134,10 @@ def _store_reference(upload: FileStorage, voice_id: uuid.UUID, force: bool = Fal
     tmp = _save_upload(upload, settings.max_upload_bytes, layout.uploads)
     reference = layout.new_reference(voice_id)
     pool = process_pool(settings.reference_analysers, settings.reference_analysis_seconds)
+    started = time.monotonic()
     try:
         answer = pool.run(tmp, reference, limits, force)
+        log.info("voice %s: reference analysed in %.2f s", voice_id, time.monotonic() - started)
     except AnalysisUnavailable as exc:
         log.warning("reference analysis of voice %s: %s", voice_id, exc)
         raise Unavailable(

@@ -57,7 +57,7 @@ class Settings:
     # Reference recordings are decoded and checked in helper processes of each API process (never on its
     # request loop): how many at once, and how long one may take before it is killed (webapi.voices).
     reference_analysers: int = 2
-    reference_analysis_seconds: float = 30.0
+    reference_analysis_seconds: float = 60.0
     max_chunks_per_job: int = 20_000
     # Scripts up to this long are planned while the client waits (errors answered at once); longer ones
     # by a worker, so that no request holds an API process for long (worker.jobs.intake).

@@ -34,6 +34,7 @@ from worker.qa.reference import NOT_SPEECH, check_reference
 
 _ROOT = Path(__file__).resolve().parents[2]  # where ``worker`` is importable from
 _MAX_ANSWER = 1 << 20
+QUEUE_FACTOR = 4
 
 
 class AnalysisUnavailable(Exception):
@@ -72,8 +73,10 @@ def limits_json(limits: AudioLimits) -> dict[str, Any]:
 
 
 class AnalyserPool:
-    """At most ``size`` analyses at once, each in a helper process, each answered within ``timeout``
-    seconds (waiting for a free helper included) or :class:`AnalysisUnavailable`."""
+    """At most ``size`` analyses at once, each in a helper process: an upload waits at most
+    ``QUEUE_FACTOR * timeout`` seconds for a free helper (holding only its greenlet), then its analysis
+    is answered within ``timeout`` seconds (a new helper's start included), or
+    :class:`AnalysisUnavailable`."""
 
     def __init__(self, size: int, timeout: float) -> None:
         self.size, self.timeout = size, timeout
@@ -82,9 +85,10 @@ class AnalyserPool:
         self._lock = threading.Lock()
 
     def run(self, upload: Path, dest: Path, limits: AudioLimits, force: bool) -> dict[str, Any]:
+        waiting = QUEUE_FACTOR * self.timeout
+        if not self._slots.acquire(timeout=waiting):
+            raise AnalysisUnavailable(f"every reference analyser stayed busy for {waiting:g} s")
         deadline = time.monotonic() + self.timeout
-        if not self._slots.acquire(timeout=self.timeout):
-            raise AnalysisUnavailable(f"every reference analyser stayed busy for {self.timeout:g} s")
         try:
             child = self._take()
             request = {

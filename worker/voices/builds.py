@@ -6,7 +6,8 @@ reference on a slow engine), so sending every upload's build at once lets one ow
 process while another owner's chunks wait. Instead a pending voice waits in the database until there is
 room: at most ``TOME_VOICE_BUILDS_IN_FLIGHT`` builds are sent and not yet ended, at most
 ``TOME_VOICE_BUILDS_PER_OWNER`` of them one owner's, and each free slot goes to the owner with the fewest
-builds in flight (the oldest waiting voice first, then within the owner the oldest voice).
+builds in flight, among equals to the one whose builds took the least worker time in the last hour (so
+owners take turns), then to the one waiting longest; within an owner, its oldest voice first.
 :func:`send_builds` runs when a voice is uploaded or a build is asked for, when a build ends, and in every
 sweep; any process may run it at once with another: a voice is marked sent by a conditional UPDATE
 before its message goes, so no build is sent twice (two senders can overshoot the bound by one each).
@@ -22,13 +23,14 @@ from datetime import timedelta
 
 from sqlalchemy import func, select
 
-from models import Voice, unit_of_work, utcnow
+from models import Voice, VoiceBuild, unit_of_work, utcnow
 from worker.runtime import Runtime
 from worker.task_names import BUILD_VOICE, Enqueue
 from worker.voices import state
 
 log = logging.getLogger(__name__)
 
+RECENT = timedelta(hours=1)  # the worker time owners take turns by
 MAX_CONSIDERED = 500  # waiting voices read per run: the oldest; the next run reads the next ones
 
 
@@ -79,13 +81,21 @@ def _send(rt: Runtime, enqueue: Enqueue) -> list[uuid.UUID]:
         for voice_id, owner in rows:
             waiting[owner].append(voice_id)
         first_wait = {owner: index for index, owner in reversed(list(enumerate(r.owner for r in rows)))}
+        recent: dict[str, float] = defaultdict(
+            float,
+            session.execute(
+                select(VoiceBuild.owner, func.sum(VoiceBuild.seconds))
+                .where(VoiceBuild.owner.in_(list(waiting)), VoiceBuild.created_at >= now - RECENT)
+                .group_by(VoiceBuild.owner)
+            ).all(),
+        )
         while free > 0:
             owners = [
                 o for o, queue in waiting.items() if queue and in_flight[o] < settings.voice_builds_per_owner
             ]
             if not owners:
                 break
-            owner = min(owners, key=lambda o: (in_flight[o], first_wait[o]))
+            owner = min(owners, key=lambda o: (in_flight[o], recent[o], first_wait[o]))
             voice_id = waiting[owner].popleft()
             if state.mark_sent(session, voice_id, until, now):
                 chosen.append(voice_id)
