@@ -47,7 +47,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.register_blueprint(keys.bp)  # POST /v1/keys/{key_id}/webhook-secret: rotation
     app.register_blueprint(studio.bp)  # GET /: the web studio, a client of this API (webapi/studio.py)
     register_cli(app)
-    app.wsgi_app = yielding_bodies(app.wsgi_app)  # type: ignore[method-assign]
+    app.wsgi_app = yielding_bodies(app.wsgi_app)  # type: ignore[method-assign,assignment]
     _log_through_gunicorn(json_lines=settings.log_format == "json")
     return app
 
