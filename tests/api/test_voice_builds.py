@@ -21,6 +21,7 @@ from tests.support.apps import tome_of
 from tests.support.inline import Inline
 from webapi.cli import mint_key
 from worker.audio import AudioLimits
+from worker.config import ConfigError, load_settings
 from worker.task_names import BUILD_VOICE
 from worker.voices.analysis import AnalyserPool, AnalysisUnavailable
 from worker.voices.builds import send_builds
@@ -215,3 +216,18 @@ def test_another_owners_voice_cannot_be_rebuilt_or_replaced(
     assert client.get(url, headers=user).json["ref_text"] == reference_audio[1]
     assert client.get(f"/v1/voices/{uuid.uuid4()}", headers=user).status_code == 404
     assert client.get("/v1/usage", headers=other_user).json["voice_builds_24h"]["count"] == 0
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"voice_builds_per_owner": 3, "voice_builds_in_flight": 2},
+        {"voice_builds_per_owner": 0},
+        {"reference_analysers": 0},
+        {"quota_build_seconds_per_day": -1.0},
+    ],
+)
+def test_build_and_analysis_settings_that_make_no_sense_are_refused(bad: dict[str, object]) -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_settings({}, **bad)
+    assert "TOME_" in str(refused.value)
