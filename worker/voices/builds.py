@@ -31,7 +31,6 @@ from worker.voices import state
 log = logging.getLogger(__name__)
 
 RECENT = timedelta(hours=1)  # the worker time owners take turns by
-MAX_CONSIDERED = 500  # waiting voices read per run: the oldest; the next run reads the next ones
 
 
 def request_builds(rt: Runtime, voice_ids: Sequence[uuid.UUID], enqueue: Enqueue) -> int:
@@ -71,31 +70,41 @@ def _send(rt: Runtime, enqueue: Enqueue) -> list[uuid.UUID]:
         free = settings.voice_builds_in_flight - sum(in_flight.values())
         if free <= 0:
             return []
-        waiting: dict[str, deque[uuid.UUID]] = defaultdict(deque)
-        rows = session.execute(
-            select(Voice.id, Voice.owner)
-            .where(state.unsent(now))
-            .order_by(Voice.created_at, Voice.id)
-            .limit(MAX_CONSIDERED)
-        ).all()
-        for voice_id, owner in rows:
-            waiting[owner].append(voice_id)
-        first_wait = {owner: index for index, owner in reversed(list(enumerate(r.owner for r in rows)))}
+        # Every owner with a build waiting, and since when (one row an owner, however many they wait).
+        first_wait = dict(
+            session.execute(
+                select(Voice.owner, func.min(Voice.created_at)).where(state.unsent(now)).group_by(Voice.owner)
+            ).all()
+        )
+        waiting: dict[str, deque[uuid.UUID]] = {}
         recent: dict[str, float] = defaultdict(
             float,
             session.execute(
                 select(VoiceBuild.owner, func.sum(VoiceBuild.seconds))
-                .where(VoiceBuild.owner.in_(list(waiting)), VoiceBuild.created_at >= now - RECENT)
+                .where(VoiceBuild.owner.in_(list(first_wait)), VoiceBuild.created_at >= now - RECENT)
                 .group_by(VoiceBuild.owner)
             ).all(),
         )
         while free > 0:
             owners = [
-                o for o, queue in waiting.items() if queue and in_flight[o] < settings.voice_builds_per_owner
+                o
+                for o in first_wait
+                if in_flight[o] < settings.voice_builds_per_owner and (o not in waiting or waiting[o])
             ]
             if not owners:
                 break
-            owner = min(owners, key=lambda o: (in_flight[o], recent[o], first_wait[o]))
+            owner = min(owners, key=lambda o: (in_flight[o], recent[o], first_wait[o], o))
+            if owner not in waiting:  # its oldest waiting voices, as many as it may have in flight
+                waiting[owner] = deque(
+                    session.scalars(
+                        select(Voice.id)
+                        .where(state.unsent(now), Voice.owner == owner)
+                        .order_by(Voice.created_at, Voice.id)
+                        .limit(settings.voice_builds_per_owner)
+                    )
+                )
+                if not waiting[owner]:
+                    continue
             voice_id = waiting[owner].popleft()
             if state.mark_sent(session, voice_id, until, now):
                 chosen.append(voice_id)
