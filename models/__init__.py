@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from models.lexicon import Lexicon
     from models.metric import Counter, MetricSample, RateWindow
     from models.preview import Preview, PreviewStatus
-    from models.voice import CacheStatus, Voice
+    from models.voice import CacheStatus, Voice, VoiceBuild
 
 _LAZY = {
     "models.base": ("Base",),
@@ -53,7 +53,7 @@ _LAZY = {
     "models.lexicon": ("Lexicon",),
     "models.metric": ("Counter", "MetricSample", "RateWindow"),
     "models.preview": ("Preview", "PreviewStatus"),
-    "models.voice": ("CacheStatus", "Voice"),
+    "models.voice": ("CacheStatus", "Voice", "VoiceBuild"),
 }
 
 
@@ -89,6 +89,7 @@ __all__ = [
     "RateWindow",
     "Role",
     "Voice",
+    "VoiceBuild",
     "generate_key",
     "hash_key",
     "make_engine",

@@ -7,7 +7,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, Float, Index, String, Text, Uuid, text
+from sqlalchemy import JSON, BigInteger, Float, ForeignKey, Index, Integer, String, Text, Uuid, text
 from sqlalchemy.orm import Mapped, mapped_column, validates
 
 from models.base import Base, UTCDateTime, new_id, utcnow
@@ -66,6 +66,9 @@ class Voice(Base):
     # Names the build holding the lease: only that build may publish or fail the prompt.
     cache_build_token: Mapped[str | None] = mapped_column(String(32), default=None)
     cache_built_at: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
+    # A pending voice's build message was sent and may still be in the broker until then (None: not
+    # sent; it waits for room, worker.voices.builds). Past it, the message counts as lost and is sent again.
+    cache_sent_until: Mapped[datetime | None] = mapped_column(UTCDateTime, default=None)
 
     @validates("name")
     def _name(self, _: str, value: str) -> str:
@@ -73,3 +76,19 @@ class Voice(Base):
         name = voice_name(value)
         self.name_key = voice_name_key(name)
         return name
+
+
+class VoiceBuild(Base):
+    """One prompt build that ran (built or failed): the worker seconds it took and the reference audio it
+    encoded, counted in its owner's usage and build quota (worker.jobs.usage)."""
+
+    __tablename__ = "voice_builds"
+    __table_args__ = (Index("ix_voice_builds_owner_created_at", "owner", "created_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    voice_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("voices.id", ondelete="CASCADE"))
+    owner: Mapped[str] = mapped_column(String(100))
+    seconds: Mapped[float] = mapped_column(Float)  # wall time on the worker, the transcript check included
+    audio_seconds: Mapped[float] = mapped_column(Float)  # the reference recording it encoded
+    outcome: Mapped[str] = mapped_column(String(12))  # built | failed | discarded
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)

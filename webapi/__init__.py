@@ -22,6 +22,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     from webapi import previews as preview_views
     from webapi import scripts as script_views
     from webapi import speech as speech_views
+    from webapi.bodies import yielding_bodies
     from webapi.cli import register_cli
     from webapi.errors import register_error_handlers
     from webapi.extensions import init_tome
@@ -53,6 +54,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.register_blueprint(link_views.public)  # GET /v1/links/...: what that URL serves, no key
     app.register_blueprint(studio.bp)  # GET /: the web studio, a client of this API (webapi/studio.py)
     register_cli(app)
+    app.wsgi_app = yielding_bodies(app.wsgi_app)  # type: ignore[method-assign,assignment]
     _log_through_gunicorn(json_lines=settings.log_format == "json")
     return app
 

@@ -9,7 +9,7 @@ from flask import Blueprint, Response, jsonify
 from pydantic import BaseModel, Field, model_validator
 from sqlalchemy import select
 
-from models import CacheStatus, Voice
+from models import Voice
 from webapi.auth import authenticate, require_admin
 from webapi.errors import NotFound
 from webapi.extensions import tome
@@ -17,7 +17,7 @@ from webapi.operations import Operation, operation
 from webapi.schemas import ListQuery, Strict, VoiceOut
 from webapi.text import OptionalLine
 from webapi.validation import json_body, parse_id, query
-from worker.task_names import BUILD_VOICE
+from worker.voices.builds import send_builds
 from worker.voices.prompts import request_build
 
 bp = Blueprint("admin", __name__, url_prefix="/v1/admin")
@@ -75,14 +75,16 @@ def _out(voice: Voice) -> AdminVoiceOut:
 
 
 def _queue(voice_id: uuid.UUID, force: bool) -> bool:
-    """Ask for a build; send it if the voice now waits for one (a duplicate message is a no-op)."""
+    """Ask for a build: the voice waits for one (worker.voices.builds sends it when there is room)."""
     state = tome()
     state.sessions.rollback()  # hand this request's connection back before the build service takes one
-    changed = request_build(state.runtime, voice_id, force)
-    status = state.sessions.scalar(select(Voice.cache_status).where(Voice.id == voice_id))
-    if changed or status == CacheStatus.PENDING:
-        state.enqueue(BUILD_VOICE, [str(voice_id)])
-    return changed
+    return request_build(state.runtime, voice_id, force)
+
+
+def _send() -> None:
+    state = tome()
+    state.sessions.rollback()
+    send_builds(state.runtime, state.enqueue)
 
 
 @bp.post("/voices/<voice_id>/cache")
@@ -95,6 +97,7 @@ def rebuild_one(voice_id: str) -> tuple[Response, int]:
     if state.sessions.scalar(select(Voice.id).where(Voice.id == vid, Voice.deleted_at.is_(None))) is None:
         raise NotFound(f"voice {voice_id} not found")
     queued = _queue(vid, body.force)
+    _send()
     state.sessions.expire_all()
     voice = state.sessions.get(Voice, vid)
     assert voice is not None
@@ -111,6 +114,7 @@ def rebuild_many() -> tuple[Response, int]:
         stmt = stmt.where(Voice.cache_status.in_(body.status))
     ids = list(tome().sessions.scalars(stmt))
     queued = sum(_queue(vid, force=True) for vid in ids)
+    _send()
     return jsonify(CachesQueued(queued=queued, matched=len(ids)).model_dump()), 202
 
 

@@ -1,5 +1,6 @@
 """GET /v1/usage: what the caller stores and renders, against their quotas; and the checks that turn a
-quota into a clear refusal (403 for storage, 429 with Retry-After where waiting helps)."""
+quota into a clear refusal (403 for storage, 429 with Retry-After where waiting helps: the daily audio
+and voice-build quotas free up as the 24-hour window moves on)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from worker.jobs.usage import (
     RecentRerenders,
     Usage,
     check_new_job,
+    check_new_voice,
     check_rerender,
     check_storage,
     usage_of,
@@ -39,6 +41,12 @@ class Seconds(BaseModel):
     quota: float | None = Field(description="null: no limit")
 
 
+class VoiceBuilds(BaseModel):
+    count: int
+    seconds: Seconds = Field(description="worker seconds")
+    audio_seconds: float = Field(description="reference audio encoded")
+
+
 class UsageOut(BaseModel):
     owner: str
     stored_bytes: Count = Field(description="Reference recordings, chunk audio and outputs not yet expired")
@@ -46,6 +54,10 @@ class UsageOut(BaseModel):
     audio_seconds_24h: Seconds = Field(
         description="Estimated output of the jobs submitted in the last 24 hours (what a failed or "
         "cancelled job rendered), and the estimated speech of the chunks re-rendered on request then"
+    )
+    voice_builds_24h: VoiceBuilds = Field(
+        description="The voice prompt builds that ran in the last 24 hours: how many, the worker seconds "
+        "they took (against the quota) and the seconds of reference audio they encoded"
     )
 
 
@@ -64,6 +76,11 @@ def get_usage() -> Response:
         unfinished_jobs=Count(used=usage.unfinished_jobs, quota=quotas.unfinished_jobs or None),
         audio_seconds_24h=Seconds(
             used=round(usage.audio_seconds_24h, 1), quota=quotas.audio_seconds_24h or None
+        ),
+        voice_builds_24h=VoiceBuilds(
+            count=usage.builds_24h,
+            seconds=Seconds(used=round(usage.build_seconds_24h, 1), quota=quotas.build_seconds_24h or None),
+            audio_seconds=round(usage.build_audio_seconds_24h, 1),
         ),
     )
     return jsonify(out.model_dump(mode="json"))
@@ -89,6 +106,16 @@ def require_room_for_rerender(job_id: uuid.UUID, seconds: float) -> None:
     recent = RecentRerenders.of(tome().sessions(), job_id, now)
     try:
         check_rerender(current_usage(), Quotas.of(tome().settings), seconds, recent, now)
+    except QuotaExceeded as exc:
+        raise _refusal(exc) from exc
+
+
+def require_room_for_voice() -> None:
+    """403 if the owner's storage is full; 429 if their voice builds used the day's build quota."""
+    usage, quotas = current_usage(), Quotas.of(tome().settings)
+    try:
+        check_storage(usage, quotas, 0)
+        check_new_voice(usage, quotas)
     except QuotaExceeded as exc:
         raise _refusal(exc) from exc
 

@@ -7,6 +7,7 @@ import hashlib
 import logging
 import os
 import tempfile
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,22 +22,23 @@ from werkzeug.datastructures import FileStorage
 from models import ACTIVE, CacheStatus, Voice, utcnow
 from models.names import voice_name_key
 from webapi.auth import current_principal, require_key
-from webapi.errors import Conflict, Invalid, NotFound, TooLarge, UnsupportedMediaType
+from webapi.errors import Conflict, Invalid, NotFound, TooLarge, Unavailable, UnsupportedMediaType
 from webapi.extensions import tome
 from webapi.operations import Operation, operation
 from webapi.schemas import ListQuery, VoiceEmbeddingForm, VoiceForm, VoiceList, VoiceOut, VoiceUpdate
-from webapi.usage import require_storage_room
+from webapi.usage import require_room_for_voice, require_storage_room
 from webapi.validation import parse_id, query, validate
-from worker.audio import AudioError, AudioLimits, decode_reference, write_wav_atomic
+from worker.audio import AudioLimits
 from worker.engines.base import EmbeddingEngine, embedding_engine
 from worker.jobs.lexicons import LexiconNotFound
 from worker.jobs.lexicons import find as find_lexicons
 from worker.jobs.state import jobs_using_voice
 from worker.logs import log_context
-from worker.qa.reference import NOT_SPEECH, TRANSCRIPT_CODES, check_reference, without
+from worker.qa.reference import TRANSCRIPT_CODES, without
 from worker.storage.atomic import atomic_file
 from worker.storage.backend import StorageError, local_copy
-from worker.task_names import BUILD_VOICE
+from worker.voices.analysis import AnalysisUnavailable, process_pool
+from worker.voices.builds import send_builds
 from worker.voices.embedding import (
     MAX_EMBEDDING_BYTES,
     EmbeddingError,
@@ -93,6 +95,7 @@ def _save_upload(upload: FileStorage, limit: int, folder: Path, field: str = "au
                 if size > limit:
                     raise TooLarge(f"{field} is larger than the limit of {limit} bytes", field=field)
                 out.write(block)
+                time.sleep(0)  # a turn for the API's other requests (a yield under gevent)
     except BaseException:
         Path(name).unlink(missing_ok=True)
         raise
@@ -116,8 +119,9 @@ def _store_reference(upload: FileStorage, voice_id: uuid.UUID, force: bool = Fal
     WAV under a new server-generated name (a re-upload never overwrites a file a running build may be
     reading).
 
-    The checks are a few numpy passes over the samples (~30 ms for 120 s at 48 kHz), cheap enough for
-    the request; the transcript check costs seconds and runs in the worker's prompt build."""
+    The bytes are copied here; the decoding, checks and WAV run in a helper process
+    (worker.voices.analysis), so the API's event loop stays free for other requests meanwhile. The
+    transcript check costs seconds and runs in the worker's prompt build."""
     settings = tome().settings
     limits = AudioLimits(
         max_bytes=settings.max_upload_bytes,
@@ -128,32 +132,34 @@ def _store_reference(upload: FileStorage, voice_id: uuid.UUID, force: bool = Fal
     )
     layout = settings.layout
     tmp = _save_upload(upload, settings.max_upload_bytes, layout.uploads)
+    reference = layout.new_reference(voice_id)
+    pool = process_pool(settings.reference_analysers, settings.reference_analysis_seconds)
+    started = time.monotonic()
     try:
-        try:
-            decoded = decode_reference(tmp, limits)
-        except AudioError as exc:
-            raise Invalid(exc.message, code=exc.code, field="audio") from exc
-        report = check_reference(decoded.samples, decoded.sample_rate)
-        kept = report.refusal is not None and report.refusal.code == NOT_SPEECH and force
-        if report.refusal is not None and not kept:
-            raise Invalid(
-                f"the reference recording is unusable: {report.refusal.message}",
-                code=report.refusal.code,
-                field="audio",
-                measured=report.refusal.measured,
-            )
-        reference = layout.new_reference(voice_id)
-        reference.parent.mkdir(parents=True, exist_ok=True)
-        write_wav_atomic(reference, decoded.samples, decoded.sample_rate)
+        answer = pool.run(tmp, reference, limits, force)
+        log.info("voice %s: reference analysed in %.2f s", voice_id, time.monotonic() - started)
+    except AnalysisUnavailable as exc:
+        log.warning("reference analysis of voice %s: %s", voice_id, exc)
+        raise Unavailable(
+            "the server is too busy to check the recording now; retry in a minute", retry_after=60
+        ) from exc
     finally:
         tmp.unlink(missing_ok=True)
-    data = reference.read_bytes()
-    sha = hashlib.sha256(data).hexdigest()
+    if "invalid" in answer:
+        raise Invalid(answer["invalid"]["message"], code=answer["invalid"]["code"], field="audio")
+    if "refused" in answer:
+        refusal = answer["refused"]
+        raise Invalid(
+            f"the reference recording is unusable: {refusal['message']}",
+            code=refusal["code"],
+            field="audio",
+            measured=refusal.get("measured"),
+        )
+    ok = answer["ok"]
     tome().storage.publish(reference)  # in the store before the voice row names it
-    found = (report.refusal, *report.warnings) if kept and report.refusal is not None else report.warnings
-    warnings = [finding.to_json() for finding in found]
-    duration = round(decoded.duration, 3)
-    return StoredReference(reference, sha, duration, decoded.sample_rate, len(data), warnings)
+    return StoredReference(
+        reference, ok["sha256"], ok["duration"], ok["sample_rate"], ok["size"], ok["warnings"]
+    )
 
 
 def _embedding_engine_or_422() -> EmbeddingEngine:
@@ -288,7 +294,10 @@ def create_voice() -> tuple[Response, int]:
     if upload is None and embedding is None:
         raise Invalid("the file field 'audio' is required", code="validation_error", field="audio")
     speaker = _embedding_engine_or_422() if embedding is not None else None
-    require_storage_room()
+    if speaker is None:
+        require_room_for_voice()  # a recording is built: the build quota counts too
+    else:
+        require_storage_room()
     owner = current_principal().owner
     _refuse_taken_name(owner, form.name)
     lexicon_ids = _lexicon_ids(form.lexicons)
@@ -328,7 +337,7 @@ def create_voice() -> tuple[Response, int]:
         raise
     with log_context(voice_id=voice_id):
         if speaker is None:
-            state.enqueue(BUILD_VOICE, [str(voice_id)])
+            send_builds(state.runtime, state.enqueue)  # now, or when one of the builds in flight ends
             log.info("voice %s uploaded by %s (%.1f s)", voice_id, owner, ref.duration)
         else:
             log.info("voice %s made from a speaker embedding by %s", voice_id, owner)
@@ -365,7 +374,7 @@ def replace_voice(voice_id: str) -> tuple[Response, int]:
         voice.lexicon_ids = _lexicon_ids(form.lexicons)
         state.sessions.commit()
         return jsonify(voice_out(voice).model_dump(mode="json")), 200
-    require_storage_room()
+    require_room_for_voice()  # the prompt is built again
     if in_use := _in_use(voice):
         raise Conflict(f"voice is used by {in_use} unfinished job(s); cancel them or wait", field="voice_id")
     old_audio = voice.audio_path
@@ -387,7 +396,7 @@ def replace_voice(voice_id: str) -> tuple[Response, int]:
     state.sessions.commit()
     if ref is not None:
         state.storage.remove(old_audio)
-    state.enqueue(BUILD_VOICE, [str(voice.id)])
+    send_builds(state.runtime, state.enqueue)
     log.info("voice %s replaced by its owner", voice.id)
     return jsonify(voice_out(voice).model_dump(mode="json")), 202
 

@@ -59,6 +59,10 @@ class Settings:
     max_upload_bytes: int = 50 * 1024 * 1024
     max_reference_seconds: float = 120.0
     min_reference_seconds: float = 1.0
+    # Reference recordings are decoded and checked in helper processes of each API process (never on its
+    # request loop): how many at once, and how long one may take before it is killed (webapi.voices).
+    reference_analysers: int = 2
+    reference_analysis_seconds: float = 60.0
     max_chunks_per_job: int = 20_000
     # Scripts up to this long are planned while the client waits (errors answered at once); longer ones
     # by a worker, so that no request holds an API process for long (worker.jobs.intake).
@@ -74,6 +78,8 @@ class Settings:
     quota_storage_bytes: int = 20 * 1024**3
     quota_unfinished_jobs: int = 20
     quota_audio_seconds_per_day: float = 172_800.0  # estimated output submitted in any 24 hours
+    # Worker seconds spent building an owner's voice prompts in any 24 hours; over it, uploads are refused.
+    quota_build_seconds_per_day: float = 3_600.0
     # Re-renders of one job's chunks in any hour (each stitches its chapter and the book again); 0: no limit.
     max_rerenders_per_job_hour: int = 30
     # POST /v1/audio/speech (worker.jobs.speech): the longest input it speaks, and how long the API waits
@@ -92,6 +98,11 @@ class Settings:
     chunk_lease_seconds: int = 300
     stitch_lease_seconds: int = 1800
     voice_build_lease_seconds: int = 600
+    # Voice prompt builds sent and not yet ended (worker.voices.builds): in all, and per owner. Keep the
+    # total below the number of rendering processes, so that builds never take every process and another
+    # owner's chunks still render; further builds wait in the database and are sent as one ends.
+    voice_builds_in_flight: int = 2
+    voice_builds_per_owner: int = 1
     max_chunk_attempts: int = 3
     sweep_interval_seconds: float = 30.0
     queued_grace_seconds: int = 60
@@ -176,6 +187,7 @@ class Settings:
     paced_seconds_per_chunk: float = 0.25
     paced_warm_up_seconds: float = 0.0
     paced_max_reference_seconds: float = 0.0  # 0: any length; else a longer reference fails its build
+    paced_seconds_per_build: float = 0.0  # each prompt build takes at least this long (a slow encoder)
 
     @property
     def control_queue_name(self) -> str:
@@ -231,6 +243,12 @@ class Settings:
                 "TOME_CHUNKS_PER_TASK, TOME_MAX_CHUNK_ATTEMPTS and TOME_RENDER_TASKS_IN_FLIGHT "
                 "must be at least 1"
             )
+        if not 1 <= self.voice_builds_per_owner <= self.voice_builds_in_flight:
+            raise ConfigError(
+                "TOME_VOICE_BUILDS_PER_OWNER must be at least 1 and at most TOME_VOICE_BUILDS_IN_FLIGHT"
+            )
+        if self.reference_analysers < 1 or not self.reference_analysis_seconds > 0:
+            raise ConfigError("TOME_REFERENCE_ANALYSERS and TOME_REFERENCE_ANALYSIS_SECONDS must be positive")
         if self.secret_key and len(self.secret_key) < MIN_SECRET_KEY_CHARS:
             raise ConfigError(
                 f"TOME_SECRET_KEY must be at least {MIN_SECRET_KEY_CHARS} characters "
@@ -255,7 +273,9 @@ class Settings:
             "paced_seconds_per_chunk",
             "paced_warm_up_seconds",
             "paced_max_reference_seconds",
+            "paced_seconds_per_build",
             "max_rerenders_per_job_hour",
+            "quota_build_seconds_per_day",
         ):
             if getattr(self, name) < 0:
                 raise ConfigError(f"TOME_{name.upper()} must not be negative")

@@ -36,6 +36,7 @@ from worker.task_names import (
     SWEEP,
     Enqueue,
 )
+from worker.voices.builds import send_builds
 from worker.voices.prompts import BuildOutcome, build_voice
 
 Handler = Callable[[Runtime, list[Any], Enqueue], Any]
@@ -80,12 +81,14 @@ def _deliver_chapter(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
 
 
 def _build(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
-    """Build the voice's prompt; when a build ends either way, the jobs that wait for it go on."""
+    """Build the voice's prompt; when a build ends either way, the jobs that wait for it go on, and the
+    next waiting build is sent."""
     voice_id = uuid.UUID(str(args[0]))
     with log_context(voice_id=voice_id):
         outcome = build_voice(rt, voice_id)
     if outcome in (BuildOutcome.BUILT, BuildOutcome.FAILED):
         wake_jobs_waiting_for(rt, voice_id, enqueue)
+    send_builds(rt, enqueue)  # its slot is free: the next waiting build goes
     return outcome.value
 
 

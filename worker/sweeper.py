@@ -25,7 +25,6 @@ from worker.jobs.scheduler import schedule
 from worker.jobs.stitch import maybe_begin_stitch
 from worker.runtime import Runtime
 from worker.task_names import (
-    BUILD_VOICE,
     DELIVER_AUDIOBOOKSHELF,
     DELIVER_CHAPTER_WEBHOOK,
     DELIVER_WEBHOOK,
@@ -35,6 +34,7 @@ from worker.task_names import (
     Enqueue,
 )
 from worker.voices import state as voices
+from worker.voices.builds import send_builds
 from worker.webhooks import chapter_due_filter, delivery_event_due_filter, due_filter, flags_due_filter
 
 log = logging.getLogger(__name__)
@@ -205,9 +205,9 @@ def _resume_chapters(rt: Runtime, enqueue: Enqueue, now: datetime, report: Sweep
 
 def _sweep_voices(rt: Runtime, enqueue: Enqueue, now: datetime, report: SweepReport) -> None:
     """Prompts of an older engine become stale; builds whose worker died, and builds whose message was
-    lost, are sent again. A stale voice that an unfinished job's chunks use is rebuilt."""
+    lost, wait again; a stale voice that an unfinished job's chunks use waits for a rebuild; then the
+    waiting builds with room are sent (worker.voices.builds)."""
     engine = rt.engine()
-    quiet_since = now - timedelta(seconds=rt.settings.queued_grace_seconds)
     # A job needs the voices its chunks use (its script's voice directives), not just its own voice.
     needed = (
         select(Chunk.voice_id)
@@ -219,10 +219,7 @@ def _sweep_voices(rt: Runtime, enqueue: Enqueue, now: datetime, report: SweepRep
         report.voices_marked_stale = voices.mark_outdated_stale(session, engine.name, engine.version)
         voices.expire_build_leases(session, now)
         voices.wake_needed_stale(session, needed)
-        waiting = voices.take_waiting(session, quiet_since, now)
-    for voice_id in waiting:
-        enqueue(BUILD_VOICE, [str(voice_id)])
-    report.voices_resent = len(waiting)
+    report.voices_resent = send_builds(rt, enqueue)
 
 
 def expire_outputs(rt: Runtime, now: datetime) -> int:

@@ -9,7 +9,9 @@ espeak's, so prompts are not shared between the two. ``warm_up_seconds`` (``TOME
 default 0) makes its warm-up take that long, as loading a model onto a GPU does when a worker starts.
 ``max_reference_seconds`` (``TOME_PACED_MAX_REFERENCE_SECONDS``, default 0: any length) makes
 ``encode_speaker`` raise a RuntimeError on a longer reference, as a neural codec with a fixed context
-does (not an EngineError: the failure a build must survive is any exception).
+does (not an EngineError: the failure a build must survive is any exception). ``seconds_per_build``
+(``TOME_PACED_SECONDS_PER_BUILD``, default 0) makes each ``encode_speaker`` take at least that long, as a
+neural speaker encoder on a long reference does: a build that holds a worker process.
 Word times (``synthesize_timed``) are espeak's, paced the same way.
 """
 
@@ -36,11 +38,13 @@ class PacedEspeakEngine:
         seconds_per_chunk: float = 0.25,
         warm_up_seconds: float = 0.0,
         max_reference_seconds: float = 0.0,
+        seconds_per_build: float = 0.0,
     ) -> None:
         self._inner = EspeakEngine()
         self.seconds_per_chunk = seconds_per_chunk
         self.warm_up_seconds = warm_up_seconds
         self.max_reference_seconds = max_reference_seconds
+        self.seconds_per_build = seconds_per_build
         self.version = f"{self._inner.version}/paced"
         self.sample_rate = self._inner.sample_rate
         self.max_chunk_chars = self._inner.max_chunk_chars
@@ -58,7 +62,12 @@ class PacedEspeakEngine:
                 f"the codec takes at most {self.max_reference_seconds:g} s of reference audio, "
                 f"not {seconds:.1f} s"
             )
-        return self._inner.encode_speaker(audio, sample_rate, ref_text)
+        started = time.monotonic()
+        prompt = self._inner.encode_speaker(audio, sample_rate, ref_text)
+        remaining = self.seconds_per_build - (time.monotonic() - started)
+        if remaining > 0:
+            time.sleep(remaining)
+        return prompt
 
     def synthesize(self, batch: Sequence[SynthesisRequest]) -> list[Waveform]:
         return self._paced(self._inner.synthesize, batch)

@@ -90,6 +90,7 @@ def _paced_factory(settings: Settings) -> Engine:
         settings.paced_seconds_per_chunk,
         settings.paced_warm_up_seconds,
         settings.paced_max_reference_seconds,
+        settings.paced_seconds_per_build,
     )
 
 

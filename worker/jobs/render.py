@@ -36,7 +36,8 @@ from worker.logs import log_context
 from worker.qa.checks import policy_for
 from worker.qa.whisper import RecogniserError
 from worker.runtime import Runtime
-from worker.task_names import BUILD_VOICE, Enqueue
+from worker.task_names import Enqueue
+from worker.voices.builds import request_builds
 from worker.voices.prompts import (
     LoadedPrompt,
     VoiceCacheFailed,
@@ -358,7 +359,7 @@ def _load_prompts(
     for voice_id in not_ready:
         with contextlib.suppress(VoiceCacheFailed):
             ensure_ready(rt, voice_id)
-        enqueue(BUILD_VOICE, [str(voice_id)])  # a no-op if a build is running or the prompt is ready
+    request_builds(rt, not_ready, enqueue)  # sent when there is room; none twice
     log.info("chunks %s wait for the prompts of %s", seqs, ", ".join(map(str, not_ready)))
     return None
 

@@ -19,7 +19,8 @@ from worker import observe
 from worker.jobs import actions, state
 from worker.jobs.scheduler import schedule
 from worker.runtime import Runtime
-from worker.task_names import BUILD_VOICE, PLAN_JOB, START_JOB, Enqueue
+from worker.task_names import PLAN_JOB, START_JOB, Enqueue
+from worker.voices.builds import request_builds
 from worker.voices.prompts import VoiceCacheFailed, ensure_ready
 
 log = logging.getLogger(__name__)
@@ -54,8 +55,7 @@ def start_job(rt: Runtime, job_id: uuid.UUID, enqueue: Enqueue) -> StartOutcome:
             actions.fail(rt, job_id, str(exc), enqueue)
             return StartOutcome.FAILED
     if waiting:
-        for voice_id in waiting:
-            enqueue(BUILD_VOICE, [str(voice_id)])
+        request_builds(rt, waiting, enqueue)
         log.info("waiting for the prompts of %s", ", ".join(map(str, waiting)))
         return StartOutcome.WAITING
     with unit_of_work(rt.sessions) as session:

@@ -1,6 +1,11 @@
-"""What an owner uses and may use: stored bytes, unfinished jobs, audio in the last 24 hours, each against
-its per-owner quota (``TOME_QUOTA_*``; 0 means no limit). Read by ``GET /v1/usage`` and checked before a
-job or a voice is accepted. No Flask or Celery imports.
+"""What an owner uses and may use: stored bytes, unfinished jobs, audio in the last 24 hours, worker time
+of voice prompt builds in the last 24 hours, each against its per-owner quota (``TOME_QUOTA_*``; 0 means
+no limit). Read by ``GET /v1/usage`` and checked before a job or a voice is accepted. No Flask or Celery
+imports.
+
+Voice builds count what they cost the workers: the wall seconds each build that ran held a worker
+process (built, failed or thrown away alike), and the seconds of reference audio it encoded. The quota
+is on the worker seconds; an upload over it is refused until builds leave the 24-hour window.
 
 Stored bytes are the owner's reference recordings, chunk audio and outputs that still exist (expiry
 removes chunks and outputs; they then stop counting). Audio in the last 24 hours is the estimated output
@@ -18,7 +23,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import String, case, cast, func, or_, select
 from sqlalchemy.orm import Session
 
-from models import Chunk, Job, JobChapter, JobRerender, JobStatus, Voice
+from models import Chunk, Job, JobChapter, JobRerender, JobStatus, Voice, VoiceBuild
 from models.job import ACTIVE
 from worker.config import Settings
 
@@ -31,6 +36,9 @@ class Usage:
     stored_bytes: int
     unfinished_jobs: int
     audio_seconds_24h: float
+    build_seconds_24h: float = 0.0  # worker seconds of the owner's voice prompt builds
+    build_audio_seconds_24h: float = 0.0  # reference audio those builds encoded
+    builds_24h: int = 0
 
 
 @dataclass(frozen=True)
@@ -39,6 +47,7 @@ class Quotas:
     unfinished_jobs: int
     audio_seconds_24h: float
     rerenders_per_job_hour: int = 0
+    build_seconds_24h: float = 0.0
 
     @classmethod
     def of(cls, settings: Settings) -> Quotas:
@@ -47,6 +56,7 @@ class Quotas:
             settings.quota_unfinished_jobs,
             settings.quota_audio_seconds_per_day,
             settings.max_rerenders_per_job_hour,
+            settings.quota_build_seconds_per_day,
         )
 
 
@@ -61,6 +71,28 @@ class QuotaExceeded(Exception):
 def usage_of(session: Session, owner: str, now: datetime, *, shared_chunks: bool = False) -> Usage:
     """What ``owner`` uses now. ``shared_chunks``: chunk audio reused by later jobs is one file (hard links
     on one disk), weighed once; in a bucket every copy weighs."""
+    unfinished = session.scalar(
+        select(func.count()).where(Job.owner == owner, Job.status.in_([s.value for s in ACTIVE]))
+    )
+    builds, build_seconds, build_audio = session.execute(
+        select(
+            func.count(VoiceBuild.id),
+            func.coalesce(func.sum(VoiceBuild.seconds), 0),
+            func.coalesce(func.sum(VoiceBuild.audio_seconds), 0),
+        ).where(VoiceBuild.owner == owner, VoiceBuild.created_at >= now - WINDOW)
+    ).one()
+    return Usage(
+        _stored_bytes(session, owner, shared_chunks),
+        int(unfinished or 0),
+        _audio_seconds(session, owner, now),
+        float(build_seconds or 0),
+        float(build_audio or 0),
+        int(builds or 0),
+    )
+
+
+def _stored_bytes(session: Session, owner: str, shared_chunks: bool) -> int:
+    """References, books and their files, chapters built early, and chunk audio."""
     references = session.scalar(
         select(
             func.coalesce(
@@ -92,9 +124,11 @@ def usage_of(session: Session, owner: str, now: datetime, *, shared_chunks: bool
         .subquery()
     )
     chunks = session.scalar(select(func.coalesce(func.sum(files.c.size), 0)))
-    unfinished = session.scalar(
-        select(func.count()).where(Job.owner == owner, Job.status.in_([s.value for s in ACTIVE]))
-    )
+    return int(references or 0) + int(outputs or 0) + int(chunks or 0) + int(early_chapters or 0)
+
+
+def _audio_seconds(session: Session, owner: str, now: datetime) -> float:
+    """Audio of the last 24 hours: each job's estimate (what it rendered, if it ended early), re-renders."""
     ended_early = Job.status.in_([JobStatus.FAILED.value, JobStatus.CANCELLED.value])
     rendered = (
         select(func.coalesce(func.sum(Chunk.duration), 0)).where(Chunk.job_id == Job.id).scalar_subquery()
@@ -111,11 +145,20 @@ def usage_of(session: Session, owner: str, now: datetime, *, shared_chunks: bool
             JobRerender.owner == owner, JobRerender.created_at >= now - WINDOW
         )
     )
-    return Usage(
-        int(references or 0) + int(outputs or 0) + int(chunks or 0) + int(early_chapters or 0),
-        int(unfinished or 0),
-        float(audio or 0) + float(rerendered or 0),
-    )
+    return float(audio or 0) + float(rerendered or 0)
+
+
+def check_new_voice(usage: Usage, quotas: Quotas) -> None:
+    """Raise :class:`QuotaExceeded` (429, with when to retry) if the owner's voice builds of the last 24
+    hours already took the build quota's worker time: a new reference would need another build."""
+    limit = quotas.build_seconds_24h
+    if limit and usage.build_seconds_24h >= limit:
+        raise QuotaExceeded(
+            "quota_build_seconds_per_day",
+            f"your voice prompt builds took {usage.build_seconds_24h:.0f} s of worker time in the last 24 "
+            f"hours; the quota is {limit:.0f} s (TOME_QUOTA_BUILD_SECONDS_PER_DAY)",
+            retry_after=3600,
+        )
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from typing import Any
 from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
-from models import CacheStatus, Voice, unit_of_work, utcnow
+from models import CacheStatus, Voice, VoiceBuild, unit_of_work, utcnow
 from worker import counters, observe
 from worker.audio import AudioError, read_wav
 from worker.engines import Engine, EngineError
@@ -56,6 +56,7 @@ __all__ = [
     "prompt_from_embedding_file",
     "prompt_of_row",
     "publish_build",
+    "record_build",
     "request_build",
     "voice_rows",
 ]
@@ -212,6 +213,7 @@ def build_voice(rt: Runtime, voice_id: uuid.UUID, force: bool = False) -> BuildO
     claim = claim_build(rt, voice_id, force)
     if isinstance(claim, BuildOutcome):
         return claim
+    started = time.perf_counter()
     try:
         path = compute_prompt(rt, claim)
     except Exception as exc:  # whatever the engine raises: the claim is given up now, not at lease expiry
@@ -221,12 +223,35 @@ def build_voice(rt: Runtime, voice_id: uuid.UUID, force: bool = False) -> BuildO
         )
         log.warning("voice %s: prompt build failed: %s", voice_id, exc, exc_info=not expected)
         fail_build(rt, claim, reason)
+        record_build(rt, claim, BuildOutcome.FAILED, time.perf_counter() - started)
         return BuildOutcome.FAILED
     except BaseException:  # the worker is stopping: another one builds it without waiting for the lease
         with unit_of_work(rt.sessions) as session:
             state.release_build(session, claim)
         raise
-    return publish_build(rt, claim, path, check_transcript_of(rt, claim))
+    outcome = publish_build(rt, claim, path, check_transcript_of(rt, claim))
+    record_build(rt, claim, outcome, time.perf_counter() - started)
+    return outcome
+
+
+def record_build(rt: Runtime, claim: BuildClaim, outcome: BuildOutcome, seconds: float) -> None:
+    """Count a build that ran in its owner's usage: the worker seconds it took (its transcript check
+    included) and the seconds of reference audio it encoded, whatever became of its result."""
+    with unit_of_work(rt.sessions) as session:
+        row = session.execute(
+            select(Voice.owner, Voice.audio_duration).where(Voice.id == claim.voice_id)
+        ).first()
+        if row is None:
+            return
+        session.add(
+            VoiceBuild(
+                voice_id=claim.voice_id,
+                owner=row.owner,
+                seconds=round(seconds, 3),
+                audio_seconds=float(row.audio_duration or 0.0),
+                outcome=outcome.value,
+            )
+        )
 
 
 # An absolute path in an error message (a server file the voice's owner must not learn of).

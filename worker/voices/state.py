@@ -3,7 +3,7 @@
 The one answer to "where does ``cache_status`` change" (as :mod:`worker.jobs.state` is for jobs and
 chunks)::
 
-    pending ──claim_build──> processing ──publish_build──> ready
+    pending ──mark_sent──> pending, sent ──claim_build──> processing ──publish_build──> ready
        ^                        │  └─────fail_build──────> failed (any exception of the build, at once)
        │                        ├─(its worker stopping: release_build)──> pending
        │                        └─(lease expired: expire_build_leases)──> pending
@@ -11,6 +11,10 @@ chunks)::
        ├── reset_for_new_reference (re-upload) <── any state
        └── wake_needed_stale <── stale, when an unfinished job needs the voice
     ready ──mark_stale / mark_outdated_stale──> stale (engine changed, prompt file damaged)
+
+A pending voice waits in the database until :mod:`worker.voices.builds` has room for its build and marks
+it sent (``cache_sent_until``: until then its message may still be in the broker); a sent build's message
+that is lost counts again as waiting once that time passes.
 
 Only one build per voice runs at a time across processes: ``claim_build`` takes a lease and a build
 token, and only the holder of that token may publish or fail the build. Publishing re-checks the voice:
@@ -97,6 +101,7 @@ def claim_build(
             cache_lease_until=now + lease,
             cache_build_token=token,
             cache_error=None,
+            cache_sent_until=None,
         )
     )
     if _rows(result) != 1:
@@ -185,7 +190,7 @@ def request_build(session: Session, voice: Voice, key: str, *, force: bool) -> b
             _live(),
             Voice.cache_status.in_([CacheStatus.READY, CacheStatus.FAILED, CacheStatus.STALE]),
         )
-        .values(cache_status=CacheStatus.PENDING, cache_error=None)
+        .values(cache_status=CacheStatus.PENDING, cache_error=None, cache_sent_until=None)
     )
     return _rows(result) == 1
 
@@ -196,6 +201,7 @@ def reset_for_new_reference(voice: Voice) -> None:
     voice.cache_status = CacheStatus.PENDING.value
     voice.cache_error = None
     voice.cache_lease_until = None
+    voice.cache_sent_until = None
 
 
 def mark_stale(session: Session, voice_id: uuid.UUID, key: str | None, error: str | None = None) -> bool:
@@ -249,16 +255,54 @@ def wake_needed_stale(session: Session, needed: object) -> int:
     return _rows(result)
 
 
-def take_waiting(session: Session, quiet_since: datetime, now: datetime) -> list[uuid.UUID]:
-    """Pending voices untouched since ``quiet_since`` (their build message may be lost): touched now, so
-    the next sweep leaves them alone for a while, and returned to be sent again."""
-    waiting = list(
-        session.scalars(
-            select(Voice.id).where(
-                _live(), Voice.cache_status == CacheStatus.PENDING, Voice.updated_at < quiet_since
-            )
-        )
+def wake_stale(session: Session, voice_ids: Sequence[uuid.UUID]) -> int:
+    """stale -> pending for ``voice_ids``: a job that needs them asked for their builds."""
+    if not voice_ids:
+        return 0
+    result = session.execute(
+        update(Voice)
+        .where(_live(), Voice.cache_status == CacheStatus.STALE, Voice.id.in_(list(voice_ids)))
+        .values(cache_status=CacheStatus.PENDING, cache_sent_until=None)
     )
-    if waiting:
-        session.execute(update(Voice).where(Voice.id.in_(waiting)).values(updated_at=now))
-    return waiting
+    return _rows(result)
+
+
+def unsent(now: datetime) -> ColumnElement[bool]:
+    """A pending voice whose build waits to be sent: never sent, or its message counts as lost."""
+    return and_(
+        _live(),
+        Voice.cache_status == CacheStatus.PENDING,
+        or_(Voice.cache_sent_until.is_(None), Voice.cache_sent_until < now),
+    )
+
+
+def sent(now: datetime) -> ColumnElement[bool]:
+    """A pending voice whose build message was sent and counts as still on its way."""
+    return and_(_live(), Voice.cache_status == CacheStatus.PENDING, Voice.cache_sent_until >= now)
+
+
+def building(now: datetime) -> ColumnElement[bool]:
+    """A voice whose build is in flight: sent and not yet taken, or taken under a live lease."""
+    return and_(
+        _live(),
+        or_(
+            and_(Voice.cache_status == CacheStatus.PENDING, Voice.cache_sent_until >= now),
+            and_(Voice.cache_status == CacheStatus.PROCESSING, Voice.cache_lease_until >= now),
+        ),
+    )
+
+
+def mark_sent(session: Session, voice_id: uuid.UUID, until: datetime, now: datetime) -> bool:
+    """pending, unsent (or sent before and lost) -> pending, sent until ``until``. False if another
+    process sent it first or the voice changed state: then its build is not sent again."""
+    result = session.execute(
+        update(Voice)
+        .where(
+            Voice.id == voice_id,
+            _live(),
+            Voice.cache_status == CacheStatus.PENDING,
+            or_(Voice.cache_sent_until.is_(None), Voice.cache_sent_until < now),
+        )
+        .values(cache_sent_until=until)
+    )
+    return _rows(result) == 1

@@ -1,0 +1,233 @@
+"""Voice prompt builds: sent fairly and boundedly (worker.voices.builds), counted in their owner's usage
+against the daily build quota, and references analysed in helper processes (worker.voices.analysis)."""
+
+from __future__ import annotations
+
+import io
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+from sqlalchemy import select, update
+
+from models import Voice, utcnow
+from tests.api.helpers import upload_voice
+from tests.conftest import bearer
+from tests.support.apps import tome_of
+from tests.support.inline import Inline
+from webapi.cli import mint_key
+from worker.audio import AudioLimits
+from worker.config import ConfigError, load_settings
+from worker.task_names import BUILD_VOICE
+from worker.voices.analysis import AnalyserPool, AnalysisUnavailable
+from worker.voices.builds import send_builds
+
+
+def _builds(inline: Inline) -> list[str]:
+    return [str(args[0]) for name, args in inline.sent if name == BUILD_VOICE]
+
+
+def _unsend_all(app: Flask) -> None:
+    """Forget the build messages the API sent (to the app's broker, which no test worker reads)."""
+    sessions = tome_of(app).sessions
+    sessions.execute(update(Voice).values(cache_sent_until=None))
+    sessions.commit()
+
+
+def _voices(app: Flask, client: FlaskClient, owner: str, count: int, audio: tuple[bytes, str]) -> list[str]:
+    headers = bearer(mint_key(app, owner=owner, name="k", admin=False))
+    ids = []
+    for i in range(count):
+        answer = upload_voice(client, headers, audio[0], name=f"{owner} {i}", ref_text=audio[1])
+        assert answer.status_code == 202, answer.json
+        ids.append(answer.json["id"])
+    return ids
+
+
+def test_builds_are_sent_one_per_owner_within_the_total_and_the_next_when_one_ends(
+    make_app: Callable[..., Flask], reference_audio: tuple[bytes, str]
+) -> None:
+    app = make_app(voice_builds_in_flight=2, voice_builds_per_owner=1)
+    client = app.test_client()
+    alice = _voices(app, client, "alice", 3, reference_audio)
+    bob = _voices(app, client, "bob", 1, reference_audio)
+    carol = _voices(app, client, "carol", 1, reference_audio)
+    _unsend_all(app)
+    rt = tome_of(app).runtime
+    inline = Inline(rt)
+    assert send_builds(rt, inline.enqueue) == 2
+    # The oldest waiting voice's owner first, then the owner with none in flight: never two of alice's.
+    assert _builds(inline) == [alice[0], bob[0]]
+    assert send_builds(rt, inline.enqueue) == 0, "no room: nothing more is sent, nothing twice"
+    inline.run(max_messages=1)  # alice's first build ends: its slot goes to carol, who has none in flight
+    assert _builds(inline)[2:] == [carol[0]]
+    inline.run()
+    assert sorted(_builds(inline)) == sorted(alice + bob + carol)
+    states = dict(tome_of(app).sessions.execute(select(Voice.id, Voice.cache_status)).all())
+    assert set(states.values()) == {"ready"}, states
+
+
+def test_a_lost_build_message_is_sent_again_once_its_time_passes(
+    make_app: Callable[..., Flask], reference_audio: tuple[bytes, str]
+) -> None:
+    app = make_app()
+    client = app.test_client()
+    (voice_id,) = _voices(app, client, "alice", 1, reference_audio)
+    rt = tome_of(app).runtime
+    inline = Inline(rt)
+    assert send_builds(rt, inline.enqueue) == 0, "sent at upload: it counts as on its way"
+    sessions = tome_of(app).sessions
+    sessions.execute(update(Voice).values(cache_sent_until=utcnow() - timedelta(seconds=1)))
+    sessions.commit()
+    assert send_builds(rt, inline.enqueue) == 1
+    assert _builds(inline) == [voice_id]
+
+
+def test_builds_are_counted_in_their_owners_usage_only_and_the_quota_refuses_uploads(
+    make_app: Callable[..., Flask], reference_audio: tuple[bytes, str]
+) -> None:
+    app = make_app(quota_build_seconds_per_day=0.001)
+    client = app.test_client()
+    alice = bearer(mint_key(app, owner="alice", name="k", admin=False))
+    bob = bearer(mint_key(app, owner="bob", name="k", admin=False))
+    first = upload_voice(client, alice, reference_audio[0], name="one", ref_text=reference_audio[1])
+    assert first.status_code == 202, first.json
+    _unsend_all(app)
+    inline = Inline(tome_of(app).runtime)
+    send_builds(inline.rt, inline.enqueue)
+    inline.run()
+    usage = client.get("/v1/usage", headers=alice).json["voice_builds_24h"]
+    assert usage["count"] == 1
+    assert usage["seconds"]["used"] > 0
+    assert usage["seconds"]["quota"] == 0.001
+    assert usage["audio_seconds"] == pytest.approx(first.json["audio_duration"], abs=0.06)
+    assert client.get("/v1/usage", headers=bob).json["voice_builds_24h"]["count"] == 0
+
+    refused = upload_voice(client, alice, reference_audio[0], name="two", ref_text=reference_audio[1])
+    assert refused.status_code == 429, refused.json
+    assert refused.json["error"]["code"] == "quota_build_seconds_per_day"
+    assert "TOME_QUOTA_BUILD_SECONDS_PER_DAY" in refused.json["error"]["message"]
+    assert int(refused.headers["Retry-After"]) > 0
+    replaced = client.put(
+        f"/v1/voices/{first.json['id']}",
+        data={"audio": (io.BytesIO(reference_audio[0]), "r.wav")},
+        headers=alice,
+        content_type="multipart/form-data",
+    )
+    assert replaced.status_code == 429, replaced.json
+    # Another owner's builds are theirs: bob's upload is accepted.
+    assert upload_voice(client, bob, reference_audio[0], ref_text=reference_audio[1]).status_code == 202
+
+
+def test_an_upload_larger_than_the_limit_is_refused_before_its_body_is_read(
+    make_app: Callable[..., Flask],
+) -> None:
+    app = make_app(max_upload_bytes=1024 * 1024)
+    client = app.test_client()
+    headers = bearer(mint_key(app, owner="alice", name="k", admin=False))
+
+    declared = 64 * 1024 * 1024
+
+    class Body(io.RawIOBase):
+        """``declared`` bytes of zeros, made as they are read (and counted)."""
+
+        read_bytes = position = 0
+
+        def readable(self) -> bool:
+            return True
+
+        def seekable(self) -> bool:
+            return True
+
+        def tell(self) -> int:
+            return self.position
+
+        def seek(self, offset: int, whence: int = 0) -> int:
+            self.position = offset + (declared if whence == io.SEEK_END else 0)
+            return self.position
+
+        def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+            size = min(len(buffer), declared - self.position)
+            buffer[:size] = bytes(size)
+            self.position += size
+            self.read_bytes += size
+            return size
+
+    body = Body()
+    answer = client.post(
+        "/v1/voices",
+        input_stream=body,
+        headers={**headers, "Content-Type": "multipart/form-data; boundary=x"},
+    )
+    assert answer.status_code == 413, answer.json
+    assert body.read_bytes < declared // 8
+
+
+@pytest.mark.parametrize(
+    ("audio", "code"),
+    [(b"RIFF\x24\x00\x00\x00WAVEfmt junk", "audio_undecodable"), (b"\0" * 4096, "audio_undecodable")],
+)
+def test_bad_audio_is_a_422_from_the_analyser_and_leaves_nothing(
+    client: FlaskClient, user: dict[str, str], app: Flask, audio: bytes, code: str
+) -> None:
+    answer = upload_voice(client, user, audio)
+    assert answer.status_code == 422, answer.json
+    assert answer.json["error"]["field"] == "audio"
+    assert answer.json["error"]["code"].startswith("audio_"), answer.json
+    voices = Path(tome_of(app).settings.data_dir) / "voices"
+    assert not voices.exists() or not any(voices.iterdir())
+
+
+def test_an_analysis_past_its_deadline_is_unavailable_and_its_helper_is_replaced(
+    tmp_path: Path, reference_audio: tuple[bytes, str]
+) -> None:
+    upload = tmp_path / "r.wav"
+    upload.write_bytes(reference_audio[0])
+    pool = AnalyserPool(1, timeout=0.01)  # far less than a helper takes to start
+    try:
+        with pytest.raises(AnalysisUnavailable):
+            pool.run(upload, tmp_path / "out.wav", AudioLimits(), force=False)
+        pool.timeout = 120
+        answer = pool.run(upload, tmp_path / "out.wav", AudioLimits(), force=False)
+    finally:
+        pool.close()
+    assert answer["ok"]["size"] == (tmp_path / "out.wav").stat().st_size
+    assert answer["ok"]["duration"] > 1
+
+
+def test_another_owners_voice_cannot_be_rebuilt_or_replaced(
+    client: FlaskClient, user: dict[str, str], other_user: dict[str, str], reference_audio: tuple[bytes, str]
+) -> None:
+    voice = upload_voice(client, user, reference_audio[0], ref_text=reference_audio[1]).json
+    url = f"/v1/voices/{voice['id']}"
+    replaced = client.put(
+        url,
+        data={"ref_text": "mine now", "audio": (io.BytesIO(reference_audio[0]), "r.wav")},
+        headers=other_user,
+        content_type="multipart/form-data",
+    )
+    assert replaced.status_code == 404, replaced.json
+    assert client.delete(url, headers=other_user).status_code == 404
+    assert client.get(url, headers=other_user).status_code == 404
+    assert client.get(url, headers=user).json["ref_text"] == reference_audio[1]
+    assert client.get(f"/v1/voices/{uuid.uuid4()}", headers=user).status_code == 404
+    assert client.get("/v1/usage", headers=other_user).json["voice_builds_24h"]["count"] == 0
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"voice_builds_per_owner": 3, "voice_builds_in_flight": 2},
+        {"voice_builds_per_owner": 0},
+        {"reference_analysers": 0},
+        {"quota_build_seconds_per_day": -1.0},
+    ],
+)
+def test_build_and_analysis_settings_that_make_no_sense_are_refused(bad: dict[str, object]) -> None:
+    with pytest.raises(ConfigError) as refused:
+        load_settings({}, **bad)
+    assert "TOME_" in str(refused.value)
