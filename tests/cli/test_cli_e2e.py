@@ -13,7 +13,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -41,20 +40,16 @@ from tome_cli.main import (
 from tome_cli.main import app as tome
 from webapi.cli import mint_key
 from worker.audio import decode_to_pcm
-from worker.config import Settings
 
 
 @pytest.mark.e2e
 def test_voice_render_download_and_inspect(
-    stack: Stack,
-    settings: Settings,
+    rendering: Stack,
     tmp_path: Path,
     reference: tuple[Path, str],
-    start_worker: Callable[..., Any],
 ) -> None:
-    start_worker(settings, concurrency=2)
-    ref, transcript = reference
-    added = stack.run("voices", "add", "narrator", str(ref), "--text", transcript)
+    stack = rendering
+    added = stack.add_voice(reference)
     assert added.exit_code == EXIT_OK, added.output
     assert added.stdout.strip().endswith("\tready"), added.stdout
     assert "speaker prompt" in added.stderr or "uploaded voice narrator" in added.stderr
