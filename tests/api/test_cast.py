@@ -11,9 +11,9 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from tests.api.helpers import chunk_voice_ids, preview_of, submit_job, upload_voice
 from tests.conftest import bearer
 from tests.support.apps import tome_of
+from tests.support.factories import add_voice, chunk_voice_ids, preview_of, submit_job
 from webapi.cli import mint_key
 from worker.jobs.intake import PlanOutcome, plan_job
 
@@ -30,16 +30,9 @@ She sighed. “Again.”
 """
 
 
-def _voice(client: FlaskClient, headers: dict[str, str], audio: tuple[bytes, str], name: str) -> str:
-    response = upload_voice(client, headers, audio[0], name=name, ref_text=audio[1])
-    assert response.status_code == 202, response.json
-    voice_id: str = response.json["id"]
-    return voice_id
-
-
 @pytest.fixture
 def voices(client: FlaskClient, user: dict[str, str], reference_audio: tuple[bytes, str]) -> dict[str, str]:
-    return {name: _voice(client, user, reference_audio, name) for name in ("narrator", "tom", "maggie")}
+    return {name: add_voice(client, user, reference_audio, name) for name in ("narrator", "tom", "maggie")}
 
 
 def _preview(client: FlaskClient, headers: dict[str, str], **body: Any) -> Any:
@@ -114,7 +107,7 @@ def test_another_owners_voice_is_no_voice_of_yours(
     voices: dict[str, str],
     reference_audio: tuple[bytes, str],
 ) -> None:
-    theirs = _voice(client, other_user, reference_audio, "theirs")
+    theirs = add_voice(client, other_user, reference_audio, "theirs")
     for cast in ({"voices": {"Tom": theirs}}, {"default": theirs}):
         for response in (
             _preview(client, user, cast=cast),
@@ -171,7 +164,7 @@ def test_a_long_script_with_a_cast_is_planned_by_a_worker_with_the_same_chunks(
 ) -> None:
     app = make_app(inline_plan_max_chars=100)
     client, user = app.test_client(), bearer(mint_key(app, owner="alice", name="k", admin=False))
-    voices = {name: _voice(client, user, reference_audio, name) for name in ("narrator", "tom", "maggie")}
+    voices = {name: add_voice(client, user, reference_audio, name) for name in ("narrator", "tom", "maggie")}
     cast = {"voices": {"Tom": "tom"}, "default": "maggie", "lines": {"2": "Margaret"}}
     accepted = _preview(client, user, cast=cast)
     assert accepted.status_code == 202, accepted.json  # over the inline cap: a worker plans it

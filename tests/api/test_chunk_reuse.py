@@ -3,19 +3,17 @@ voice, text and settings) takes their audio, byte for byte, and renders only the
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
-from sqlalchemy import select
 
-from models import Chunk
 from tests.api.helpers import submit_job, upload_voice
 from tests.conftest import bearer
 from tests.support.apps import tome_of
+from tests.support.factories import job_chunks
 from tests.support.inline import Inline
 from tests.support.s3 import BACKENDS, overrides_for
 from webapi.cli import mint_key
@@ -72,11 +70,6 @@ def _run(app: Flask, client: FlaskClient, user: dict[str, str], script: str, **b
     return done
 
 
-def _chunks(app: Flask, job_id: str) -> list[Chunk]:
-    query = select(Chunk).where(Chunk.job_id == uuid.UUID(job_id)).order_by(Chunk.seq)
-    return list(tome_of(app).sessions.scalars(query))
-
-
 def _setup(
     make_app: Callable[..., Flask], audio: bytes, owner: str
 ) -> tuple[Flask, FlaskClient, dict[str, str]]:
@@ -108,9 +101,9 @@ def test_an_edited_paragraph_is_the_only_thing_rendered_again(
         len(second_engine.texts) == 1 and "screamed" in second_engine.texts[0]
     ), second_engine.texts
     assert second["progress"]["chunks_reused"] == total - 1
-    before = {c.text: c for c in _chunks(app, first["id"])}
+    before = {c.text: c for c in job_chunks(app, first["id"])}
     store = tome_of(app).storage
-    for chunk in _chunks(app, second["id"]):
+    for chunk in job_chunks(app, second["id"]):
         if "screamed" in chunk.text:
             assert chunk.text not in before
             continue
@@ -130,8 +123,8 @@ def test_nothing_is_reused_across_owners_or_across_settings(
     # the same book at another speed: other audio, nothing reused
     faster = _run(app, client, user, _book(CHAPTERS), speed=1.25)
     assert faster["progress"]["chunks_reused"] == 0
-    keys = {c.content_key for c in _chunks(app, first["id"])}
-    assert keys.isdisjoint(c.content_key for c in _chunks(app, faster["id"]))
+    keys = {c.content_key for c in job_chunks(app, first["id"])}
+    assert keys.isdisjoint(c.content_key for c in job_chunks(app, faster["id"]))
     # another owner with the same reference and book: renders its own
     other = bearer(mint_key(app, "second-owner", "k", admin=False))
     voice = upload_voice(client, other, reference_audio[0])
@@ -147,7 +140,7 @@ def test_a_donor_whose_audio_is_gone_is_rendered_again(
 ) -> None:
     app, client, user = _setup(make_app, reference_audio[0], "forgetful")
     first = _run(app, client, user, _book(CHAPTERS))
-    for chunk in _chunks(app, first["id"]):
+    for chunk in job_chunks(app, first["id"]):
         tome_of(app).storage.remove(str(chunk.audio_path))
     with _Counted() as engine:
         again = _run(app, client, user, _book(CHAPTERS))
@@ -167,7 +160,7 @@ def test_audio_checked_less_than_a_job_asks_is_rendered_again(
         heard = _run(app, client, user, _book(CHAPTERS), qa={"transcript": True})
     assert heard["progress"]["chunks_reused"] == 0
     assert len(engine.texts) == heard["progress"]["chunks_total"]
-    checks = {c["name"] for c in _chunks(app, heard["id"])[1].qa["checks"]}
+    checks = {c["name"] for c in job_chunks(app, heard["id"])[1].qa["checks"]}
     assert "words" in checks
     # now checked with the transcript: a job with or without it reuses that audio
     again = _run(app, client, user, _book(CHAPTERS), qa={"transcript": True})
@@ -194,9 +187,11 @@ def test_audio_passed_under_other_thresholds_is_rendered_again(
     assert again["progress"]["chunks_reused"] == total
     # the default job's records without their thresholds' digest (as written before): still the defaults'
     with tome_of(app).sessions.begin():
-        for chunk in _chunks(app, default["id"]):
+        for chunk in job_chunks(app, default["id"]):
             chunk.qa = {k: v for k, v in (chunk.qa or {}).items() if k != "policy"}
-    for chunk in _chunks(app, first["id"]) + _chunks(app, again["id"]):  # only the default job's are left
+    for chunk in job_chunks(app, first["id"]) + job_chunks(
+        app, again["id"]
+    ):  # only the default job's are left
         tome_of(app).sessions.delete(chunk)
     tome_of(app).sessions.commit()
     with _Counted() as engine:

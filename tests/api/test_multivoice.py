@@ -13,8 +13,8 @@ from flask.testing import FlaskClient
 from sqlalchemy import select, update
 
 from models import CacheStatus, Chunk, Voice, unit_of_work, utcnow
-from tests.api.helpers import chunk_voice_ids, submit_job, upload_voice
 from tests.support.apps import tome_of
+from tests.support.factories import add_voice, chunk_voice_ids, submit_job
 from tests.support.inline import Inline
 from worker.jobs.start import StartOutcome, start_job
 from worker.runtime import Runtime
@@ -37,16 +37,9 @@ And that was that.
 """
 
 
-def _voice(client: FlaskClient, headers: dict[str, str], audio: tuple[bytes, str], name: str) -> str:
-    response = upload_voice(client, headers, audio[0], name=name, ref_text=audio[1])
-    assert response.status_code == 202, response.json
-    voice_id: str = response.json["id"]
-    return voice_id
-
-
 @pytest.fixture
 def cast(client: FlaskClient, user: dict[str, str], reference_audio: tuple[bytes, str]) -> dict[str, str]:
-    return {name: _voice(client, user, reference_audio, name) for name in ("narrator", "bob", "ann")}
+    return {name: add_voice(client, user, reference_audio, name) for name in ("narrator", "bob", "ann")}
 
 
 def test_each_chunk_gets_its_directive_voice_by_name_or_id(
@@ -138,14 +131,14 @@ def test_another_users_voice_is_not_found_by_name_or_id(
     cast: dict[str, str],
     reference_audio: tuple[bytes, str],
 ) -> None:
-    theirs = _voice(client, other_user, reference_audio, "carol")
+    theirs = add_voice(client, other_user, reference_audio, "carol")
     for ref in ("carol", theirs):
         response = submit_job(client, user, "narrator", script=f"Hi.\n<!-- voice: {ref} -->\nHello.")
         assert response.status_code == 422, ref
         assert response.json["error"]["code"] == "voice_not_found"
         assert (response.json["error"]["line"], response.json["error"]["column"]) == (2, 1)
     # ...while its owner may use it, and a name is resolved among the caller's own voices only
-    _voice(client, other_user, reference_audio, "bob")
+    add_voice(client, other_user, reference_audio, "bob")
     mine = submit_job(client, user, "narrator", script="<!-- voice: bob -->\nHi.").json
     assert mine["voice_ids"] == [cast["bob"]]
 

@@ -22,6 +22,7 @@ from models import Chunk, Job, JobKind, unit_of_work, utcnow
 from tests.api.helpers import submit_job, upload_voice
 from tests.conftest import bearer
 from tests.support.apps import tome_of
+from tests.support.factories import job_chunks
 from tests.support.inline import Inline
 from webapi.cli import mint_key
 from worker import webhooks
@@ -106,7 +107,7 @@ def test_an_edited_chunk_replaces_only_itself_and_the_old_book_stays_until_then(
     app, client, user, inline, job = _finished(make_app, reference_audio, format=fmt)
     seq = _storm_seq(client, user, job)
     before = client.get(job["output"]["url"], headers=user).data
-    others = {c.seq: Path(str(c.audio_path)).read_bytes() for c in _chunks(app, job["id"]) if c.seq != seq}
+    others = {c.seq: Path(str(c.audio_path)).read_bytes() for c in job_chunks(app, job["id"]) if c.seq != seq}
     rendered_texts.clear()
 
     response = client.post(
@@ -214,11 +215,6 @@ def test_a_refused_rerender_keeps_the_previous_take_and_the_job_succeeds(
     assert _chunk(app, job["id"], seq).error is None
 
 
-def _chunks(app: Flask, job_id: str) -> list[Chunk]:
-    query = select(Chunk).where(Chunk.job_id == uuid.UUID(job_id)).order_by(Chunk.seq)
-    return list(tome_of(app).sessions.scalars(query))
-
-
 def test_a_new_take_with_the_same_text_counts_a_revision_and_restitches_only_its_chapter(
     make_app: Callable[..., Flask], reference_audio: tuple[bytes, str], rendered_texts: list[str]
 ) -> None:
@@ -324,7 +320,7 @@ SSML_BOOK = (
 
 
 def _seq_reading(app: Flask, job_id: str, words: str) -> int:
-    return next(c.seq for c in _chunks(app, job_id) if words in c.text)
+    return next(c.seq for c in job_chunks(app, job_id) if words in c.text)
 
 
 def test_an_ssml_jobs_edit_is_read_as_ssml_and_plain_text_keeps_the_chunks_rate(

@@ -13,17 +13,13 @@ import tempfile
 import time
 from pathlib import Path
 
+from tests.support.api_server import free_port
+
 PG_BIN = (
     Path(sorted(glob.glob("/usr/lib/postgresql/*/bin"))[-1])
     if glob.glob("/usr/lib/postgresql/*/bin")
     else None
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _wait_port(port: int, timeout: float = 30.0) -> None:

@@ -3,7 +3,7 @@ the CLI run in-process (click's runner) against it with TOME_URL/TOME_API_KEY se
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,7 +15,7 @@ from tests.support.api_server import running_api
 from tome_cli.main import app as tome
 from webapi.cli import mint_key
 from worker.config import Settings
-from worker.processes import api_command
+from worker.processes import WorkerProcess, api_command
 
 
 @dataclass
@@ -33,6 +33,11 @@ class Stack:
         }
         return CliRunner().invoke(tome, list(args), env=full, catch_exceptions=False)
 
+    def add_voice(self, reference: tuple[Path, str], *args: str, name: str = "narrator") -> Result:
+        """``tome voices add NAME REF --text TRANSCRIPT ARGS...``"""
+        ref, transcript = reference
+        return self.run("voices", "add", name, str(ref), "--text", transcript, *args)
+
 
 @pytest.fixture
 def stack(app: Flask, settings: Settings, tmp_path: Path) -> Iterator[Stack]:
@@ -41,6 +46,13 @@ def stack(app: Flask, settings: Settings, tmp_path: Path) -> Iterator[Stack]:
     (tmp_path / "config").mkdir()
     with running_api(settings, tmp_path, lambda bind: api_command(bind, workers=1)) as server:
         yield Stack(f"http://127.0.0.1:{server.port}", key, tmp_path / "config")
+
+
+@pytest.fixture
+def rendering(stack: Stack, settings: Settings, start_worker: Callable[..., WorkerProcess]) -> Stack:
+    """``stack`` with a real Celery worker (two pool processes) rendering behind it."""
+    start_worker(settings, concurrency=2)
+    return stack
 
 
 @pytest.fixture

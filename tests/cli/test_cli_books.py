@@ -7,9 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import httpx
 import mutagen
@@ -24,7 +22,6 @@ from tests.cli.conftest import Stack
 from tests.e2e.flow import BOOK
 from tome_cli.context import EXIT_API, EXIT_FAILED, EXIT_OK
 from webapi.cli import mint_key
-from worker.config import Settings
 
 
 def _get(stack: Stack, url: str) -> bytes:
@@ -40,15 +37,12 @@ def _digest(data: bytes) -> str:
 @pytest.mark.e2e
 def test_render_with_every_kind_of_option_then_files_downloads_and_a_waited_rerender(
     db: scoped_session[Session],
-    stack: Stack,
-    settings: Settings,
+    rendering: Stack,
     tmp_path: Path,
     reference: tuple[Path, str],
-    start_worker: Callable[..., Any],
 ) -> None:
-    start_worker(settings, concurrency=2)
-    ref, transcript = reference
-    assert stack.run("voices", "add", "narrator", str(ref), "--text", transcript).exit_code == EXIT_OK
+    stack = rendering
+    assert stack.add_voice(reference).exit_code == EXIT_OK
     lexicon = httpx.post(
         f"{stack.url}/v1/lexicons",
         headers={"Authorization": f"Bearer {stack.key}"},
@@ -165,15 +159,12 @@ def test_render_with_every_kind_of_option_then_files_downloads_and_a_waited_rere
 
 @pytest.mark.e2e
 def test_the_acx_preset_saves_the_chapter_files_and_the_report(
-    stack: Stack,
-    settings: Settings,
+    rendering: Stack,
     tmp_path: Path,
     reference: tuple[Path, str],
-    start_worker: Callable[..., Any],
 ) -> None:
-    start_worker(settings, concurrency=2)
-    ref, transcript = reference
-    assert stack.run("voices", "add", "narrator", str(ref), "--text", transcript).exit_code == EXIT_OK
+    stack = rendering
+    assert stack.add_voice(reference).exit_code == EXIT_OK
     script = tmp_path / "two.md"
     script.write_text(
         "# One\n\nThe ferry left the harbour at dawn, and nobody said a word.\n\n"
@@ -194,8 +185,7 @@ def test_ids_are_taken_whole_or_as_unique_prefixes_and_listed_whole(
     stack: Stack, tmp_path: Path, reference: tuple[Path, str]
 ) -> None:
     """No worker runs: the jobs stay queued. 17 jobs: two of them share a first hex digit."""
-    ref, transcript = reference
-    assert stack.run("voices", "add", "narrator", str(ref), "--text", transcript, "--no-wait").exit_code == 0
+    assert stack.add_voice(reference, "--no-wait").exit_code == 0
     script = tmp_path / "note.txt"
     script.write_text("A short note, read aloud.\n", encoding="utf-8")
     ids = []
@@ -238,8 +228,7 @@ def test_ids_are_taken_whole_or_as_unique_prefixes_and_listed_whole(
 def test_another_owners_jobs_are_not_found_by_prefix(
     app: Flask, stack: Stack, tmp_path: Path, reference: tuple[Path, str]
 ) -> None:
-    ref, transcript = reference
-    assert stack.run("voices", "add", "narrator", str(ref), "--text", transcript, "--no-wait").exit_code == 0
+    assert stack.add_voice(reference, "--no-wait").exit_code == 0
     script = tmp_path / "note.txt"
     script.write_text("A short note, read aloud.\n", encoding="utf-8")
     job_id = stack.run("render", str(script), "--voice", "narrator", "--no-wait").stdout.strip()

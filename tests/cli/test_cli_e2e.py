@@ -48,15 +48,12 @@ from worker.config import Settings
 
 @pytest.mark.e2e
 def test_voice_render_download_and_inspect(
-    stack: Stack,
-    settings: Settings,
+    rendering: Stack,
     tmp_path: Path,
     reference: tuple[Path, str],
-    start_worker: Callable[..., Any],
 ) -> None:
-    start_worker(settings, concurrency=2)
-    ref, transcript = reference
-    added = stack.run("voices", "add", "narrator", str(ref), "--text", transcript)
+    stack = rendering
+    added = stack.add_voice(reference)
     assert added.exit_code == EXIT_OK, added.output
     assert added.stdout.strip().endswith("\tready"), added.stdout
     assert "speaker prompt" in added.stderr or "uploaded voice narrator" in added.stderr

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import math
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,16 +14,12 @@ from typing import Any
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
-from sqlalchemy import select
 
 from models import Chunk
-from tests.api.helpers import submit_job, upload_voice
 from tests.e2e.flow import wait_terminal
 from tests.support.apps import tome_of
-from tests.support.audio import TRANSCRIPT, pitched_reference
-from worker.audio import read_wav
+from tests.support.factories import add_pitched_voices, job_chunks, median_f0, submit_job
 from worker.config import Settings
-from worker.engines.pitch import f0_statistics, track_pitch
 
 pytestmark = pytest.mark.e2e
 
@@ -47,21 +42,14 @@ PITCH = {"narrator": 85.0, "tom": 125.0, "anna": 185.0, "ruth": 270.0}
 SPEAKER_VOICE = {"Ruth Marlow": "ruth", "Tom Hale": "tom", "Anna Price": "anna", "narrator": "narrator"}
 
 
-def _median_f0(path: str) -> float:
-    stats = f0_statistics(track_pitch(*read_wav(path)))
-    assert stats is not None, f"no voiced speech in {path}"
-    return float(stats[0])
-
-
 def _nearest(f0: float) -> str:
     return min(PITCH, key=lambda name: abs(math.log(f0 / PITCH[name])))
 
 
-def _chunks(app: Flask, job_id: str) -> list[Chunk]:
-    sessions = tome_of(app).sessions
-    sessions.remove()
-    query = select(Chunk).where(Chunk.job_id == uuid.UUID(job_id)).order_by(Chunk.seq)
-    return list(sessions.scalars(query).all())
+def _fresh_chunks(app: Flask, job_id: str) -> list[Chunk]:
+    """The job's chunks as the worker left them (the session's held rows dropped first)."""
+    tome_of(app).sessions.remove()
+    return job_chunks(app, job_id)
 
 
 def test_each_line_is_read_in_its_characters_voice_and_a_correction_renders_only_its_lines(
@@ -73,10 +61,7 @@ def test_each_line_is_read_in_its_characters_voice_and_a_correction_renders_only
     start_worker: Callable[..., Any],
 ) -> None:
     start_worker(settings, concurrency=2)
-    for name, f0 in PITCH.items():
-        reference = pitched_reference(tmp_path, f0, 170.0).read_bytes()
-        response = upload_voice(client, user, reference, name=name, ref_text=TRANSCRIPT)
-        assert response.status_code == 202, response.json
+    add_pitched_voices(client, user, tmp_path, PITCH)
     body: dict[str, Any] = {"script": CHAPTER, "script_format": "markdown", "output": {"format": "wav"}}
     preview = client.post("/v1/scripts/preview", json={"voice": "narrator", **body}, headers=user).json
     assert [line["speaker"] for line in preview["lines"]] == [
@@ -88,12 +73,12 @@ def test_each_line_is_read_in_its_characters_voice_and_a_correction_renders_only
     assert first.status_code == 202, first.json
     done = wait_terminal(client, user, first.json["id"])
     assert done["status"] == "succeeded", done
-    chunks = _chunks(app, done["id"])
+    chunks = _fresh_chunks(app, done["id"])
     quotations = [c for c in chunks if c.speaker != "narrator"]
     assert len(quotations) == 5
     assert any("said Ruth Marlow" in (c.source_text or c.text) and c.speaker == "narrator" for c in chunks)
     for chunk in chunks:
-        heard = _nearest(_median_f0(str(chunk.audio_path)))
+        heard = _nearest(median_f0(str(chunk.audio_path)))
         assert heard == SPEAKER_VOICE[str(chunk.speaker)], (chunk.text, chunk.speaker, heard)
 
     files = {f["name"]: f for f in client.get(f"/v1/jobs/{done['id']}/files", headers=user).json["files"]}
@@ -110,11 +95,11 @@ def test_each_line_is_read_in_its_characters_voice_and_a_correction_renders_only
     assert second.status_code == 202, second.json
     again = wait_terminal(client, user, second.json["id"])
     assert again["status"] == "succeeded", again
-    after = _chunks(app, again["id"])
+    after = _fresh_chunks(app, again["id"])
     assert len(after) == len(chunks)
     assert again["progress"]["chunks_reused"] == len(after) - 2
     changed = [
-        (a.speaker, _nearest(_median_f0(str(a.audio_path))))
+        (a.speaker, _nearest(median_f0(str(a.audio_path))))
         for a, b in zip(after, chunks, strict=True)
         if a.speaker != b.speaker
     ]

@@ -5,7 +5,6 @@ second voice's chunks are measurably higher than the first's."""
 from __future__ import annotations
 
 import statistics
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,16 +12,10 @@ from typing import Any
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
-from sqlalchemy import select
 
-from models import Chunk
-from tests.api.helpers import submit_job, upload_voice
 from tests.e2e.flow import check_output, wait_terminal
-from tests.support.apps import tome_of
-from tests.support.audio import TRANSCRIPT, pitched_reference
-from worker.audio import read_wav
+from tests.support.factories import add_pitched_voices, job_chunks, median_f0, submit_job
 from worker.config import Settings
-from worker.engines.pitch import f0_statistics, track_pitch
 
 pytestmark = pytest.mark.e2e
 
@@ -45,12 +38,6 @@ Nobody answered her. The engines settled into a steady rhythm across the grey wa
 EXPECTED = ["low", "low", "high", "high", "low", "low"]
 
 
-def _median_f0(path: str) -> float:
-    stats = f0_statistics(track_pitch(*read_wav(path)))
-    assert stats is not None, f"no voiced speech in {path}"
-    return float(stats[0])
-
-
 def test_two_voice_markdown_book_renders_each_chunk_in_its_voice(
     app: Flask,
     client: FlaskClient,
@@ -60,13 +47,7 @@ def test_two_voice_markdown_book_renders_each_chunk_in_its_voice(
     start_worker: Callable[..., Any],
 ) -> None:
     start_worker(settings, concurrency=2)
-    ids: dict[str, str] = {}
-    for name, f0 in (("low", 95.0), ("high", 230.0)):
-        response = upload_voice(
-            client, user, pitched_reference(tmp_path, f0, 170.0).read_bytes(), name=name, ref_text=TRANSCRIPT
-        )
-        assert response.status_code == 202, response.json
-        ids[name] = response.json["id"]
+    ids = add_pitched_voices(client, user, tmp_path, {"low": 95.0, "high": 230.0})
 
     submitted = submit_job(
         client, user, "low", title="The Crossing", script=BOOK, script_format="markdown",
@@ -79,13 +60,9 @@ def test_two_voice_markdown_book_renders_each_chunk_in_its_voice(
     assert [c["title"] for c in finished["chapters"]] == ["The Crossing", "The Island"]
     check_output(app, client, user, finished)  # every chunk is in the output, in order, with its pauses
 
-    chunks = (
-        tome_of(app)
-        .sessions.scalars(select(Chunk).where(Chunk.job_id == uuid.UUID(finished["id"])).order_by(Chunk.seq))
-        .all()
-    )
+    chunks = job_chunks(app, finished["id"])
     assert [str(c.voice_id) for c in chunks] == [ids[name] for name in EXPECTED]
-    pitch = {name: [_median_f0(str(c.audio_path)) for c, n in zip(chunks, EXPECTED, strict=True) if n == name]
+    pitch = {name: [median_f0(str(c.audio_path)) for c, n in zip(chunks, EXPECTED, strict=True) if n == name]
              for name in ("low", "high")}  # fmt: skip
     low, high = statistics.median(pitch["low"]), statistics.median(pitch["high"])
     assert high > 1.8 * low, pitch

@@ -5,7 +5,6 @@ manifest says (tests.e2e.flow.check_output)."""
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,12 +12,10 @@ from typing import Any
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
-from sqlalchemy import select
 
-from models import Chunk
 from tests.api.helpers import submit_job, upload_voice
 from tests.e2e.flow import check_output, wait_terminal
-from tests.support.apps import tome_of
+from tests.support.factories import job_chunks
 from worker.config import Settings
 
 pytestmark = pytest.mark.e2e
@@ -34,11 +31,6 @@ PARAGRAPHS = [
     "Everything was calm again, and the gulls came back to the harbour wall.",
 ]
 EDITED = "By noon the wind had turned. The boats pulled hard at their moorings all afternoon."
-
-
-def _chunks(app: Flask, job_id: str) -> list[Chunk]:
-    query = select(Chunk).where(Chunk.job_id == uuid.UUID(job_id)).order_by(Chunk.seq)
-    return list(tome_of(app).sessions.scalars(query))
 
 
 def test_an_edited_paragraph_is_the_only_thing_rendered_again(
@@ -63,8 +55,8 @@ def test_an_edited_paragraph_is_the_only_thing_rendered_again(
         jobs.append(job)
     first, second = jobs
     assert first["progress"]["chunks_reused"] == 0
-    before = {c.text: c for c in _chunks(app, first["id"])}
-    after = _chunks(app, second["id"])
+    before = {c.text: c for c in job_chunks(app, first["id"])}
+    after = job_chunks(app, second["id"])
     rendered = [c for c in after if c.text not in before]
     assert rendered, "the edited paragraph's chunks are new"
     assert all("pulled hard" in c.text for c in rendered), [c.text for c in rendered]

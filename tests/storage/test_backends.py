@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from models import utcnow
-from tests.support.s3 import BACKENDS, S3Server, free_port, overrides_for
+from tests.support.api_server import free_port
+from tests.support.s3 import BACKENDS, S3Server, overrides_for
 from worker.audio import StitchError, StitchPiece, read_wav, stitch, write_wav_atomic
 from worker.audio.wavfile import wav_header
 from worker.config import ConfigError, Settings, load_settings

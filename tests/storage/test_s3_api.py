@@ -19,9 +19,10 @@ from flask.testing import FlaskClient
 from models import Job, utcnow
 from tests.api.helpers import submit_job, upload_voice
 from tests.conftest import bearer
+from tests.support.api_server import free_port
 from tests.support.apps import app_on, tome_of
 from tests.support.inline import Inline
-from tests.support.s3 import S3Server, free_port, s3_overrides
+from tests.support.s3 import S3Server, s3_overrides
 from webapi import create_app
 from webapi.cli import mint_key
 from worker.config import load_settings

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import http.client
+import os
+import signal
 import socket
 import subprocess
 import time
@@ -70,12 +72,23 @@ def running_api(
                 time.sleep(0.2)
         yield server
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        kill_tree(proc)
+
+
+def kill_tree(proc: subprocess.Popen[bytes]) -> None:
+    """SIGKILL a server, then the children it had (gunicorn's workers): the master first, so that it
+    cannot start a new worker for one that died. A test's server is not shut down gracefully: nothing is
+    checked after the test, and a gunicorn worker's graceful exit is mostly Python's interpreter teardown
+    (seconds of CPU each)."""
+    children: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in Path(f"/proc/{proc.pid}/task").iterdir():
+            children.extend(int(pid) for pid in (task / "children").read_text().split())
+    proc.kill()
+    proc.wait(timeout=10)
+    for pid in children:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
 
 
 @dataclass

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from bench.chapters import COLUMNS, ChapterRun, book, chapters_for, problems_of, run_chapters_bench
+from tests.support.factories import table_cells
 from worker.script import make_chunks, parse_document
 
 GOOD = ChapterRun(
@@ -27,12 +28,6 @@ GOOD = ChapterRun(
     wall_s=5.0,
     ready_before_book=3,
 )
-
-
-def cells(line: str) -> list[str]:
-    assert line.startswith("| "), line
-    assert line.endswith(" |"), line
-    return [cell.strip() for cell in line[1:-1].split("|")]
 
 
 def test_book_has_the_asked_words_and_chapters_in_one_chunk_a_paragraph() -> None:
@@ -77,7 +72,7 @@ def test_tiny_run_on_real_workers_reports_consistent_figures(tmp_path: Path) -> 
     assert problems == []
     header = lines.index("| " + " | ".join(COLUMNS) + " |")
     assert lines[header + 1] == "|" + "---|" * len(COLUMNS)
-    rows = [cells(line) for line in lines[header + 2 :] if line.startswith("| ")]
+    rows = [table_cells(line) for line in lines[header + 2 :] if line.startswith("| ")]
     assert [row[:2] for row in rows] == [
         ["espeak", "1 worker x 2"],
         ["espeak-paced (0.02 s/chunk)", "render 1 + CPU 2"],

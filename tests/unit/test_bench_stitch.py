@@ -8,6 +8,7 @@ from pathlib import Path
 import soundfile as sf
 
 from bench.stitch import MANIFEST, SAMPLE_RATE, Chunk, book_seconds, make_book, prefix, run_stitch_bench
+from tests.support.factories import table_cells
 
 COLUMNS = [
     "case",
@@ -20,12 +21,6 @@ COLUMNS = [
     "total MB",
     "note",
 ]
-
-
-def cells(line: str) -> list[str]:
-    assert line.startswith("| "), line
-    assert line.endswith(" |"), line
-    return [cell.strip() for cell in line[1:-1].split("|")]
 
 
 def test_book_has_the_asked_length_in_chunks_of_2_to_20_seconds(tmp_path: Path) -> None:
@@ -72,7 +67,7 @@ def test_tiny_run_reports_every_case_without_problems(tmp_path: Path) -> None:
     for line in lines[header + 2 :]:
         if not line:
             break
-        rows.append(cells(line))
+        rows.append(table_cells(line))
     assert all(len(row) == len(COLUMNS) for row in rows)
     cases = [row[0] for row in rows]
     assert cases.count("Tome stitch -> MP3") == 2  # a tenth of the book, then all of it
