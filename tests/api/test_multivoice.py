@@ -14,7 +14,7 @@ from sqlalchemy import select, update
 
 from models import CacheStatus, Chunk, Voice, unit_of_work, utcnow
 from tests.support.apps import tome_of
-from tests.support.factories import add_voice, chunk_voice_ids, submit_job
+from tests.support.factories import add_voice, builds_sent, chunk_voice_ids, submit_job
 from tests.support.inline import Inline
 from worker.jobs.start import StartOutcome, start_job
 from worker.runtime import Runtime
@@ -222,10 +222,6 @@ def _set_cache(app: Flask, voice_id: str, status: CacheStatus, error: str | None
         )
 
 
-def _builds(inline: Inline) -> list[str]:
-    return [str(args[0]) for name, args in inline.sent if name == BUILD_VOICE]
-
-
 def test_start_waits_for_every_used_voice_and_builds_each(
     app: Flask, client: FlaskClient, user: dict[str, str], cast: dict[str, str], rt: Runtime
 ) -> None:
@@ -235,11 +231,11 @@ def test_start_waits_for_every_used_voice_and_builds_each(
     assert start_job(rt, job_id, inline.enqueue) == StartOutcome.WAITING
     # One build of an owner's at a time (worker.voices.builds): the narrator's, sent at its upload, is
     # sent again; Bob's waits for it to end. Not Ann's: unused.
-    assert _builds(inline) == [cast["narrator"]]
+    assert builds_sent(inline) == [cast["narrator"]]
     build_voice(rt, uuid.UUID(cast["narrator"]))
     inline.sent.clear()
     assert start_job(rt, job_id, inline.enqueue) == StartOutcome.WAITING  # one ready voice is not enough
-    assert _builds(inline) == [cast["bob"]]
+    assert builds_sent(inline) == [cast["bob"]]
     assert [name for name, _ in inline.sent] == [BUILD_VOICE], "a waiting start sends nothing else"
     assert client.get(f"/v1/jobs/{job['id']}", headers=user).json["status"] == "queued"
     build_voice(rt, uuid.UUID(cast["bob"]))
@@ -291,7 +287,7 @@ def test_the_jobs_own_voice_is_not_needed_when_no_chunk_uses_it(
     job = submit_job(client, user, "narrator", script="<!-- voice: ann -->\nOnly Ann speaks.").json
     inline = Inline(rt)
     assert start_job(rt, uuid.UUID(job["id"]), inline.enqueue) == "started"
-    assert _builds(inline) == []
+    assert builds_sent(inline) == []
 
 
 def test_a_failed_voice_fails_the_job_naming_it(

@@ -18,17 +18,13 @@ from models import Voice, utcnow
 from tests.api.helpers import upload_voice
 from tests.conftest import bearer
 from tests.support.apps import tome_of
+from tests.support.factories import builds_sent
 from tests.support.inline import Inline
 from webapi.cli import mint_key
 from worker.audio import AudioLimits
 from worker.config import ConfigError, load_settings
-from worker.task_names import BUILD_VOICE
 from worker.voices.analysis import AnalyserPool, AnalysisUnavailable
 from worker.voices.builds import send_builds
-
-
-def _builds(inline: Inline) -> list[str]:
-    return [str(args[0]) for name, args in inline.sent if name == BUILD_VOICE]
 
 
 def _unsend_all(app: Flask) -> None:
@@ -61,12 +57,12 @@ def test_builds_are_sent_one_per_owner_within_the_total_and_the_next_when_one_en
     inline = Inline(rt)
     assert send_builds(rt, inline.enqueue) == 2
     # The oldest waiting voice's owner first, then the owner with none in flight: never two of alice's.
-    assert _builds(inline) == [alice[0], bob[0]]
+    assert builds_sent(inline) == [alice[0], bob[0]]
     assert send_builds(rt, inline.enqueue) == 0, "no room: nothing more is sent, nothing twice"
     inline.run(max_messages=1)  # alice's first build ends: its slot goes to carol, who has none in flight
-    assert _builds(inline)[2:] == [carol[0]]
+    assert builds_sent(inline)[2:] == [carol[0]]
     inline.run()
-    assert sorted(_builds(inline)) == sorted(alice + bob + carol)
+    assert sorted(builds_sent(inline)) == sorted(alice + bob + carol)
     states = dict(tome_of(app).sessions.execute(select(Voice.id, Voice.cache_status)).all())
     assert set(states.values()) == {"ready"}, states
 
@@ -84,7 +80,7 @@ def test_a_lost_build_message_is_sent_again_once_its_time_passes(
     sessions.execute(update(Voice).values(cache_sent_until=utcnow() - timedelta(seconds=1)))
     sessions.commit()
     assert send_builds(rt, inline.enqueue) == 1
-    assert _builds(inline) == [voice_id]
+    assert builds_sent(inline) == [voice_id]
 
 
 def test_builds_are_counted_in_their_owners_usage_only_and_the_quota_refuses_uploads(

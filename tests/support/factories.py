@@ -17,9 +17,11 @@ from sqlalchemy import select
 from models import Chunk
 from tests.support.apps import tome_of
 from tests.support.audio import TRANSCRIPT, pitched_reference
+from tests.support.inline import Inline
 from worker.audio import read_wav
 from worker.engines.pitch import f0_statistics, track_pitch
 from worker.jobs.preview import preview_script
+from worker.task_names import BUILD_VOICE
 
 
 def upload_voice(
@@ -102,3 +104,8 @@ def preview_of(app: Flask, response: Any) -> Any:
     preview_script(tome_of(app).runtime, uuid.UUID(response.json["preview"]))
     headers = {"Authorization": response.request.headers["Authorization"]}
     return app.test_client().get(response.headers["Location"], headers=headers)
+
+
+def builds_sent(inline: Inline) -> list[str]:
+    """The voice ids of the prompt builds the app sent to ``inline``, in order."""
+    return [str(args[0]) for name, args in inline.sent if name == BUILD_VOICE]
