@@ -13,6 +13,8 @@ when there is any. What it holds:
   needs is public.
 - No function longer than :data:`MAX_FUNCTION_LINES` lines (its docstring aside) outside tests, bench and
   migrations, except those in :data:`LONG_FUNCTIONS`, each waiting to be split.
+- No docstring over :data:`MAX_DOCSTRING_CHARS` characters in the application's packages: reference
+  material belongs in docs/, figures in docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ PURE = ("worker.script", "worker.audio", "worker.storage", "worker.engines", "wo
 PURE_ALLOWED = ("worker.config",)
 FRAMEWORKS = ("flask", "celery", "sqlalchemy", "models")
 MAX_FUNCTION_LINES = 60
+MAX_DOCSTRING_CHARS = 1200
+DOCSTRING_PACKAGES = ("models", "worker", "webapi", "tome_cli")
 LENGTH_EXEMPT = ("tests", "bench", "migrations")
 # Functions over the limit today; each is to be split into named steps, then taken off this list.
 LONG_FUNCTIONS = frozenset(
@@ -220,9 +224,25 @@ def length_breaches(modules: dict[str, Module], allowed: frozenset[str]) -> Iter
                     )
 
 
+def docstring_breaches(modules: dict[str, Module]) -> Iterator[str]:
+    for module in modules.values():
+        if not _within(module.name, DOCSTRING_PACKAGES):
+            continue
+        for node in ast.walk(module.tree):
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                text = ast.get_docstring(node, clean=False)
+                if text and len(text) > MAX_DOCSTRING_CHARS:
+                    name = module.name if isinstance(node, ast.Module) else f"{module.name}.{node.name}"
+                    yield (
+                        f"{module.path}:{getattr(node, 'lineno', 1)}: {name}'s docstring is {len(text)} "
+                        f"characters (at most {MAX_DOCSTRING_CHARS}): move the reference material to docs/"
+                    )
+
+
 def check(root: Path, allowed: frozenset[str] = LONG_FUNCTIONS) -> list[str]:
     modules = load(root)
     problems = [*layer_breaches(modules), *private_breaches(modules), *length_breaches(modules, allowed)]
+    problems += docstring_breaches(modules)
     problems += [f"import cycle: {' -> '.join(group)}" for group in cycles(modules)]
     return problems
 

@@ -56,6 +56,7 @@ def test_this_tree_passes() -> None:
             "private name",
         ),
         ({"worker/jobs/long.py": "def f():\n" + "    x = 1\n" * 61}, "is 61 lines long"),
+        ({"worker/jobs/doc.py": '"""' + "w" * 1201 + '"""\n'}, "docstring is 1201 characters"),
     ],
 )
 def test_each_breach_is_named(tmp_path: Path, files: dict[str, str], said: str) -> None:

@@ -31,26 +31,14 @@ PRIORITY_STEPS = [SPEECH_PRIORITY, WORK_PRIORITY]
 def task_routes(settings: Settings) -> dict[str, dict[str, Any]]:
     """Where each task goes, and at which priority.
 
-    Queues: the engine tasks go to ``gpu_queue`` when it is set. The control tasks (planning, starting
-    a job, which is also how a voice's build wakes the jobs waiting for it, stitching, the sweep) go to
-    ``control_queue``: every worker command consumes it, and a small worker that consumes nothing else
-    runs beside the render workers (``make run``, docker-compose), so a job's start and its stitch never
-    wait for a render batch to end, whoever's batch it is. Webhooks stay on ``settings.queue`` (a slow
-    receiver must not hold the control worker), with whatever else is CPU or I/O work.
-
-    Priority: a speech request (``tome.speak``, POST /v1/audio/speech) has a client waiting for its first
-    bytes, so it is sent at :data:`SPEECH_PRIORITY` and every other task at :data:`WORK_PRIORITY`, in the
-    same queues: the next pool process that frees up on a worker that renders takes the speech task
-    before any book chunk waiting in its queue (nothing running is preempted; the fair scheduler keeps
-    that backlog to a few render tasks anyway, worker.jobs.scheduler). Only an owner's first speech in
-    flight is sent so; the API sends its others at :data:`WORK_PRIORITY`, in arrival order with the book
-    work (worker.jobs.speech.admit), so that one owner's speech loop cannot keep every pool process.
-    A priority rather than a queue of its own, because a speech task must be taken by whatever worker
-    renders, on both brokers.
-
-    Routes are part of the app's config, so they apply to every ``send_task`` by name, from the API and
-    from workers alike. A retried task goes back to the queue it came from (Celery keeps its delivery info).
-    """
+    Queues: the engine tasks go to ``gpu_queue`` when it is set; the control tasks (plan, preview, start, the
+    wake-ups a build sends, stitches, the sweep) to ``control_queue``, which a small worker of its own serves,
+    so that they never wait behind a render batch; webhooks and deliveries stay on ``settings.queue``.
+    Priority: an owner's only speech in flight is sent at :data:`SPEECH_PRIORITY`, every other task at
+    :data:`WORK_PRIORITY`, in the same queues, so the next pool process that frees up takes it first; a
+    priority rather than a queue, because a speech task must be taken by whatever worker renders, on both
+    brokers. Routes are in the app's config, so they apply to every ``send_task`` by name, from the API and
+    workers alike. See docs/how-it-works.md, "Speech, books and control tasks share the workers"."""
     routes: dict[str, dict[str, Any]] = {name: {"priority": WORK_PRIORITY} for name in ALL_TASKS}
     routes[SPEAK] = {"priority": SPEECH_PRIORITY}
     for name in CONTROL_TASKS:

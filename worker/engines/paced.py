@@ -1,19 +1,12 @@
 """``espeak-paced``: espeak's real audio, delivered at the pace of a GPU engine.
 
 espeak renders about 1000x faster than real time, so crashes, restarts and leases are hard to exercise
-with it: every chunk is done before anything can go wrong. This engine returns exactly espeak's audio but
-makes each synthesize call take at least ``seconds_per_chunk`` per chunk (``TOME_PACED_SECONDS_PER_CHUNK``,
-default 0.25 s), a realistic time for a neural engine on a GPU. It is what the chaos battery runs; it
-stands in only for the GPU's timing, which this machine cannot provide. Its version differs from
-espeak's, so prompts are not shared between the two. ``warm_up_seconds`` (``TOME_PACED_WARM_UP_SECONDS``,
-default 0) makes its warm-up take that long, as loading a model onto a GPU does when a worker starts.
-``max_reference_seconds`` (``TOME_PACED_MAX_REFERENCE_SECONDS``, default 0: any length) makes
-``encode_speaker`` raise a RuntimeError on a longer reference, as a neural codec with a fixed context
-does (not an EngineError: the failure a build must survive is any exception). ``seconds_per_build``
-(``TOME_PACED_SECONDS_PER_BUILD``, default 0) makes each ``encode_speaker`` take at least that long, as a
-neural speaker encoder on a long reference does: a build that holds a worker process.
-Word times (``synthesize_timed``) are espeak's, paced the same way.
-"""
+with it: every chunk is done before anything can go wrong. This engine returns exactly espeak's audio
+(word times included) but makes each synthesize call take at least ``seconds_per_chunk`` per chunk; it
+can also make its warm-up and each prompt build take a while, and refuse long references with a
+RuntimeError (not an EngineError: a build must survive any exception), as neural engines do. It is what
+the chaos battery runs; it stands in only for a GPU's timing. Its version differs from espeak's, so
+prompts are not shared between the two. Its settings are in docs/operations.md."""
 
 from __future__ import annotations
 

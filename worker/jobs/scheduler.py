@@ -1,28 +1,13 @@
 """Which chunks go to the render queue next: a bounded number in flight, shared out fairly between owners.
 
-The broker's queue is first come, first served, so sending a whole book at once puts every later job,
-of every owner, behind it. Instead a job's chunks stay in the database until there is room: at most
-``TOME_RENDER_TASKS_IN_FLIGHT`` render tasks' worth of chunks are sent and not yet done, and each free
-slot goes to the owner with the fewest chunks in flight per unit of priority (the highest priority of the
-API keys behind their running jobs: weighted fair sharing). Within an owner, the oldest running job
-goes first, in chunk order. :func:`schedule` runs after a job starts, after every render task, when a
-voice's build wakes its chunks, and in every sweep; any process may run it at once with another: a chunk
-is marked sent by a conditional UPDATE before it is sent, so no chunk is sent twice (two schedulers can
-overshoot the bound by a task each, no more).
-
-A chunk whose voice has no ready prompt is not sent: it waits for the build, whose end runs this again.
-
-The slots are shared with speech: a speech job's chunks count in flight for their owner from the moment it
-is admitted (worker.jobs.speech), so an owner whose speech fills its share gets no book slots beside it.
-
-Sending a batch does not make it run next: the broker serves a queue first come, first served, and the
-batches sent before it (up to the bound) run first. That backlog is what keeps every worker busy, but a
-new owner's first batch would wait for it, whoever's it is. So the batch of an owner with nothing in
-flight and nothing rendered yet in its running jobs is sent to the front (:func:`to_front`: the Celery
-sender gives it the speech priority, worker.tasks): it is the next task a pool process takes when its
-current one ends. Only that first batch: the owner's next ones are in flight behind it and go in arrival
-order, so no owner can keep the front for itself.
-"""
+A job's chunks stay in the database until there is room: at most ``TOME_RENDER_TASKS_IN_FLIGHT`` render
+tasks' worth of chunks are sent and not yet done (speech chunks included), and each free slot goes to the
+owner with the fewest chunks in flight per unit of key priority; within an owner, the oldest running job
+first, in chunk order. A chunk is marked sent by a conditional UPDATE before it is sent, so any process
+may run :func:`schedule` at once with another and no chunk is sent twice. A chunk whose voice has no
+ready prompt waits for the build, whose end runs this again. The first batch of an owner with nothing in
+flight and nothing rendered yet goes to the front (:func:`to_front`), so a new owner does not wait for
+the backlog that keeps the workers busy. See docs/how-it-works.md, "Fair scheduling between owners"."""
 
 from __future__ import annotations
 

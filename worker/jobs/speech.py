@@ -2,35 +2,13 @@
 by the API process as they finish and streamed to the client (worker.jobs.speech_stream). No Flask or
 Celery imports.
 
-Why a job, and not something lighter: it is then counted by the per-owner quotas exactly as a book is
-(an unfinished job while it streams, its estimated seconds in the day's audio, what it rendered if it
-ended early, its chunk audio as stored bytes while it exists: worker.jobs.usage), owned and isolated by
-the same queries, cancelled by the same compare-and-set, and its chunks are claimed under the same
-attempt tokens and leases, so a duplicated message never writes a chunk twice. What differs:
-
-- Planning: the input is read as a plain script (numbers and abbreviations normalised, the voice's
-  lexicons, ``<!-- break -->`` and ``<!-- voice -->`` lines) by the same planner, then the first chunk is
-  cut after its first sentence, so that the first audio is ready sooner (:func:`first_sentence_apart`).
-- Admission: an owner has at most ``TOME_SPEECH_PER_OWNER`` speech jobs running; a request beyond that
-  is refused before anything is kept (:func:`admit`: the API answers 429 with Retry-After), so that one
-  owner's loop holds a bounded share of the render slots, and never waits out its own backlog into a
-  timeout.
-- Sending: the job is inserted running, its chunks already marked sent, so the fair scheduler never
-  sends them as book chunks (it counts them in flight for their owner, in the render slots they share
-  with the books). One task, ``tome.speak``, renders them all in order: the first chunk alone, the rest
-  in batches of ``TOME_CHUNKS_PER_TASK`` (one engine call each). An owner's only speech job in flight is
-  sent at the speech priority, ahead of the book work waiting in the queue; while it has another one in
-  flight, at the work priority, in arrival order with the books (worker.celery_app.task_routes), so a
-  loop of requests cannot keep every pool process away from other owners' books.
-- Voices: a voice whose prompt is not ready is built by that task itself, through the usual build
-  (worker.voices.prompts.build_voice: one build at a time, whoever asks), rather than by a build message
-  sent at the background priority; then every job that waited for that voice is woken as after any
-  build. A failed voice fails the speech job with ``error_detail.code = "voice_unavailable"``.
-- Ending: the job succeeds when its last chunk is done (never stitched, no webhook); the API removes
-  the chunk files as it streams them and, when the response ends, cancels the job if the client left
-  early (remaining chunks are then never rendered: the task checks between batches) and forgets the
-  chunks' audio (:func:`end_speech`).
-"""
+A job, so that quotas, ownership, cancelling, attempt tokens and leases hold for speech exactly as for
+books. What differs: the input is planned as a plain script with its first sentence a chunk of its own
+(:func:`first_sentence_apart`); at most ``TOME_SPEECH_PER_OWNER`` speech jobs of an owner run at once
+(:func:`admit`, race-safe; the API answers 429 beyond it); the job is inserted running with its chunks
+marked sent, rendered in order by one ``tome.speak`` task that builds a missing voice itself; it succeeds
+when its last chunk is done (no stitch, no webhook), and :func:`end_speech` cancels it if the client left
+and forgets its audio. See docs/how-it-works.md, "Speech requests"."""
 
 from __future__ import annotations
 

@@ -2,20 +2,13 @@
 ffmpeg process, and its output handed to the client as it comes (no Flask, no Celery: the view returns a
 :class:`SpeechStream` as a streaming response body).
 
-A feeder thread (a greenlet under gunicorn's gevent workers) waits for each chunk in turn by polling its
-row every :data:`POLL_SECONDS` (one indexed SELECT: the embedded stack has no pub/sub, and the database is
-the truth anyway), reads its WAV, removes the file and writes its samples and the pause after it to
-ffmpeg's stdin; the response iterates over ffmpeg's stdout. A chunk that does not come within
-``TOME_SPEECH_WAIT_SECONDS``, or a job that fails, ends the stream with an error: before the first byte
-the view answers it with a status code; after it, the response is broken off (no final chunk of the
-chunked encoding), so that a client never takes a truncated file for a whole one.
-
-:meth:`SpeechStream.close` runs when the response ends, whichever way (the WSGI server calls it when the
-client goes away too, at the next write that fails): ffmpeg is killed if it still runs, the feeder stops,
-and the job is finished or cancelled and its chunk files removed (worker.jobs.speech.end_speech). A
-cancelled job's task stops before its next batch, so a client that leaves costs at most the batch in
-the engine.
-"""
+A feeder thread (a greenlet under gevent) waits for each chunk by polling its row every
+:data:`POLL_SECONDS`, reads its WAV, removes the file and writes its samples and the pause after it to
+ffmpeg; the response iterates over ffmpeg's output. A chunk that does not come in time, or a failed job,
+ends the stream: before the first byte with a status code, after it by breaking the response off, so a
+client never takes a truncated file for a whole one. :meth:`SpeechStream.close` runs however the response
+ends: ffmpeg is stopped, the job finished or cancelled and its chunk files removed. See
+docs/how-it-works.md, "Speech requests"."""
 
 from __future__ import annotations
 

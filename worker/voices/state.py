@@ -1,25 +1,11 @@
 """Every change of a voice's speaker-prompt cache state, each a conditional UPDATE (compare-and-set).
 
 The one answer to "where does ``cache_status`` change" (as :mod:`worker.jobs.state` is for jobs and
-chunks)::
-
-    pending ──mark_sent──> pending, sent ──claim_build──> processing ──publish_build──> ready
-       ^                        │  └─────fail_build──────> failed (any exception of the build, at once)
-       │                        ├─(its worker stopping: release_build)──> pending
-       │                        └─(lease expired: expire_build_leases)──> pending
-       ├── request_build (admin) <── ready | failed | stale
-       ├── reset_for_new_reference (re-upload) <── any state
-       └── wake_needed_stale <── stale, when an unfinished job needs the voice
-    ready ──mark_stale / mark_outdated_stale──> stale (engine changed, prompt file damaged)
-
-A pending voice waits in the database until :mod:`worker.voices.builds` has room for its build and marks
-it sent (``cache_sent_until``: until then its message may still be in the broker); a sent build's message
-that is lost counts again as waiting once that time passes.
-
-Only one build per voice runs at a time across processes: ``claim_build`` takes a lease and a build
-token, and only the holder of that token may publish or fail the build. Publishing re-checks the voice:
-a voice deleted or re-uploaded meanwhile keeps its new state, and the build's result is thrown away.
-"""
+chunks); the transitions are drawn in docs/how-it-works.md, "The speaker-prompt cache". A pending voice
+waits until :mod:`worker.voices.builds` has room for its build and marks it sent (``cache_sent_until``); a
+lost message counts as waiting again once that time passes. Only one build per voice runs at a time:
+``claim_build`` takes a lease and a build token, and only its holder may publish or fail the build;
+publishing re-checks the voice, so one deleted or re-uploaded meanwhile keeps its new state."""
 
 from __future__ import annotations
 
