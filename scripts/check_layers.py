@@ -42,7 +42,6 @@ LONG_FUNCTIONS = frozenset(
         "worker.jobs.stitch.stitch_job",
         "worker.engines.pitch.track_pitch",
         "webapi.voices.create_voice",
-        "worker.config.validate",  # until the settings become sections
     }
 )
 

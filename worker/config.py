@@ -229,6 +229,20 @@ class Settings:
     def validate(self) -> Settings:
         """Refuse settings that would lose or duplicate work (see README, "Reliability")."""
         self._validate_recogniser()
+        self._validate_tasks()
+        self._validate_voices()
+        self._validate_secrets()
+        self._validate_speech()
+        self._validate_engines()
+        self._validate_network()
+        self._validate_queues()
+        self._validate_storage()
+        self._validate_cast_llm()
+        self._validate_audiobookshelf()
+        return self
+
+    def _validate_tasks(self) -> None:
+        """Time limits, leases and batch sizes that keep every task's work done once."""
         if not self.task_soft_time_limit < self.task_time_limit:
             raise ConfigError("TOME_TASK_SOFT_TIME_LIMIT must be below TOME_TASK_TIME_LIMIT")
         if not self.task_time_limit < self.visibility_timeout:
@@ -243,12 +257,18 @@ class Settings:
                 "TOME_CHUNKS_PER_TASK, TOME_MAX_CHUNK_ATTEMPTS and TOME_RENDER_TASKS_IN_FLIGHT "
                 "must be at least 1"
             )
+
+    def _validate_voices(self) -> None:
+        """Voice builds in flight and the reference analysers."""
         if not 1 <= self.voice_builds_per_owner <= self.voice_builds_in_flight:
             raise ConfigError(
                 "TOME_VOICE_BUILDS_PER_OWNER must be at least 1 and at most TOME_VOICE_BUILDS_IN_FLIGHT"
             )
         if self.reference_analysers < 1 or not self.reference_analysis_seconds > 0:
             raise ConfigError("TOME_REFERENCE_ANALYSERS and TOME_REFERENCE_ANALYSIS_SECONDS must be positive")
+
+    def _validate_secrets(self) -> None:
+        """The secret key's length and the signed file links' lifetime."""
         if self.secret_key and len(self.secret_key) < MIN_SECRET_KEY_CHARS:
             raise ConfigError(
                 f"TOME_SECRET_KEY must be at least {MIN_SECRET_KEY_CHARS} characters "
@@ -258,12 +278,18 @@ class Settings:
             raise ConfigError(
                 f"TOME_FILE_LINK_SECONDS must be {MIN_FILE_LINK_SECONDS} to {MAX_FILE_LINK_SECONDS} (a day)"
             )
+
+    def _validate_speech(self) -> None:
+        """The speech endpoint's limits and the output estimates' speaking rate."""
         if min(self.speech_max_chars, self.speech_per_owner) < 1 or not self.speech_wait_seconds > 0:
             raise ConfigError(
                 "TOME_SPEECH_MAX_CHARS, TOME_SPEECH_PER_OWNER and TOME_SPEECH_WAIT_SECONDS must be positive"
             )
         if not (self.speech_chars_per_second > 0 and 0 < self.max_pause_share <= 1):
             raise ConfigError("TOME_SPEECH_CHARS_PER_SECOND must be positive, TOME_MAX_PAUSE_SHARE in (0, 1]")
+
+    def _validate_engines(self) -> None:
+        """The engines' and quotas' numbers (none negative) and the Qwen3 runner."""
         if self.qwen3_runner not in ("fast", "reference"):
             raise ConfigError(f"TOME_QWEN3_RUNNER={self.qwen3_runner!r}: use fast or reference")
         for name in (
@@ -279,6 +305,9 @@ class Settings:
         ):
             if getattr(self, name) < 0:
                 raise ConfigError(f"TOME_{name.upper()} must not be negative")
+
+    def _validate_network(self) -> None:
+        """Webhook ports, log format, metrics flushing and the API's port."""
         try:
             ports = self.webhook_port_set
         except ValueError as exc:
@@ -293,9 +322,9 @@ class Settings:
             raise ConfigError("TOME_METRICS_FLUSH_SECONDS must be between 0 and 3600")
         if not 0 < self.api_port < 65536:
             raise ConfigError("TOME_API_PORT must be a TCP port (1-65535)")
-        self._validate_queues()
-        self._validate_storage()
-        self._validate_cast_llm()
+
+    def _validate_audiobookshelf(self) -> None:
+        """Delivery into Audiobookshelf: time limits and attempts."""
         if not (
             self.audiobookshelf_timeout_seconds > 0
             and self.audiobookshelf_upload_seconds > 0
@@ -307,7 +336,6 @@ class Settings:
                 "positive, TOME_AUDIOBOOKSHELF_RETRY_SECONDS not negative, "
                 "TOME_AUDIOBOOKSHELF_MAX_ATTEMPTS 1-20"
             )
-        return self
 
     def _validate_cast_llm(self) -> None:
         if not (self.cast_llm_timeout_seconds > 0 and self.cast_llm_budget_seconds > 0):
