@@ -163,66 +163,35 @@ def as_jpeg(cover: Cover, timeout: float = 30.0) -> Cover:
     the places that name it ``cover.jpg`` (the library layout, Audiobookshelf)."""
     if cover.mime_type == "image/jpeg":
         return cover
-    cmd = [
-        ffmpeg_exe(),
-        "-hide_banner",
-        "-loglevel",
-        "error",
-        "-nostdin",
-        "-f",
-        cover.ffmpeg_format,
-        "-i",
-        "pipe:0",
-        "-filter_complex",
-        # white behind the image, so that transparency does not turn black
-        f"color=white:s={cover.width}x{cover.height}[bg];[bg][0:v]overlay=format=auto:shortest=1,format=yuvj444p",
-        "-frames:v",
-        "1",
-        "-q:v",
-        "2",
-        "-f",
-        "image2pipe",
-        "-c:v",
-        "mjpeg",
-        "pipe:1",
+    white = f"color=white:s={cover.width}x{cover.height}[bg]"  # behind the image: transparency stays white
+    args = [
+        *("-filter_complex", f"{white};[bg][0:v]overlay=format=auto:shortest=1,format=yuvj444p"),
+        *("-frames:v", "1", "-q:v", "2", "-f", "image2pipe", "-c:v", "mjpeg", "pipe:1"),
     ]
-    try:
-        proc = subprocess.run(cmd, input=cover.data, capture_output=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired as exc:
-        raise CoverError("cover_undecodable", f"converting the cover took over {timeout:g} seconds") from exc
-    if proc.returncode != 0 or not proc.stdout.startswith(_JPEG_MAGIC):
-        lines = _LOG_PREFIX.sub("", proc.stderr.decode("utf-8", "replace")).strip().splitlines()
-        reason = lines[0] if lines else f"exit status {proc.returncode}"
-        raise CoverError("cover_undecodable", f"the cover could not be converted to JPEG ({reason})")
-    return Cover(proc.stdout, "image/jpeg", cover.width, cover.height, 24, 0)
+    data = _ffmpeg_image(cover, [], args, timeout, "converted to JPEG")
+    if not data.startswith(_JPEG_MAGIC):
+        raise CoverError("cover_undecodable", "the cover could not be converted to JPEG (no JPEG came out)")
+    return Cover(data, "image/jpeg", cover.width, cover.height, 24, 0)
 
 
 def _check_decodes(cover: Cover, timeout: float) -> None:
-    cmd = [
-        ffmpeg_exe(),
-        "-hide_banner",
-        "-loglevel",
-        "error",
-        "-nostdin",
-        "-err_detect",
-        "explode",
-        "-max_pixels",
-        str(MAX_COVER_SIDE * MAX_COVER_SIDE),
-        "-f",
-        cover.ffmpeg_format,
-        "-i",
-        "pipe:0",
-        "-frames:v",
-        "1",
-        "-f",
-        "null",
-        "-",
-    ]
+    strict = ["-err_detect", "explode", "-max_pixels", str(MAX_COVER_SIDE * MAX_COVER_SIDE)]
+    _ffmpeg_image(cover, strict, ["-frames:v", "1", "-f", "null", "-"], timeout, "decoded")
+
+
+def _ffmpeg_image(cover: Cover, before: list[str], after: list[str], timeout: float, done: str) -> bytes:
+    """ffmpeg's output for the cover read from stdin (``before``: input options, ``after``: the rest);
+    :class:`CoverError` naming what could not be ``done`` and ffmpeg's first complaint otherwise."""
+    cmd = [ffmpeg_exe(), "-hide_banner", "-loglevel", "error", "-nostdin", *before]
+    cmd += ["-f", cover.ffmpeg_format, "-i", "pipe:0", *after]
     try:
         proc = subprocess.run(cmd, input=cover.data, capture_output=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired as exc:
-        raise CoverError("cover_undecodable", f"decoding the cover took over {timeout:g} seconds") from exc
+        raise CoverError(
+            "cover_undecodable", f"the cover took over {timeout:g} seconds to be {done}"
+        ) from exc
     if proc.returncode != 0:
         lines = _LOG_PREFIX.sub("", proc.stderr.decode("utf-8", "replace")).strip().splitlines()
         reason = lines[0] if lines else f"exit status {proc.returncode}"
-        raise CoverError("cover_undecodable", f"the cover image could not be decoded ({reason})")
+        raise CoverError("cover_undecodable", f"the cover image could not be {done} ({reason})")
+    return bytes(proc.stdout)
