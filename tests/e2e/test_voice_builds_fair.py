@@ -1,4 +1,5 @@
-"""Voice builds on the real stack (the API under gunicorn's gevent worker, real Celery worker processes):
+"""Voice builds on the real stack (the API under gunicorn's gevent worker, real Celery worker processes; the
+embedded stack, and PostgreSQL with Redis):
 one owner's long references neither stall another tenant's requests while they are analysed, nor take
 every worker process while they build; and every build is counted in its owner's usage.
 
@@ -89,14 +90,24 @@ def _eventually(what: str, done: Callable[[], bool], timeout: float = 180) -> No
         time.sleep(0.2)
 
 
+@pytest.fixture(params=["embedded", pytest.param("postgres", marks=pytest.mark.postgres)])
+def stack_settings(request: pytest.FixtureRequest) -> Settings:
+    """SQLite and the filesystem broker, or PostgreSQL and Redis (a fresh database, a private queue)."""
+    settings: Settings = request.getfixturevalue("settings" if request.param == "embedded" else "pg_settings")
+    return settings
+
+
 def test_long_references_neither_stall_other_tenants_nor_take_every_worker_and_are_counted(
-    settings: Settings,
+    stack_settings: Settings,
     reference_audio: tuple[bytes, str],
     start_worker: Callable[..., Any],
     tmp_path: Path,
 ) -> None:
     slow = dataclasses.replace(
-        settings, engine="espeak-paced", paced_seconds_per_chunk=0.2, paced_seconds_per_build=BUILD_SECONDS
+        stack_settings,
+        engine="espeak-paced",
+        paced_seconds_per_chunk=0.2,
+        paced_seconds_per_build=BUILD_SECONDS,
     )
     assert (slow.voice_builds_per_owner, slow.voice_builds_in_flight) == (1, 2)  # the defaults under test
     audio = _long_reference(tmp_path, REFERENCE_SECONDS)
