@@ -325,6 +325,7 @@ def _accept_epub(
     job = _new_job(
         body, named or "(untitled EPUB)", voice, idempotency_key, submitted.sha256, submitted.cover
     )
+    _keep_for_readalong(job, body, data)
     job.script = ""  # waiting to be planned; the bytes are script_file
     job.script_file = data
     job.options = {
