@@ -48,6 +48,14 @@ SENT: dict[str, tuple[type[BaseModel], Callable[[str], dict[str, Any]]]] = {
     "voice-text": (VoiceForm, lambda v: {"name": "Narrator", "ref_text": v}),
     "voice-language": (VoiceForm, lambda v: {"name": "Narrator", "ref_text": "Words.", "language": v}),
     "admin-owner": (AdminVoiceQuery, lambda v: {"owner": v}),
+    "job-abs-library": (
+        JobCreate,
+        lambda v: {**job("T"), "deliver": {"audiobookshelf": {"library_id": v, "folder_id": "f"}}},
+    ),
+    "job-abs-folder": (
+        JobCreate,
+        lambda v: {**job("T"), "deliver": {"audiobookshelf": {"library_id": "l", "folder_id": v}}},
+    ),
 }
 
 
@@ -75,7 +83,8 @@ def test_the_language_field_checks_the_apis_pattern() -> None:
 
 def test_every_text_field_has_a_limit() -> None:
     """A new text field in the studio needs its limit (and a row in SENT) too."""
-    free = {"api-key", "job-script", "voice-audio", "job-file", "job-split"}
+    free = {"api-key", "job-script", "voice-audio", "job-file"}
+    free |= {name for name, attrs in fields().items() if attrs.get("type") == "checkbox"}  # no text to limit
     limited = {name for name, attrs in fields().items() if attrs.get("maxlength")}
     assert set(fields()) - free - limited == set()
     assert limited == set(SENT)
