@@ -109,7 +109,7 @@ def test_epubs_and_large_previews_do_not_stall_another_tenant(
             content_type="multipart/form-data",
         )
         assert voice.status_code == 202, voice.json
-        worker = start_worker(settings, concurrency=1, queues=[settings.queue])
+        worker = start_worker(settings, concurrency=1)  # every queue: plans and previews are control tasks
         worker.wait_ready()
         for pid in (worker.proc.pid, *worker.child_pids()):
             os.setpriority(os.PRIO_PROCESS, pid, WORKER_NICENESS)
