@@ -49,35 +49,34 @@ class TaskSpec:
 _TABLE: list[TaskSpec] = []
 
 
-def _task(name: str, body: str, **options: Any) -> str:
+def _task(name: str, body: str, queue: QueueKind = QueueKind.DEFAULT, **flags: Any) -> str:
     """Add a task to the table; its name comes back for the module's constant."""
     if any(spec.name == name for spec in _TABLE):
         raise ValueError(f"task {name!r} is in the table twice")
-    _TABLE.append(TaskSpec(name, body, **options))
+    _TABLE.append(TaskSpec(name, body, queue, **flags))
     return name
 
 
-_CONTROL = {"queue": QueueKind.CONTROL}
-_ENGINE = {"queue": QueueKind.ENGINE}
+_CONTROL, _ENGINE = QueueKind.CONTROL, QueueKind.ENGINE
 
 # args: [job_id]
-PLAN_JOB = _task("tome.plan_job", "handle_plan", **_CONTROL)
+PLAN_JOB = _task("tome.plan_job", "handle_plan", _CONTROL)
 # args: [preview_id]: POST /v1/scripts/preview planned by a worker; one that breaks off is failed with a 422
 # (its client polls for an answer), and is not retried
 PREVIEW_SCRIPT = _task(
     "tome.preview_script",
     "handle_preview",
-    **_CONTROL,
+    _CONTROL,
     retried=False,
     job_arg=False,
     on_break="preview_broke_off",
 )
-START_JOB = _task("tome.start_job", "handle_start", **_CONTROL)  # args: [job_id]
-RENDER_CHUNKS = _task("tome.render_chunks", "handle_render", **_ENGINE)  # args: [job_id, [seq, ...]]
-STITCH_JOB = _task("tome.stitch_job", "handle_stitch", **_CONTROL)  # args: [job_id, stitch_token]
+START_JOB = _task("tome.start_job", "handle_start", _CONTROL)  # args: [job_id]
+RENDER_CHUNKS = _task("tome.render_chunks", "handle_render", _ENGINE)  # args: [job_id, [seq, ...]]
+STITCH_JOB = _task("tome.stitch_job", "handle_stitch", _CONTROL)  # args: [job_id, stitch_token]
 # args: [job_id, chapter index, chapter token]
-STITCH_CHAPTER = _task("tome.stitch_chapter", "handle_stitch_chapter", **_CONTROL)
-BUILD_VOICE = _task("tome.build_voice", "handle_build", **_ENGINE, job_arg=False)  # args: [voice_id]
+STITCH_CHAPTER = _task("tome.stitch_chapter", "handle_stitch_chapter", _CONTROL)
+BUILD_VOICE = _task("tome.build_voice", "handle_build", _ENGINE, job_arg=False)  # args: [voice_id]
 # args: [job_id]: one delivery attempt; the sweeper retries failures on the job's backoff schedule
 DELIVER_WEBHOOK = _task("tome.deliver_webhook", "handle_deliver")
 # args: [job_id, chapter index]: one delivery attempt of a chapter's event, retried by the sweeper
@@ -87,10 +86,10 @@ DELIVER_CHAPTER_WEBHOOK = _task("tome.deliver_chapter_webhook", "handle_deliver_
 DELIVER_AUDIOBOOKSHELF = _task(
     "tome.deliver_audiobookshelf", "handle_deliver_audiobookshelf", reschedules=True
 )
-SWEEP = _task("tome.sweep", "handle_sweep", **_CONTROL, job_arg=False)  # args: []
+SWEEP = _task("tome.sweep", "handle_sweep", _CONTROL, job_arg=False)  # args: []
 # args: [job_id]: a speech job's chunks in order (POST /v1/audio/speech). Not retried: its client waits now,
 # and the API gives up after TOME_SPEECH_WAIT_SECONDS (a retry with backoff would come too late).
-SPEAK = _task("tome.speak", "handle_speak", **_ENGINE, retried=False, urgent=True)
+SPEAK = _task("tome.speak", "handle_speak", _ENGINE, retried=False, urgent=True)
 
 TASKS: tuple[TaskSpec, ...] = tuple(_TABLE)
 BY_NAME: dict[str, TaskSpec] = {spec.name: spec for spec in TASKS}
