@@ -20,6 +20,9 @@ from sqlalchemy.orm import Session, scoped_session
 
 from tests.support.apps import app_on, tome_of
 from tests.support.audio import reference_wav
+from tests.support.audiobookshelf import ABS_TOKEN, OTHER_ABS_TOKEN, FakeAudiobookshelf
+from tests.support.factories import upload_voice
+from tests.support.receiver import Receiver
 from tests.support.s3 import S3Server, moto_server
 from tests.support.services import Services, postgres_database, require_services
 from webapi.cli import mint_key
@@ -142,3 +145,34 @@ def start_worker(tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
     yield start
     for worker in started:
         worker.stop(timeout=0)
+
+
+@pytest.fixture
+def narrator(client: FlaskClient, user: dict[str, str], reference_audio: tuple[bytes, str]) -> str:
+    """The id of ``user``'s voice "narrator", uploaded with its transcript."""
+    response = upload_voice(client, user, reference_audio[0], name="narrator", ref_text=reference_audio[1])
+    assert response.status_code == 202, response.json
+    return str(response.json["id"])
+
+
+@pytest.fixture
+def voice(client: FlaskClient, user: dict[str, str], reference_audio: tuple[bytes, str]) -> dict[str, Any]:
+    """``user``'s voice "narrator" as its upload answered (uploaded with its transcript)."""
+    data: dict[str, Any] = upload_voice(client, user, reference_audio[0], ref_text=reference_audio[1]).json
+    return data
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """A webhook receiver on 127.0.0.1 (tests/support/receiver.py)."""
+    r = Receiver()
+    yield r
+    r.close()
+
+
+@pytest.fixture
+def abs_server() -> Iterator[FakeAudiobookshelf]:
+    """A fake Audiobookshelf on 127.0.0.1 that takes ``ABS_TOKEN`` and ``OTHER_ABS_TOKEN``."""
+    server = FakeAudiobookshelf(tokens={ABS_TOKEN, OTHER_ABS_TOKEN})
+    yield server
+    server.close()

@@ -10,7 +10,7 @@ from celery.signals import after_setup_logger, after_setup_task_logger, before_t
 from worker import counters
 from worker.config import Settings
 from worker.logs import current, install_record_factory, use_json
-from worker.task_names import ALL_TASKS, CONTROL_TASKS, ENGINE_TASKS, SPEAK, SWEEP
+from worker.task_names import SWEEP, TASKS, QueueKind
 
 TASK_MODULES = ["worker.tasks"]
 REQUEST_ID_HEADER = "tome_request_id"
@@ -29,7 +29,7 @@ PRIORITY_STEPS = [SPEECH_PRIORITY, WORK_PRIORITY]
 
 
 def task_routes(settings: Settings) -> dict[str, dict[str, Any]]:
-    """Where each task goes, and at which priority.
+    """Where each task goes, and at which priority, from the task table (:mod:`worker.task_names`).
 
     Queues: the engine tasks go to ``gpu_queue`` when it is set; the control tasks (plan, preview, start, the
     wake-ups a build sends, stitches, the sweep) to ``control_queue``, which a small worker of its own serves,
@@ -39,13 +39,16 @@ def task_routes(settings: Settings) -> dict[str, dict[str, Any]]:
     priority rather than a queue, because a speech task must be taken by whatever worker renders, on both
     brokers. Routes are in the app's config, so they apply to every ``send_task`` by name, from the API and
     workers alike. See docs/how-it-works.md, "Speech, books and control tasks share the workers"."""
-    routes: dict[str, dict[str, Any]] = {name: {"priority": WORK_PRIORITY} for name in ALL_TASKS}
-    routes[SPEAK] = {"priority": SPEECH_PRIORITY}
-    for name in CONTROL_TASKS:
-        routes[name]["queue"] = settings.control_queue_name
-    if settings.gpu_queue:
-        for name in ENGINE_TASKS:
-            routes[name]["queue"] = settings.gpu_queue
+    queues = {
+        QueueKind.CONTROL: settings.control_queue_name,
+        QueueKind.ENGINE: settings.gpu_queue or None,
+        QueueKind.DEFAULT: None,  # the app's task_default_queue
+    }
+    routes: dict[str, dict[str, Any]] = {}
+    for spec in TASKS:
+        routes[spec.name] = {"priority": SPEECH_PRIORITY if spec.urgent else WORK_PRIORITY}
+        if queues[spec.queue] is not None:
+            routes[spec.name]["queue"] = queues[spec.queue]
     return routes
 
 

@@ -1,6 +1,6 @@
-"""What each task does, by name: the one table that the Celery tasks, the in-process test runner and the
-benchmarks all run. A handler takes the runtime, the message's JSON arguments and the ``enqueue``
-function for follow-ups, and returns a JSON-able summary.
+"""What each task does: the handlers that the task table (:mod:`worker.task_names`) names, which the Celery
+tasks, the in-process test runner and the benchmarks all run. A handler takes the runtime, the message's
+JSON arguments and the ``enqueue`` function for follow-ups, and returns a JSON-able summary.
 """
 
 from __future__ import annotations
@@ -8,12 +8,13 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
+from functools import cache
 from typing import Any
 
 from worker import audiobookshelf, observe, webhooks
 from worker.jobs.chapters import stitch_chapter
 from worker.jobs.intake import plan_job
-from worker.jobs.preview import preview_script
+from worker.jobs.preview import fail_preview, preview_script
 from worker.jobs.render import render_chunks
 from worker.jobs.speech import speak
 from worker.jobs.start import start_job, wake_jobs_waiting_for
@@ -21,44 +22,30 @@ from worker.jobs.stitch import stitch_job
 from worker.logs import job_context, log_context
 from worker.runtime import Runtime
 from worker.sweeper import sweep
-from worker.task_names import (
-    BUILD_VOICE,
-    DELIVER_AUDIOBOOKSHELF,
-    DELIVER_CHAPTER_WEBHOOK,
-    DELIVER_WEBHOOK,
-    PLAN_JOB,
-    PREVIEW_SCRIPT,
-    RENDER_CHUNKS,
-    SPEAK,
-    START_JOB,
-    STITCH_CHAPTER,
-    STITCH_JOB,
-    SWEEP,
-    Enqueue,
-)
+from worker.task_names import BY_NAME, DELIVER_WEBHOOK, TASKS, Enqueue, TaskSpec
 from worker.voices.builds import send_builds
 from worker.voices.prompts import BuildOutcome, build_voice
 
 Handler = Callable[[Runtime, list[Any], Enqueue], Any]
 
 
-def _plan(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
+def handle_plan(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
     return plan_job(rt, uuid.UUID(str(args[0])), enqueue).value
 
 
-def _preview(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
+def handle_preview(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
     return preview_script(rt, uuid.UUID(str(args[0]))).value
 
 
-def _start(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
+def handle_start(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
     return start_job(rt, uuid.UUID(str(args[0])), enqueue).value
 
 
-def _render(rt: Runtime, args: list[Any], enqueue: Enqueue) -> int:
+def handle_render(rt: Runtime, args: list[Any], enqueue: Enqueue) -> int:
     return render_chunks(rt, uuid.UUID(str(args[0])), [int(s) for s in args[1]], enqueue)
 
 
-def _stitch(rt: Runtime, args: list[Any], enqueue: Enqueue) -> bool:
+def handle_stitch(rt: Runtime, args: list[Any], enqueue: Enqueue) -> bool:
     job_id = uuid.UUID(str(args[0]))
     started = time.perf_counter()
     published = stitch_job(rt, job_id, str(args[1]), enqueue)
@@ -68,7 +55,7 @@ def _stitch(rt: Runtime, args: list[Any], enqueue: Enqueue) -> bool:
     return published
 
 
-def _stitch_chapter(rt: Runtime, args: list[Any], enqueue: Enqueue) -> bool:
+def handle_stitch_chapter(rt: Runtime, args: list[Any], enqueue: Enqueue) -> bool:
     started = time.perf_counter()
     published = stitch_chapter(rt, uuid.UUID(str(args[0])), int(args[1]), str(args[2]), enqueue)
     if published:
@@ -76,11 +63,11 @@ def _stitch_chapter(rt: Runtime, args: list[Any], enqueue: Enqueue) -> bool:
     return published
 
 
-def _deliver_chapter(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
+def handle_deliver_chapter(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
     return webhooks.deliver_chapter(rt, uuid.UUID(str(args[0])), int(args[1]))
 
 
-def _build(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
+def handle_build(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
     """Build the voice's prompt; when a build ends either way, the jobs that wait for it go on, and the
     next waiting build is sent."""
     voice_id = uuid.UUID(str(args[0]))
@@ -92,7 +79,7 @@ def _build(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
     return outcome.value
 
 
-def _deliver(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
+def handle_deliver(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
     """The job's end event, then (once that is delivered) its ``job.flagged`` event and its delivery's
     event (``job.delivered`` / ``job.delivery_failed``) if they are due."""
     job_id = uuid.UUID(str(args[0]))
@@ -103,7 +90,7 @@ def _deliver(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
     return ", ".join([ended, *(m for m in more if not m.endswith("not_due"))])
 
 
-def _deliver_audiobookshelf(rt: Runtime, args: list[Any], enqueue: Enqueue) -> dict[str, Any]:
+def handle_deliver_audiobookshelf(rt: Runtime, args: list[Any], enqueue: Enqueue) -> dict[str, Any]:
     """One attempt at the job's upload into Audiobookshelf; once it ended, its webhook event goes out.
     A retry's delay comes back for the Celery task to schedule (the sweeper sends it too, when due)."""
     job_id = uuid.UUID(str(args[0]))
@@ -113,48 +100,39 @@ def _deliver_audiobookshelf(rt: Runtime, args: list[Any], enqueue: Enqueue) -> d
     return result.to_json()
 
 
-def _speak(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
+def handle_speak(rt: Runtime, args: list[Any], enqueue: Enqueue) -> str:
     return speak(rt, uuid.UUID(str(args[0])), enqueue).value
 
 
-def _sweep(rt: Runtime, args: list[Any], enqueue: Enqueue) -> dict[str, Any]:
+def handle_sweep(rt: Runtime, args: list[Any], enqueue: Enqueue) -> dict[str, Any]:
     return sweep(rt, enqueue).__dict__
 
 
-HANDLERS: dict[str, Handler] = {
-    PLAN_JOB: _plan,
-    PREVIEW_SCRIPT: _preview,
-    START_JOB: _start,
-    RENDER_CHUNKS: _render,
-    STITCH_JOB: _stitch,
-    STITCH_CHAPTER: _stitch_chapter,
-    BUILD_VOICE: _build,
-    DELIVER_WEBHOOK: _deliver,
-    DELIVER_CHAPTER_WEBHOOK: _deliver_chapter,
-    DELIVER_AUDIOBOOKSHELF: _deliver_audiobookshelf,
-    SWEEP: _sweep,
-    SPEAK: _speak,
-}
+def preview_broke_off(rt: Runtime, args: list[Any]) -> None:
+    """A preview whose planning raised (a time limit, a bug) is failed with a 422 saying so: its client
+    polls for an answer, never a preview that stays running until it expires."""
+    reason = "planning the script broke off (a time limit or a server error)"
+    fail_preview(rt, uuid.UUID(str(args[0])), reason)
 
-# Tasks whose first argument is a job id: their log lines carry it (worker.logs).
-_JOB_TASKS = frozenset(
-    {
-        PLAN_JOB,
-        START_JOB,
-        RENDER_CHUNKS,
-        STITCH_JOB,
-        STITCH_CHAPTER,
-        DELIVER_WEBHOOK,
-        DELIVER_CHAPTER_WEBHOOK,
-        DELIVER_AUDIOBOOKSHELF,
-        SPEAK,
-    }
-)
+
+def function_of(spec: TaskSpec, attribute: str = "body") -> Callable[..., Any]:
+    """The function of this module that a table entry names (its ``body`` or ``on_break``)."""
+    name = getattr(spec, attribute)
+    found: object = globals().get(name) if isinstance(name, str) else None
+    if not callable(found):
+        raise LookupError(f"task {spec.name!r}: worker.dispatch has no {attribute} function {name!r}")
+    return found
+
+
+@cache
+def handlers() -> dict[str, Handler]:
+    """Every task's handler by name, from the table."""
+    return {spec.name: function_of(spec) for spec in TASKS}
 
 
 def run(rt: Runtime, name: str, args: list[Any], enqueue: Enqueue) -> Any:
     """Run task ``name`` on ``args``; KeyError for a name no handler has."""
-    handler = HANDLERS[name]
-    job_id = str(args[0]) if name in _JOB_TASKS and args else None
+    handler = handlers()[name]
+    job_id = str(args[0]) if BY_NAME[name].job_arg and args else None
     with job_context(job_id):
         return handler(rt, args, enqueue)

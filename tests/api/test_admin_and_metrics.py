@@ -4,7 +4,6 @@ import io
 import uuid
 from typing import Any
 
-import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy import update
@@ -18,12 +17,6 @@ from worker import counters
 from worker.audio import write_wav_atomic
 from worker.runtime import Runtime
 from worker.voices.prompts import build_voice
-
-
-@pytest.fixture
-def voice(client: FlaskClient, user: dict[str, str], reference_audio: tuple[bytes, str]) -> dict[str, Any]:
-    data: dict[str, Any] = upload_voice(client, user, reference_audio[0], ref_text=reference_audio[1]).json
-    return data
 
 
 def _set_status(app: Flask, voice_id: str, status: CacheStatus) -> None:

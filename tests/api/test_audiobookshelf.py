@@ -26,7 +26,7 @@ from models import Integration, Job, utcnow
 from tests.api.helpers import submit_job, upload_voice
 from tests.conftest import bearer
 from tests.support.apps import app_on, tome_of
-from tests.support.audiobookshelf import FakeAudiobookshelf
+from tests.support.audiobookshelf import ABS_TOKEN, OTHER_ABS_TOKEN, FakeAudiobookshelf
 from tests.support.inline import Inline
 from tests.support.receiver import Receiver
 from webapi.cli import mint_key
@@ -38,8 +38,7 @@ from worker.sweeper import sweep
 from worker.task_names import DELIVER_AUDIOBOOKSHELF, START_JOB
 
 SECRET = "s3cret-key-for-tests-0123456789abcdef"
-TOKEN = "abs-token-ALICE-7f3a9c"
-OTHER_TOKEN = "abs-token-BOB-19be44"
+TOKEN, OTHER_TOKEN = ABS_TOKEN, OTHER_ABS_TOKEN
 TARGET = {"library_id": "lib_main", "folder_id": "fol_books"}
 METADATA = {
     "author": "Mara Quill",
@@ -48,20 +47,6 @@ METADATA = {
     "series": "Lighthouse Tales",
     "series_index": 2,
 }
-
-
-@pytest.fixture
-def fake() -> Iterator[FakeAudiobookshelf]:
-    server = FakeAudiobookshelf(tokens={TOKEN, OTHER_TOKEN})
-    yield server
-    server.close()
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    yield r
-    r.close()
 
 
 @pytest.fixture
@@ -91,7 +76,6 @@ def _jpeg() -> bytes:
 
 
 def _submit(
-    app: Flask,
     client: FlaskClient,
     headers: dict[str, str],
     audio: bytes,
@@ -112,6 +96,16 @@ def _submit(
     job = response.json
     assert isinstance(job, dict)
     return job
+
+
+@pytest.fixture(scope="module")
+def cover() -> bytes:
+    return _jpeg()
+
+
+@pytest.fixture
+def alice(abs_app: Flask) -> dict[str, str]:
+    return _owner(abs_app, "alice")
 
 
 def _render(app: Flask, job_id: str) -> Inline:
@@ -209,10 +203,9 @@ def test_hostile_input_is_a_422_naming_the_field_and_never_echoes_the_token(
 
 
 def test_a_job_asking_for_delivery_needs_a_server_and_sane_ids(
-    abs_app: Flask, reference_audio: tuple[bytes, str]
+    abs_app: Flask, alice: dict[str, str], reference_audio: tuple[bytes, str]
 ) -> None:
     client = abs_app.test_client()
-    alice = _owner(abs_app, "alice")
     assert upload_voice(client, alice, reference_audio[0]).status_code == 202
     missing = submit_job(client, alice, "narrator", deliver={"audiobookshelf": TARGET})
     assert missing.status_code == 409
@@ -239,19 +232,18 @@ def test_a_job_asking_for_delivery_needs_a_server_and_sane_ids(
 
 def test_a_finished_job_is_uploaded_with_its_fields_and_files_and_retried_after_a_503(
     abs_app: Flask,
+    alice: dict[str, str],
     reference_audio: tuple[bytes, str],
-    fake: FakeAudiobookshelf,
+    cover: bytes,
+    abs_server: FakeAudiobookshelf,
     receiver: Receiver,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     caplog.set_level(logging.DEBUG)
     client = abs_app.test_client()
-    alice = _owner(abs_app, "alice")
-    assert _configure(client, alice, fake.url).status_code == 200
-    cover = _jpeg()
-    fake.upload_statuses = [503]
+    assert _configure(client, alice, abs_server.url).status_code == 200
+    abs_server.upload_statuses = [503]
     job = _submit(
-        abs_app,
         client,
         alice,
         reference_audio[0],
@@ -265,8 +257,8 @@ def test_a_finished_job_is_uploaded_with_its_fields_and_files_and_retried_after_
     first = client.get(f"/v1/jobs/{job['id']}", headers=alice).json
     assert first["status"] == "succeeded", "delivery never changes the job's status"
     assert first["delivery"] == {"audiobookshelf": {"state": "pending", "attempts": 1, "error": "HTTP 503"}}
-    assert len(fake.uploads) == 1
-    assert fake.uploads[0].status == 503
+    assert len(abs_server.uploads) == 1
+    assert abs_server.uploads[0].status == 503
     rt = tome_of(abs_app).runtime
     assert audiobookshelf.deliver(rt, uuid.UUID(job["id"])).outcome == "not_due", "the backoff holds"
     next_at = tome_of(abs_app).sessions.scalar(select(Job.abs_next_at).where(Job.id == uuid.UUID(job["id"])))
@@ -284,7 +276,7 @@ def test_a_finished_job_is_uploaded_with_its_fields_and_files_and_retried_after_
     assert done["status"] == "succeeded"
     assert done["delivery"] == {"audiobookshelf": {"state": "delivered", "attempts": 2, "error": None}}
 
-    upload = fake.uploads[-1]
+    upload = abs_server.uploads[-1]
     assert upload.status == 200
     assert upload.token == TOKEN
     assert upload.fields == {
@@ -302,7 +294,7 @@ def test_a_finished_job_is_uploaded_with_its_fields_and_files_and_retried_after_
         "reader.txt": b"Ada Voice\n",
     }
     assert upload.part_names == ["0", "1", "2", "3"]
-    assert fake.scans == [(TOKEN, "lib_main")]
+    assert abs_server.scans == [(TOKEN, "lib_main")]
 
     events = [json.loads(body) for _, body in receiver.requests]
     assert [e["event"] for e in events] == ["job.succeeded", "job.delivered"]
@@ -315,13 +307,15 @@ def test_a_finished_job_is_uploaded_with_its_fields_and_files_and_retried_after_
 
 
 def test_a_refused_token_fails_at_once_without_a_retry(
-    abs_app: Flask, reference_audio: tuple[bytes, str], fake: FakeAudiobookshelf, receiver: Receiver
+    abs_app: Flask,
+    alice: dict[str, str],
+    reference_audio: tuple[bytes, str],
+    abs_server: FakeAudiobookshelf,
+    receiver: Receiver,
 ) -> None:
     client = abs_app.test_client()
-    alice = _owner(abs_app, "alice")
-    assert _configure(client, alice, fake.url, token="revoked-token").status_code == 200
+    assert _configure(client, alice, abs_server.url, token="revoked-token").status_code == 200
     job = _submit(
-        abs_app,
         client,
         alice,
         reference_audio[0],
@@ -335,11 +329,11 @@ def test_a_refused_token_fails_at_once_without_a_retry(
     assert delivery["state"] == "failed"
     assert delivery["attempts"] == 1
     assert delivery["error"].startswith("HTTP 401")
-    assert [u.status for u in fake.uploads] == [401]
+    assert [u.status for u in abs_server.uploads] == [401]
     _make_due(abs_app, job["id"])
     assert audiobookshelf.deliver(tome_of(abs_app).runtime, uuid.UUID(job["id"])).outcome == "not_due"
-    assert len(fake.uploads) == 1, "a 401 is not retried"
-    assert fake.scans == []
+    assert len(abs_server.uploads) == 1, "a 401 is not retried"
+    assert abs_server.scans == []
     events = [json.loads(body) for _, body in receiver.requests]
     assert [e["event"] for e in events] == ["job.succeeded", "job.delivery_failed"]
     assert events[1]["delivery"]["audiobookshelf"]["state"] == "failed"
@@ -358,14 +352,14 @@ def retry_app(request: pytest.FixtureRequest, settings: Settings) -> Iterator[Fl
 
 
 def test_retries_end_after_the_last_attempt(
-    retry_app: Flask, reference_audio: tuple[bytes, str], fake: FakeAudiobookshelf
+    retry_app: Flask, reference_audio: tuple[bytes, str], abs_server: FakeAudiobookshelf
 ) -> None:
     app = retry_app
     client = app.test_client()
     alice = _owner(app, "alice")
-    assert _configure(client, alice, fake.url).status_code == 200
-    fake.upload_statuses = [502, 503, 500, 200]
-    job = _submit(app, client, alice, reference_audio[0], deliver={"audiobookshelf": TARGET})
+    assert _configure(client, alice, abs_server.url).status_code == 200
+    abs_server.upload_statuses = [502, 503, 500, 200]
+    job = _submit(client, alice, reference_audio[0], deliver={"audiobookshelf": TARGET})
     _render(app, job["id"])
     rt = tome_of(app).runtime
     outcomes = []
@@ -373,19 +367,18 @@ def test_retries_end_after_the_last_attempt(
         _make_due(app, job["id"])
         outcomes.append(audiobookshelf.deliver(rt, uuid.UUID(job["id"])).outcome)
     assert outcomes == ["retry", "failed", "not_due", "not_due"]
-    assert [u.status for u in fake.uploads] == [502, 503, 500]
+    assert [u.status for u in abs_server.uploads] == [502, 503, 500]
     done = client.get(f"/v1/jobs/{job['id']}", headers=alice).json
     assert done["delivery"] == {"audiobookshelf": {"state": "failed", "attempts": 3, "error": "HTTP 500"}}
 
 
 def test_a_stalled_upload_is_given_up_in_bounded_time_and_retried(
-    abs_app: Flask, reference_audio: tuple[bytes, str], fake: FakeAudiobookshelf
+    abs_app: Flask, alice: dict[str, str], reference_audio: tuple[bytes, str], abs_server: FakeAudiobookshelf
 ) -> None:
     client = abs_app.test_client()
-    alice = _owner(abs_app, "alice")
-    assert _configure(client, alice, fake.url).status_code == 200
-    job = _submit(abs_app, client, alice, reference_audio[0], deliver={"audiobookshelf": TARGET})
-    fake.stall = True
+    assert _configure(client, alice, abs_server.url).status_code == 200
+    job = _submit(client, alice, reference_audio[0], deliver={"audiobookshelf": TARGET})
+    abs_server.stall = True
     started = time.monotonic()
     _render(abs_app, job["id"])  # the render, then the upload that the server never answers
     took = time.monotonic() - started
@@ -394,27 +387,25 @@ def test_a_stalled_upload_is_given_up_in_bounded_time_and_retried(
     assert done["delivery"] == {"audiobookshelf": {"state": "pending", "attempts": 1, "error": "timed out"}}
     assert took < 60, took  # TOME_AUDIOBOOKSHELF_TIMEOUT_SECONDS=1 here; the fake would hold 60 s
 
-    fake.stall = False
+    abs_server.stall = False
     _make_due(abs_app, job["id"])
     assert audiobookshelf.deliver(tome_of(abs_app).runtime, uuid.UUID(job["id"])).outcome == "delivered"
 
 
 def test_each_owners_job_uses_only_that_owners_server_and_token(
-    abs_app: Flask, reference_audio: tuple[bytes, str], fake: FakeAudiobookshelf
+    abs_app: Flask, reference_audio: tuple[bytes, str], abs_server: FakeAudiobookshelf
 ) -> None:
     other = FakeAudiobookshelf(tokens={TOKEN, OTHER_TOKEN})
     try:
         client = abs_app.test_client()
         alice, bob = _owner(abs_app, "alice"), _owner(abs_app, "bob")
-        assert _configure(client, alice, fake.url, TOKEN).status_code == 200
+        assert _configure(client, alice, abs_server.url, TOKEN).status_code == 200
         assert _configure(client, bob, other.url, OTHER_TOKEN).status_code == 200
-        a = _submit(abs_app, client, alice, reference_audio[0], deliver={"audiobookshelf": TARGET})
+        a = _submit(client, alice, reference_audio[0], deliver={"audiobookshelf": TARGET})
         _render(abs_app, a["id"])
-        b = _submit(
-            abs_app, client, bob, reference_audio[0], title="Bob's", deliver={"audiobookshelf": TARGET}
-        )
+        b = _submit(client, bob, reference_audio[0], title="Bob's", deliver={"audiobookshelf": TARGET})
         _render(abs_app, b["id"])
-        assert [(u.token, u.fields["title"]) for u in fake.uploads] == [(TOKEN, "The Keeper")]
+        assert [(u.token, u.fields["title"]) for u in abs_server.uploads] == [(TOKEN, "The Keeper")]
         assert [(u.token, u.fields["title"]) for u in other.uploads] == [(OTHER_TOKEN, "Bob's")]
         # another owner's job is not found, nor its delivery
         assert client.get(f"/v1/jobs/{a['id']}", headers=bob).status_code == 404
@@ -428,47 +419,42 @@ def test_each_owners_job_uses_only_that_owners_server_and_token(
 
 
 def test_a_private_address_the_operator_no_longer_allows_fails_the_delivery_without_a_call(
-    abs_app: Flask, reference_audio: tuple[bytes, str], fake: FakeAudiobookshelf
+    abs_app: Flask, alice: dict[str, str], reference_audio: tuple[bytes, str], abs_server: FakeAudiobookshelf
 ) -> None:
     client = abs_app.test_client()
-    alice = _owner(abs_app, "alice")
-    assert _configure(client, alice, fake.url).status_code == 200
-    job = _submit(abs_app, client, alice, reference_audio[0], deliver={"audiobookshelf": TARGET})
+    assert _configure(client, alice, abs_server.url).status_code == 200
+    job = _submit(client, alice, reference_audio[0], deliver={"audiobookshelf": TARGET})
     state = tome_of(abs_app)
     # The operator withdraws the permission for private addresses: the stored loopback URL is refused.
     strict = Runtime.sharing(replace(state.settings, audiobookshelf_allow_private=False), state.db)
     inline = Inline(strict)
     inline.enqueue(START_JOB, [job["id"]])
     inline.run()
-    assert fake.uploads == []
+    assert abs_server.uploads == []
     one = client.get(f"/v1/jobs/{job['id']}", headers=alice).json["delivery"]["audiobookshelf"]
     assert (one["state"], one["attempts"]) == ("failed", 1)
     assert one["error"].startswith("refused: "), one  # its port, then its address: neither allowed now
 
 
 def test_a_server_forgotten_before_the_job_ends_fails_its_delivery_without_a_call(
-    abs_app: Flask, reference_audio: tuple[bytes, str], fake: FakeAudiobookshelf
+    abs_app: Flask, alice: dict[str, str], reference_audio: tuple[bytes, str], abs_server: FakeAudiobookshelf
 ) -> None:
     client = abs_app.test_client()
-    alice = _owner(abs_app, "alice")
-    assert _configure(client, alice, fake.url).status_code == 200
-    job = _submit(abs_app, client, alice, reference_audio[0], deliver={"audiobookshelf": TARGET})
+    assert _configure(client, alice, abs_server.url).status_code == 200
+    job = _submit(client, alice, reference_audio[0], deliver={"audiobookshelf": TARGET})
     assert client.delete("/v1/integrations/audiobookshelf", headers=alice).status_code == 204
     _render(abs_app, job["id"])
-    assert fake.uploads == []
+    assert abs_server.uploads == []
     two = client.get(f"/v1/jobs/{job['id']}", headers=alice).json["delivery"]["audiobookshelf"]
     assert two["state"] == "failed"
     assert "no Audiobookshelf server" in two["error"]
 
 
 def test_the_library_zip_holds_the_book_in_author_series_title_folders(
-    abs_app: Flask, reference_audio: tuple[bytes, str]
+    abs_app: Flask, alice: dict[str, str], reference_audio: tuple[bytes, str], cover: bytes
 ) -> None:
     client = abs_app.test_client()
-    alice = _owner(abs_app, "alice")
-    cover = _jpeg()
     job = _submit(
-        abs_app,
         client,
         alice,
         reference_audio[0],

@@ -43,13 +43,6 @@ TITLES = ["Dawn", "Noon; [CHAPTER] =#", "Dusk"]
 BOOK = "\n\n".join(f"# {title}\n\n" + " ".join(SENTENCES) for title in TITLES)
 
 
-@pytest.fixture
-def receiver() -> Any:
-    r = Receiver()
-    yield r
-    r.close()
-
-
 def _job(client: FlaskClient, user: dict[str, str], job_id: str) -> dict[str, Any]:
     response = client.get(f"/v1/jobs/{job_id}", headers=user)
     assert response.status_code == 200

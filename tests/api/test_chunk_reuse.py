@@ -13,13 +13,13 @@ from flask.testing import FlaskClient
 from tests.api.helpers import submit_job, upload_voice
 from tests.conftest import bearer
 from tests.support.apps import tome_of
-from tests.support.factories import job_chunks
+from tests.support.factories import job_chunks, render_inline
 from tests.support.inline import Inline
 from tests.support.s3 import BACKENDS, overrides_for
 from webapi.cli import mint_key
 from worker.jobs import render
 from worker.storage.backend import read_stored
-from worker.task_names import BUILD_VOICE, START_JOB
+from worker.task_names import BUILD_VOICE
 
 
 @pytest.fixture(params=BACKENDS)
@@ -62,12 +62,7 @@ class _Counted:
 def _run(app: Flask, client: FlaskClient, user: dict[str, str], script: str, **body: Any) -> dict[str, Any]:
     job = submit_job(client, user, "narrator", script=script, script_format="markdown", **body)
     assert job.status_code == 202, job.json
-    inline = Inline(tome_of(app).runtime)
-    inline.enqueue(START_JOB, [job.json["id"]])
-    inline.run()
-    done = dict(client.get(f"/v1/jobs/{job.json['id']}", headers=user).json or {})
-    assert done["status"] == "succeeded", done
-    return done
+    return render_inline(app, client, user, job.json["id"])
 
 
 def _setup(

@@ -12,10 +12,8 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from tests.api.helpers import submit_job, upload_voice
-from tests.support.apps import tome_of
-from tests.support.inline import Inline
+from tests.support.factories import render_inline
 from worker.audio import ffmpeg_exe
-from worker.task_names import BUILD_VOICE, START_JOB
 
 BOOK = "# The Harbour\n\nThe fog came in before dawn.\n\n# The Storm\n\nBy noon the wind had turned."
 METADATA = {"author": "Ann Writer", "narrator": "Keeper", "year": 2026, "language": "en"}
@@ -28,13 +26,7 @@ def _render(
     assert voice.status_code == 202
     job = submit_job(client, user, "narrator", script=BOOK, script_format="markdown", **body)
     assert job.status_code == 202, job.json
-    inline = Inline(tome_of(app).runtime)
-    inline.enqueue(BUILD_VOICE, [voice.json["id"]])
-    inline.enqueue(START_JOB, [job.json["id"]])
-    inline.run()
-    done: dict[str, object] = dict(client.get(f"/v1/jobs/{job.json['id']}", headers=user).json or {})
-    assert done["status"] == "succeeded", done
-    return done
+    return render_inline(app, client, user, job.json["id"], voice.json["id"])
 
 
 def _chapter_titles(meta: str) -> list[str]:

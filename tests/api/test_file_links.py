@@ -22,13 +22,12 @@ from models import ApiKey, Job, hash_key, utcnow
 from tests.api.helpers import submit_job, upload_voice
 from tests.conftest import bearer
 from tests.support.apps import tome_of
-from tests.support.inline import Inline
+from tests.support.factories import render_inline
 from tests.support.s3 import BACKENDS, overrides_for
 from webapi.cli import mint_key
 from webapi.file_links import sign
 from worker.config import ConfigError, Settings, load_settings
 from worker.sweeper import expire_outputs
-from worker.task_names import BUILD_VOICE, START_JOB
 
 SECRET = "file-link-test-secret-" + "s" * 32
 BOOK = "# The Harbour\n\nThe fog came in before dawn.\n\n# The Storm\n\nBy noon the wind had turned."
@@ -49,13 +48,16 @@ def _render(app: Flask, client: FlaskClient, user: dict[str, str], audio: bytes)
     job = submit_job(client, user, "narrator", script=BOOK, script_format="markdown",
                      output={"format": "wav", "split": "chapter"})  # fmt: skip
     assert job.status_code == 202, job.json
-    inline = Inline(tome_of(app).runtime)
-    inline.enqueue(BUILD_VOICE, [voice.json["id"]])
-    inline.enqueue(START_JOB, [job.json["id"]])
-    inline.run()
-    done: dict[str, Any] = dict(client.get(f"/v1/jobs/{job.json['id']}", headers=user).json or {})
-    assert done["status"] == "succeeded", done
-    return done
+    return render_inline(app, client, user, job.json["id"], voice.json["id"])
+
+
+@pytest.fixture
+def book(
+    app: Flask, client: FlaskClient, user: dict[str, str], reference_audio: tuple[bytes, str]
+) -> tuple[dict[str, Any], str]:
+    """A job rendered here, and its book file's name."""
+    job = _render(app, client, user, reference_audio[0])
+    return job, _files(client, user, job)["book"]["name"]
 
 
 def _files(client: FlaskClient, user: dict[str, str], job: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -158,10 +160,9 @@ LOCAL_ONLY = pytest.mark.parametrize("storage_overrides", [{}])
 
 @LOCAL_ONLY
 def test_a_changed_or_expired_link_is_refused(
-    app: Flask, client: FlaskClient, user: dict[str, str], reference_audio: tuple[bytes, str]
+    app: Flask, client: FlaskClient, user: dict[str, str], book: tuple[dict[str, Any], str]
 ) -> None:
-    job = _render(app, client, user, reference_audio[0])
-    name = _files(client, user, job)["book"]["name"]
+    job, name = book
     url = _link(client, user, job["id"], name)
     query = {k: v[0] for k, v in parse_qs(urlsplit(url).query).items()}
     assert query["key"] == _key_id(app, user)
@@ -235,10 +236,9 @@ def test_only_the_owner_gets_a_link_and_a_link_never_reaches_another_owners_job(
     client: FlaskClient,
     user: dict[str, str],
     other_user: dict[str, str],
-    reference_audio: tuple[bytes, str],
+    book: tuple[dict[str, Any], str],
 ) -> None:
-    job = _render(app, client, user, reference_audio[0])
-    name = _files(client, user, job)["book"]["name"]
+    job, name = book
     answer = client.post(f"/v1/jobs/{job['id']}/files/{name}/link", headers=other_user)
     assert answer.status_code == 404
     for bad in ("..%2F..%2Ftome.db", "../output.wav", "%2Fetc%2Fpasswd", "chapter-009.wav", "x" * 300):
@@ -258,10 +258,9 @@ def test_only_the_owner_gets_a_link_and_a_link_never_reaches_another_owners_job(
 
 @LOCAL_ONLY
 def test_a_link_dies_with_its_key_and_with_its_job(
-    app: Flask, client: FlaskClient, user: dict[str, str], reference_audio: tuple[bytes, str]
+    app: Flask, client: FlaskClient, user: dict[str, str], book: tuple[dict[str, Any], str]
 ) -> None:
-    job = _render(app, client, user, reference_audio[0])
-    name = _files(client, user, job)["book"]["name"]
+    job, name = book
     url = _link(client, user, job["id"], name)
     second = bearer(mint_key(app, "alice", "second", admin=False))
     by_second = _link(client, second, job["id"], name)

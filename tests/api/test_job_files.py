@@ -18,11 +18,9 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from tests.api.helpers import submit_job, upload_voice
-from tests.support.apps import tome_of
-from tests.support.inline import Inline
+from tests.support.factories import render_inline
 from tests.support.s3 import BACKENDS, overrides_for
 from worker.audio.ffmpeg import decode_to_pcm
-from worker.task_names import BUILD_VOICE, START_JOB
 
 
 @pytest.fixture(params=BACKENDS)
@@ -61,13 +59,7 @@ def _render(
             form[field] = (io.BytesIO(data), name)
         job = client.post("/v1/jobs", data=form, headers=user, content_type="multipart/form-data")
     assert job.status_code == 202, job.json
-    inline = Inline(tome_of(app).runtime)
-    inline.enqueue(BUILD_VOICE, [voice.json["id"]])
-    inline.enqueue(START_JOB, [job.json["id"]])
-    inline.run()
-    done: dict[str, Any] = dict(client.get(f"/v1/jobs/{job.json['id']}", headers=user).json or {})
-    assert done["status"] == "succeeded", done
-    return done
+    return render_inline(app, client, user, job.json["id"], voice.json["id"])
 
 
 def _files(client: FlaskClient, user: dict[str, str], job: dict[str, Any]) -> list[dict[str, Any]]:

@@ -39,13 +39,6 @@ def _chunk_texts(app: Flask, job_id: str) -> list[str]:
     return list(rows)
 
 
-@pytest.fixture
-def narrator(client: FlaskClient, user: dict[str, str], reference_audio: tuple[bytes, str]) -> str:
-    response = upload_voice(client, user, reference_audio[0], name="narrator", ref_text=reference_audio[1])
-    assert response.status_code == 202, response.json
-    return str(response.json["id"])
-
-
 def test_create_list_get_replace_delete(client: FlaskClient, user: dict[str, str]) -> None:
     created = _create(client, user)
     assert created.status_code == 201, created.json

@@ -13,17 +13,9 @@ from flask import Flask
 from flask.testing import FlaskClient
 
 from models import Job
-from tests.api.helpers import submit_job, upload_voice
+from tests.api.helpers import submit_job
 from tests.support.apps import tome_of
 from tests.support.epubs import build_epub
-
-
-@pytest.fixture
-def narrator(client: FlaskClient, user: dict[str, str], reference_audio: tuple[bytes, str]) -> str:
-    response = upload_voice(client, user, reference_audio[0], name="narrator", ref_text=reference_audio[1])
-    assert response.status_code == 202, response.json
-    voice_id: str = response.json["id"]
-    return voice_id
 
 
 def _job(app: Flask, job_id: str) -> Job:

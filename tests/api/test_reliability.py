@@ -7,7 +7,7 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -32,12 +32,6 @@ from worker.processes import settings_env
 from worker.sweeper import expire_chunks, expire_outputs, sweep
 from worker.task_names import START_JOB
 from worker.voices.prompts import build_voice
-
-
-@pytest.fixture
-def voice(client: FlaskClient, user: dict[str, str], reference_audio: tuple[bytes, str]) -> dict[str, Any]:
-    data: dict[str, Any] = upload_voice(client, user, reference_audio[0], ref_text=reference_audio[1]).json
-    return data
 
 
 def test_idempotency_key_returns_the_same_job_and_refuses_a_different_body(
@@ -104,13 +98,6 @@ def test_webhooks_to_private_addresses_or_odd_schemes_are_refused(
     response = submit_job(client, user, "narrator", webhook_url=url)
     assert response.status_code == 422
     assert response.json["error"]["field"] == "webhook_url"
-
-
-@pytest.fixture
-def receiver() -> Iterator[Receiver]:
-    r = Receiver()
-    yield r
-    r.close()
 
 
 def test_completed_job_sends_a_signed_webhook_and_retries_failures(

@@ -21,23 +21,9 @@ from tests.api.helpers import preview_of, submit_job, upload_voice
 from tests.conftest import bearer
 from tests.support.apps import tome_of
 from tests.support.epubs import build_epub
+from tests.support.factories import post_script_file
 from webapi.cli import mint_key
 from worker.jobs.intake import plan_job
-
-
-@pytest.fixture
-def narrator(client: FlaskClient, user: dict[str, str], reference_audio: tuple[bytes, str]) -> str:
-    response = upload_voice(client, user, reference_audio[0], name="narrator", ref_text=reference_audio[1])
-    assert response.status_code == 202, response.json
-    voice_id: str = response.json["id"]
-    return voice_id
-
-
-def _multipart(
-    client: FlaskClient, headers: dict[str, str], path: str, job: dict[str, Any], data: bytes, filename: str
-) -> Any:
-    form = {"job": json.dumps(job), "script": (io.BytesIO(data), filename)}
-    return client.post(path, data=form, headers=headers, content_type="multipart/form-data")
 
 
 def _chunks(app: Flask, job_id: str) -> list[Chunk]:
@@ -58,7 +44,7 @@ def test_a_markdown_file_upload_becomes_a_job_titled_by_its_front_matter(
         b"# Two\n\nThe end[^1]. Everyone went home, tired and happy, along the long road by the sea.\n\n"
         b"[^1]: Note."
     )
-    response = _multipart(client, user, "/v1/jobs", {"voice": "narrator"}, book, "book.md")
+    response = post_script_file(client, user, "/v1/jobs", {"voice": "narrator"}, book, "book.md")
     assert response.status_code == 202, response.json
     job = response.json
     assert job["title"] == "Upload Test"
@@ -78,7 +64,7 @@ def test_an_epub_upload_keeps_its_table_of_contents_and_metadata(
     app: Flask, client: FlaskClient, user: dict[str, str], narrator: str
 ) -> None:
     data = build_epub()
-    accepted = _multipart(client, user, "/v1/jobs", {"voice": "narrator"}, data, "novel.epub")
+    accepted = post_script_file(client, user, "/v1/jobs", {"voice": "narrator"}, data, "novel.epub")
     assert accepted.status_code == 202, accepted.json
     assert accepted.json["progress"]["chunks_total"] == 0  # a worker unpacks and plans it
     job = _planned(app, client, user, accepted.json["id"])
@@ -193,7 +179,7 @@ def test_multipart_errors_name_the_part(client: FlaskClient, user: dict[str, str
     )
     assert no_file.status_code == 422
     assert no_file.json["error"]["field"] == "script"
-    latin1 = _multipart(
+    latin1 = post_script_file(
         client, user, "/v1/jobs", {"voice": "narrator", "title": "T"}, "café".encode("latin-1"), "a.txt"
     )
     assert latin1.status_code == 422
@@ -249,14 +235,16 @@ def test_preview_takes_uploads_and_refuses_like_a_job(
     app: Flask, client: FlaskClient, user: dict[str, str], narrator: str
 ) -> None:
     """An EPUB preview is planned by a worker (202, then GET /v1/previews/{id}); its errors are the same."""
-    accepted = _multipart(client, user, "/v1/scripts/preview", {"voice": "narrator"}, build_epub(), "b.epub")
+    accepted = post_script_file(
+        client, user, "/v1/scripts/preview", {"voice": "narrator"}, build_epub(), "b.epub"
+    )
     assert accepted.status_code == 202, accepted.json
     response = preview_of(app, accepted)
     assert response.status_code == 200, response.json
     assert response.json["metadata"]["title"]
     junk = b"PK\x03\x04junk"
     bad = preview_of(
-        app, _multipart(client, user, "/v1/scripts/preview", {"voice": "narrator"}, junk, "b.epub")
+        app, post_script_file(client, user, "/v1/scripts/preview", {"voice": "narrator"}, junk, "b.epub")
     )
     assert bad.status_code == 422
     assert bad.json["error"]["field"] == "script"
@@ -274,7 +262,7 @@ def test_an_epubs_length_is_held_to_the_daily_quota_once_unpacked(
     client, user = app.test_client(), bearer(mint_key(app, owner="alice", name="k", admin=False))
     assert upload_voice(client, user, reference_audio[0]).status_code == 202
     padded = build_epub(files={"OEBPS/images/plate.png": os.urandom(3_000_000)})
-    accepted = _multipart(client, user, "/v1/jobs", {"voice": "narrator"}, padded, "plates.epub")
+    accepted = post_script_file(client, user, "/v1/jobs", {"voice": "narrator"}, padded, "plates.epub")
     assert accepted.status_code == 202, accepted.json
     job = _planned(app, client, user, accepted.json["id"])
     assert job["status"] == "failed", job
@@ -286,7 +274,7 @@ def test_an_epub_job_with_no_title_anywhere_fails_naming_title(
 ) -> None:
     """The inline path answered 422 naming ``title``; the worker fails the job the same way."""
     untitled = build_epub(title="", titlepage=False)
-    accepted = _multipart(client, user, "/v1/jobs", {"voice": "narrator"}, untitled, "untitled.epub")
+    accepted = post_script_file(client, user, "/v1/jobs", {"voice": "narrator"}, untitled, "untitled.epub")
     assert accepted.status_code == 202, accepted.json
     job = _planned(app, client, user, accepted.json["id"])
     assert job["status"] == "failed", job

@@ -6,7 +6,7 @@ from __future__ import annotations
 from flask.testing import FlaskClient
 
 from tests.api.helpers import submit_job, upload_voice
-from tests.unit.test_language_id import ENGLISH, GERMAN
+from tests.unit.script.test_language_id import ENGLISH, GERMAN
 
 
 def test_a_german_script_for_an_english_job_is_a_warning_in_the_preview_and_on_the_job(

@@ -12,14 +12,14 @@ from tests.browser.conftest import Stack
 from tests.browser.studio import Studio
 from tests.support.api_server import running_api
 from tests.support.apps import app_on
-from tests.support.audiobookshelf import FakeAudiobookshelf
+from tests.support.audiobookshelf import ABS_TOKEN, FakeAudiobookshelf
 from webapi.cli import mint_key
 from worker.config import load_settings
 from worker.processes import WorkerProcess, api_command
 
 pytestmark = pytest.mark.e2e
 
-TOKEN = "abs-studio-token-88aa01"
+TOKEN = ABS_TOKEN
 
 
 @pytest.fixture(scope="module")
@@ -40,23 +40,17 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         yield Stack(f"http://127.0.0.1:{server.port}", settings, root, alice, bob, admin)
 
 
-@pytest.fixture
-def fake() -> Iterator[FakeAudiobookshelf]:
-    server = FakeAudiobookshelf(tokens={TOKEN})
-    yield server
-    server.close()
-
-
 def test_a_job_from_the_studio_is_delivered_into_audiobookshelf(
     studio: Studio,
     stack: Stack,
     worker: WorkerProcess,
-    fake: FakeAudiobookshelf,
+    abs_server: FakeAudiobookshelf,
     reference_audio: tuple[bytes, str],
 ) -> None:
     audio, transcript = reference_audio
     with stack.api(stack.alice) as api:
-        assert api.put("/v1/integrations/audiobookshelf", json={"url": fake.url, "token": TOKEN}).is_success
+        target = {"url": abs_server.url, "token": TOKEN}
+        assert api.put("/v1/integrations/audiobookshelf", json=target).is_success
         files = {"audio": ("reference.wav", audio, "audio/wav")}
         voice = api.post("/v1/voices", data={"name": "narrator", "ref_text": transcript}, files=files)
         assert voice.status_code == 202, voice.text
@@ -81,8 +75,8 @@ def test_a_job_from_the_studio_is_delivered_into_audiobookshelf(
         book = api.get(job["output"]["url"]).content
     assert job["delivery"] == {"audiobookshelf": {"state": "delivered", "attempts": 1, "error": None}}
     assert "library.zip" in {f["name"] for f in files}
-    assert [(u.token, u.fields["title"], u.fields["library"]) for u in fake.uploads] == [
+    assert [(u.token, u.fields["title"], u.fields["library"]) for u in abs_server.uploads] == [
         (TOKEN, "The Keeper", "lib_main")
     ]
-    assert fake.uploads[0].files["The Keeper.mp3"] == book
+    assert abs_server.uploads[0].files["The Keeper.mp3"] == book
     studio.check_requests([stack.alice, TOKEN])

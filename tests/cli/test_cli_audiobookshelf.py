@@ -9,7 +9,7 @@ import io
 import json
 import time
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,14 +17,14 @@ import httpx
 import pytest
 
 from tests.cli.conftest import Stack
-from tests.support.audiobookshelf import FakeAudiobookshelf
+from tests.support.audiobookshelf import ABS_TOKEN, FakeAudiobookshelf
 from tome_cli.main import EXIT_API, EXIT_OK
 from worker.config import Settings, load_settings
 
 pytestmark = pytest.mark.e2e
 
 SECRET = "e2e-secret-key-0123456789abcdefghijkl"
-TOKEN = "abs-e2e-token-5c1d0e"
+TOKEN = ABS_TOKEN
 
 
 @pytest.fixture
@@ -40,13 +40,6 @@ def settings(tmp_path: Path) -> Settings:
     )
 
 
-@pytest.fixture
-def fake() -> Iterator[FakeAudiobookshelf]:
-    server = FakeAudiobookshelf(tokens={TOKEN})
-    yield server
-    server.close()
-
-
 def _job(stack: Stack, job_id: str) -> dict[str, Any]:
     found: dict[str, Any] = json.loads(stack.run("jobs", "show", job_id, "--json").stdout)
     return found
@@ -58,20 +51,22 @@ def test_a_job_rendered_through_the_cli_is_delivered_into_audiobookshelf_after_a
     tmp_path: Path,
     reference: tuple[Path, str],
     start_worker: Callable[..., Any],
-    fake: FakeAudiobookshelf,
+    abs_server: FakeAudiobookshelf,
 ) -> None:
     worker = start_worker(settings, concurrency=2)
     assert stack.run("integrations", "audiobookshelf", "show").stdout.strip() == "audiobookshelf: not set"
-    configured = stack.run("integrations", "audiobookshelf", "set", fake.url, env={"TOME_ABS_TOKEN": TOKEN})
+    configured = stack.run(
+        "integrations", "audiobookshelf", "set", abs_server.url, env={"TOME_ABS_TOKEN": TOKEN}
+    )
     assert configured.exit_code == EXIT_OK, configured.output
     shown = stack.run("integrations", "audiobookshelf", "show", "--json")
-    assert json.loads(shown.stdout) == {"url": fake.url, "configured": True}
+    assert json.loads(shown.stdout) == {"url": abs_server.url, "configured": True}
 
     ref, transcript = reference
     assert stack.run("voices", "add", "narrator", str(ref), "--text", transcript).exit_code == EXIT_OK
     script = tmp_path / "keeper.txt"
     script.write_text("The keeper climbed the stairs at dusk. The lamp turned slowly.", encoding="utf-8")
-    fake.upload_statuses = [503]
+    abs_server.upload_statuses = [503]
     rendered = stack.run(
         "render", str(script), "--voice", "narrator", "--title", "The Keeper", "--format", "mp3",
         "--author", "Mara Quill", "--narrator", "Ada Voice", "--series", "Lighthouse Tales",
@@ -88,14 +83,14 @@ def test_a_job_rendered_through_the_cli_is_delivered_into_audiobookshelf_after_a
         job = _job(stack, job_id)
     assert job["status"] == "succeeded"
     assert job["delivery"] == {"audiobookshelf": {"state": "delivered", "attempts": 2, "error": None}}
-    assert [u.status for u in fake.uploads] == [503, 200]
-    upload = fake.uploads[-1]
+    assert [u.status for u in abs_server.uploads] == [503, 200]
+    upload = abs_server.uploads[-1]
     assert upload.token == TOKEN
     assert upload.fields["title"] == "Vol 1 - The Keeper"
     assert (upload.fields["author"], upload.fields["series"]) == ("Mara Quill", "Lighthouse Tales")
     book = (tmp_path / "keeper.mp3").read_bytes()
     assert upload.files == {"The Keeper.mp3": book, "reader.txt": b"Ada Voice\n"}
-    assert fake.scans == [(TOKEN, "lib_main")]
+    assert abs_server.scans == [(TOKEN, "lib_main")]
 
     files = json.loads(stack.run("jobs", "files", job_id, "--json").stdout)
     listed = next(f for f in files if f["name"] == "library.zip")

@@ -4,8 +4,6 @@ OPF's title and author as its tags, read back by ffmpeg and mutagen (not by Tome
 
 from __future__ import annotations
 
-import io
-import json
 import subprocess
 import uuid
 from collections.abc import Callable, Sequence
@@ -20,10 +18,10 @@ from flask.testing import FlaskClient
 from sqlalchemy import select
 
 from models import Chunk
-from tests.api.helpers import upload_voice
 from tests.e2e.flow import wait_terminal
 from tests.support.apps import tome_of
 from tests.support.epubs import Section, build_epub
+from tests.support.factories import post_script_file
 from worker.audio import ffmpeg_exe
 from worker.config import Settings
 
@@ -90,20 +88,15 @@ def test_an_uploaded_epub_renders_to_an_m4b_with_its_table_of_contents_as_chapte
     client: FlaskClient,
     user: dict[str, str],
     settings: Settings,
-    reference_audio: tuple[bytes, str],
+    narrator: str,  # uploaded: its prompt builds once the worker runs
     start_worker: Callable[..., Any],
     tmp_path: Path,
 ) -> None:
     start_worker(settings, concurrency=2)
-    voice = upload_voice(client, user, reference_audio[0], name="narrator", ref_text=reference_audio[1])
-    assert voice.status_code == 202, voice.json
     epub = build_epub(BOOK, version=3, title=TITLE, authors=(AUTHOR,))  # cover, copyright, nav, notes...
-    form = {
-        # No title, no script_format: the file's name says EPUB, and the OPF names the book.
-        "job": json.dumps({"voice": "narrator", "output": {"format": "m4b"}}),
-        "script": (io.BytesIO(epub), "keepers-log.epub"),
-    }
-    submitted = client.post("/v1/jobs", data=form, headers=user, content_type="multipart/form-data")
+    # No title, no script_format: the file's name says EPUB, and the OPF names the book.
+    fields = {"voice": "narrator", "output": {"format": "m4b"}}
+    submitted = post_script_file(client, user, "/v1/jobs", fields, epub, "keepers-log.epub")
     assert submitted.status_code == 202, submitted.json
     assert submitted.json["script_format"] == "epub"
     assert submitted.json["progress"]["chunks_total"] == 0  # a worker unpacks and plans it

@@ -18,6 +18,7 @@ from flask.testing import FlaskClient
 from tests.api.helpers import submit_job, upload_voice
 from tests.e2e.flow import wait_terminal
 from tests.support.epubs import Section, build_epub
+from tests.support.factories import post_script_file
 from tests.support.readalong import check_against_manifest, element_text, epubcheck, read_epub
 from worker.audio import ffmpeg_exe
 from worker.config import Settings
@@ -79,18 +80,14 @@ def test_an_epub_script_gets_a_read_along_of_its_own_pages(
     client: FlaskClient,
     user: dict[str, str],
     settings: Settings,
-    reference_audio: tuple[bytes, str],
+    narrator: str,  # uploaded: its prompt builds once the worker runs
     start_worker: Callable[..., Any],
     tmp_path: Path,
 ) -> None:
     start_worker(settings, concurrency=2)
-    voice = upload_voice(client, user, reference_audio[0], name="narrator", ref_text=reference_audio[1])
-    assert voice.status_code == 202, voice.json
-    form = {
-        "job": json.dumps({"voice": "narrator", "output": {"format": "m4b", "readalong": True}}),
-        "script": (io.BytesIO(build_epub(BOOK, title="The Keeper's Log")), "log.epub"),
-    }
-    submitted = client.post("/v1/jobs", data=form, headers=user, content_type="multipart/form-data")
+    fields = {"voice": "narrator", "output": {"format": "m4b", "readalong": True}}
+    epub = build_epub(BOOK, title="The Keeper's Log")
+    submitted = post_script_file(client, user, "/v1/jobs", fields, epub, "log.epub")
     assert submitted.status_code == 202, submitted.json
     job = wait_terminal(client, user, submitted.json["id"], timeout=180)
     assert job["status"] == "succeeded", job

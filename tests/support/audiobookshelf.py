@@ -20,6 +20,10 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+# The API tokens the ``abs_server`` fixture (tests/conftest.py) accepts: one owner's, and another's.
+ABS_TOKEN = "abs-token-ALICE-7f3a9c"
+OTHER_ABS_TOKEN = "abs-token-BOB-19be44"
+
 
 @dataclass
 class Upload:

@@ -5,6 +5,7 @@ either of them (tests/test_helpers_unique.py checks that no helper is defined in
 from __future__ import annotations
 
 import io
+import json
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -21,7 +22,7 @@ from tests.support.inline import Inline
 from worker.audio import read_wav
 from worker.engines.pitch import f0_statistics, track_pitch
 from worker.jobs.preview import preview_script
-from worker.task_names import BUILD_VOICE
+from worker.task_names import BUILD_VOICE, START_JOB
 
 
 def upload_voice(
@@ -64,6 +65,15 @@ def submit_job(client: FlaskClient, headers: dict[str, str], voice: str, **body:
     payload = {"title": "Test", "script": "Hello world. This is a test.", "voice": voice}
     payload.update(body)
     return client.post("/v1/jobs", json=payload, headers=headers)
+
+
+def post_script_file(
+    client: FlaskClient, headers: dict[str, str], path: str, job: dict[str, Any], data: bytes, filename: str
+) -> Any:
+    """POST ``job`` (the JSON fields) with ``data`` as its script file named ``filename``, as
+    multipart/form-data (``/v1/jobs`` or ``/v1/scripts/preview``); the response."""
+    form = {"job": json.dumps(job), "script": (io.BytesIO(data), filename)}
+    return client.post(path, data=form, headers=headers, content_type="multipart/form-data")
 
 
 def job_chunks(app: Flask, job_id: str) -> list[Chunk]:
@@ -109,3 +119,18 @@ def preview_of(app: Flask, response: Any) -> Any:
 def builds_sent(inline: Inline) -> list[str]:
     """The voice ids of the prompt builds the app sent to ``inline``, in order."""
     return [str(args[0]) for name, args in inline.sent if name == BUILD_VOICE]
+
+
+def render_inline(
+    app: Flask, client: FlaskClient, headers: dict[str, str], job_id: str, voice_id: str | None = None
+) -> dict[str, Any]:
+    """Render a submitted job in this process (its voice's prompt built first when ``voice_id`` is given)
+    and return it as ``GET /v1/jobs/{id}`` shows it, which must say it succeeded."""
+    inline = Inline(tome_of(app).runtime)
+    if voice_id is not None:
+        inline.enqueue(BUILD_VOICE, [voice_id])
+    inline.enqueue(START_JOB, [job_id])
+    inline.run()
+    done: dict[str, Any] = dict(client.get(f"/v1/jobs/{job_id}", headers=headers).json or {})
+    assert done["status"] == "succeeded", done
+    return done

@@ -1,6 +1,6 @@
 """The output formats Tome encodes, what each file carries, and the ffmpeg arguments that make it (pure).
 
-Every claim in :data:`FORMATS` is checked by ``tests/unit/test_audio_deliverables.py``, which reads the
+Every claim in :data:`FORMATS` is checked by ``tests/unit/audio/test_deliverables.py``, which reads the
 files back with ffmpeg and with mutagen.
 """
 

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ValidationError
 from webapi.admin import AdminVoiceQuery
 from webapi.schemas import LANGUAGE_PATTERN, JobCreate, VoiceForm
 
-INDEX = Path(__file__).resolve().parents[2] / "webapi" / "studio_assets" / "index.html"
+INDEX = Path(__file__).resolve().parents[3] / "webapi" / "studio_assets" / "index.html"
 
 
 class Fields(HTMLParser):

@@ -207,7 +207,7 @@ def test_a_test_process_exits_without_a_metrics_warning_once_its_fixtures_close(
 ) -> None:
     """The noise was the exit flush writing batches of test databases that were gone; a process whose
     database is really gone at exit still says so (the 'dispose' case: as a production worker would)."""
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     done = subprocess.run(
         [sys.executable, "-c", EXITING, str(tmp_path / "m.db"), close],
         env={**os.environ, "PYTHONPATH": str(root)},

@@ -13,6 +13,7 @@ from worker import tasks
 from worker.engines import SynthesisRequest
 from worker.engines.base import Waveform
 from worker.jobs.render import EngineOutOfMemory, is_out_of_memory, synthesize_in_halves
+from worker.task_names import RENDER_CHUNKS
 
 
 class OutOfMemoryError(RuntimeError):
@@ -81,8 +82,9 @@ def test_a_single_chunk_that_does_not_fit_raises_for_a_retry_later() -> None:
     assert isinstance(raised.value.__cause__, OutOfMemoryError)
     # The render task retries it with backoff, as it does database and broker outages.
     assert isinstance(raised.value, tasks.TRANSIENT)
-    assert tasks.render_chunks.autoretry_for == tasks.TRANSIENT
-    assert tasks.render_chunks.retry_backoff
+    render_chunks = tasks.CELERY_TASKS[RENDER_CHUNKS]
+    assert render_chunks.autoretry_for == tasks.TRANSIENT
+    assert render_chunks.retry_backoff
 
 
 def test_other_errors_are_not_split() -> None:

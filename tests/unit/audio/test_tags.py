@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.unit.test_audio_deliverables import parse_ffmetadata
+from tests.unit.audio.test_deliverables import parse_ffmetadata
 from worker.audio import (
     MAX_DESCRIPTION_CHARS,
     MAX_TAG_CHARS,

@@ -217,7 +217,7 @@ _PEAK = """
 import json, resource, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-from tests.unit.test_readalong import fake_job, META, RATE
+from tests.unit.audio.test_readalong import fake_job, META, RATE
 from worker.audio.readalong import build
 folder = Path(sys.argv[2])
 minutes = float(sys.argv[3])
@@ -234,7 +234,7 @@ print(json.dumps({"growth_kb": after - before, "bytes": (folder / "out.epub").st
 def _peak(tmp_path: Path, minutes: float) -> dict[str, int]:
     folder = tmp_path / f"m{minutes:g}"
     folder.mkdir()
-    root = str(Path(__file__).resolve().parents[2])
+    root = str(Path(__file__).resolve().parents[3])
     done = subprocess.run(
         [sys.executable, "-c", _PEAK, root, str(folder), str(minutes)],
         capture_output=True, text=True, check=True, timeout=600,

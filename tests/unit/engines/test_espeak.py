@@ -380,5 +380,5 @@ def test_import_does_not_load_the_library() -> None:
         "assert 'flask' not in sys.modules and 'celery' not in sys.modules\n"
     )
     subprocess.run(
-        [sys.executable, "-c", code], check=True, timeout=120, cwd=Path(__file__).resolve().parents[2]
+        [sys.executable, "-c", code], check=True, timeout=120, cwd=Path(__file__).resolve().parents[3]
     )

@@ -1,16 +1,38 @@
-"""Which queue each task goes to: the routing table from celery_config, Celery's own router reading it, and
-real messages sent by name through an in-memory broker (as the API and the workers send them)."""
+"""The task table (worker.task_names) and which queue each task goes to: every entry registered with Celery
+under its name, the routing table from celery_config, Celery's own router reading it, and real messages
+sent by name through an in-memory broker (as the API and the workers send them)."""
 
 from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any
 
 import pytest
 from celery import Celery
 
-from worker import task_names
+from worker import dispatch, task_names, tasks
 from worker.celery_app import SPEECH_PRIORITY, WORK_PRIORITY, celery_config, make_celery
 from worker.config import ConfigError, Settings, load_settings
 from worker.processes import all_queues, control_worker_command
-from worker.task_names import ALL_TASKS, ENGINE_TASKS
+from worker.task_names import ALL_TASKS, ENGINE_TASKS, TASKS, QueueKind, TaskSpec
+
+ROOT = Path(__file__).resolve().parents[3]
+# The names on the wire: a worker of another version takes the same messages, so none may change.
+WIRE_NAMES = {
+    "tome.plan_job",
+    "tome.preview_script",
+    "tome.start_job",
+    "tome.render_chunks",
+    "tome.stitch_job",
+    "tome.stitch_chapter",
+    "tome.build_voice",
+    "tome.deliver_webhook",
+    "tome.deliver_chapter_webhook",
+    "tome.deliver_audiobookshelf",
+    "tome.sweep",
+    "tome.speak",
+}
 
 CONTROL_TASKS = (
     task_names.PLAN_JOB,
@@ -68,6 +90,54 @@ def test_engine_tasks_are_registered_task_names() -> None:
     assert set(ENGINE_TASKS) == set(GPU_TASKS)
     assert set(GPU_TASKS + CPU_TASKS + CONTROL_TASKS) <= registered
     assert set(ALL_TASKS) == set(GPU_TASKS + CPU_TASKS + CONTROL_TASKS)
+
+
+def _queue_of_kind(spec: TaskSpec, env: dict[str, str]) -> str:
+    settings = load_settings(env)
+    return {
+        QueueKind.CONTROL: settings.control_queue_name,
+        QueueKind.ENGINE: settings.gpu_queue or settings.queue,
+        QueueKind.DEFAULT: settings.queue,
+    }[spec.queue]
+
+
+@pytest.mark.parametrize("env", [{}, {"TOME_QUEUE": "work", "TOME_GPU_QUEUE": "gpu"}])
+def test_every_table_entry_is_a_registered_task_routed_by_its_kind(env: dict[str, str]) -> None:
+    app = make_celery(load_settings(env))
+    app.loader.import_default_modules()
+    assert {spec.name for spec in TASKS} == WIRE_NAMES
+    for spec in TASKS:
+        task = app.tasks[spec.name]
+        assert task.name == tasks.CELERY_TASKS[spec.name].name == spec.name
+        assert queue_of(app, spec.name) == _queue_of_kind(spec, env), spec.name
+        assert (getattr(task, "autoretry_for", ()) == tasks.TRANSIENT) is spec.retried, spec.name
+        assert callable(dispatch.function_of(spec)), spec.name
+        assert spec.on_break is None or callable(dispatch.function_of(spec, "on_break"))
+    assert set(dispatch.handlers()) == WIRE_NAMES
+
+
+def test_a_name_that_names_no_handler_is_refused() -> None:
+    with pytest.raises(LookupError, match=r"worker\.dispatch has no body function 'handle_nothing'"):
+        dispatch.function_of(TaskSpec("tome.nothing", "handle_nothing"))
+
+
+def task_name_literals(root: Path) -> list[str]:
+    """``path:line`` of every string literal that is a task name, in worker/ and webapi/ but the table."""
+    found = []
+    for path in sorted([*(root / "worker").rglob("*.py"), *(root / "webapi").rglob("*.py")]):
+        if path == root / "worker" / "task_names.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and node.value in WIRE_NAMES:
+                found.append(f"{path.relative_to(root)}:{node.lineno}")
+    return found
+
+
+def test_task_names_are_written_only_in_the_table(tmp_path: Path) -> None:
+    assert task_name_literals(ROOT) == []
+    (tmp_path / "worker").mkdir()
+    (tmp_path / "worker" / "sender.py").write_text('send("tome.start_job", [])\n')
+    assert task_name_literals(tmp_path) == ["worker/sender.py:1"]
 
 
 def test_speech_goes_ahead_of_every_other_task() -> None:
@@ -142,3 +212,54 @@ def test_every_worker_command_consumes_the_control_queue_and_the_control_worker_
 def test_speech_per_owner_must_be_positive() -> None:
     with pytest.raises(ConfigError, match="TOME_SPEECH_PER_OWNER"):
         load_settings({"TOME_SPEECH_PER_OWNER": "0"})
+
+
+def _memory_app() -> Celery:
+    """The app as a worker builds it, on an in-memory broker."""
+    app = make_celery(load_settings({}))
+    app.conf.broker_url = "memory://"
+    app.conf.broker_transport = None  # the embedded default names Tome's filesystem transport
+    app.conf.broker_transport_options = {}
+    app.loader.import_default_modules()
+    return app
+
+
+def test_a_task_whose_body_breaks_off_runs_its_on_break_then_raises(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The preview's body raising (a time limit, a bug) fails the preview, so its client gets an answer."""
+    broken: list[list[Any]] = []
+
+    def raises(rt: Any, args: list[Any], enqueue: Any) -> str:
+        raise RuntimeError("planning broke")
+
+    monkeypatch.setitem(dispatch.handlers(), task_names.PREVIEW_SCRIPT, raises)
+    monkeypatch.setattr(dispatch, "preview_broke_off", lambda rt, args: broken.append(args))
+    monkeypatch.setattr(tasks, "runtime", lambda: None)
+    result = _memory_app().tasks[task_names.PREVIEW_SCRIPT].apply(args=["p-1"])
+    assert isinstance(result.result, RuntimeError)
+    assert broken == [["p-1"]]
+    monkeypatch.setitem(dispatch.handlers(), task_names.START_JOB, raises)  # no on_break: just raised
+    assert isinstance(_memory_app().tasks[task_names.START_JOB].apply(args=["j-1"]).result, RuntimeError)
+    assert broken == [["p-1"]]
+
+
+def test_a_rescheduling_task_is_sent_again_after_the_delay_it_returns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    outcomes = iter([{"retry_in": 30.0}, {"retry_in": None}])
+    monkeypatch.setitem(
+        dispatch.handlers(), task_names.DELIVER_AUDIOBOOKSHELF, lambda rt, a, e: next(outcomes)
+    )
+    monkeypatch.setattr(tasks, "runtime", lambda: None)
+    app = _memory_app()
+    for _ in range(2):
+        app.tasks[task_names.DELIVER_AUDIOBOOKSHELF].apply(args=["j-1"])
+    with app.connection_for_write() as conn, conn.SimpleQueue("tome") as queue:
+        message = queue.get(block=False)
+        assert (message.headers["task"], message.headers["argsrepr"]) == (
+            task_names.DELIVER_AUDIOBOOKSHELF,
+            "['j-1']",
+        )
+        assert message.headers["eta"] is not None  # sent with its countdown
+        message.ack()
+        with pytest.raises(queue.Empty):
+            queue.get(block=False)  # the second outcome, with no retry due, sent nothing

@@ -35,7 +35,9 @@ def test_records_carry_the_job_of_the_block_they_are_made_in() -> None:
     assert formatted == "x job=abc: m"
 
 
-def test_dispatch_tags_every_line_a_job_task_logs(caplog: pytest.LogCaptureFixture) -> None:
+def test_dispatch_tags_every_line_a_job_task_logs(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     install_record_factory()
     job_id = str(uuid.uuid4())
     seen: list[str] = []
@@ -45,13 +47,9 @@ def test_dispatch_tags_every_line_a_job_task_logs(caplog: pytest.LogCaptureFixtu
         seen.append(args[0])
         return "ok"
 
-    original = dispatch.HANDLERS[DELIVER_WEBHOOK]
-    dispatch.HANDLERS[DELIVER_WEBHOOK] = handler
-    try:
-        with caplog.at_level(logging.INFO):
-            assert dispatch.run(None, DELIVER_WEBHOOK, [job_id], lambda n, a: None) == "ok"  # type: ignore[arg-type]
-    finally:
-        dispatch.HANDLERS[DELIVER_WEBHOOK] = original
+    monkeypatch.setitem(dispatch.handlers(), DELIVER_WEBHOOK, handler)
+    with caplog.at_level(logging.INFO):
+        assert dispatch.run(None, DELIVER_WEBHOOK, [job_id], lambda n, a: None) == "ok"  # type: ignore[arg-type]
     [record] = [r for r in caplog.records if r.name == "worker.jobs.test"]
     assert _job(record) == job_id
     assert seen == [job_id]

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.unit.test_audio_deliverables import chapter_seconds, ffmpeg_metadata
+from tests.unit.audio.test_deliverables import chapter_seconds, ffmpeg_metadata
 from worker.audio import BookTags, Pauses, write_wav_atomic
 from worker.audio.ffmpeg import decode_to_pcm, ffmpeg_exe
 from worker.audio.formats import OutputFormat
