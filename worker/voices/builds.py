@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 import uuid
 from collections import defaultdict, deque
 from collections.abc import Sequence
@@ -33,10 +34,12 @@ from worker.jobs.usage import Quotas
 from worker.runtime import Runtime
 from worker.task_names import BUILD_VOICE, Enqueue
 from worker.voices import state
+from worker.voices.prompts import ensure_ready
 
 log = logging.getLogger(__name__)
 
 RECENT = timedelta(hours=1)  # the worker time owners take turns by
+POLL_SECONDS = 0.2  # how often a speech request waiting for a build looks at its voice
 
 
 def request_builds(rt: Runtime, voice_ids: Sequence[uuid.UUID], enqueue: Enqueue) -> int:
@@ -131,7 +134,7 @@ def _send(rt: Runtime, enqueue: Enqueue) -> list[uuid.UUID]:
                 break
             if owner not in room.waiting:
                 room.waiting[owner] = _oldest(session, owner, now, settings.voice_builds_per_owner)
-                room.headroom[owner] = _headroom(session, owner, now, settings)
+                room.headroom[owner] = quota_left(session, owner, now, settings)
                 if not room.waiting[owner]:  # another sender took them meanwhile
                     continue
             voice_id, seconds = room.waiting[owner].popleft()
@@ -161,7 +164,7 @@ def _oldest(session: Session, owner: str, now: datetime, count: int) -> deque[tu
     return deque((voice_id, float(seconds or 0)) for voice_id, seconds in rows)
 
 
-def _headroom(session: Session, owner: str, now: datetime, settings: Settings) -> float:
+def quota_left(session: Session, owner: str, now: datetime, settings: Settings) -> float:
     """The build quota's worker seconds the owner has left after the builds that ran in the last 24
     hours and the estimates of those in flight (unlimited without a quota)."""
     limit = Quotas.of(settings).build_seconds_24h
@@ -180,3 +183,43 @@ def _weights(session: Session, owners: list[str]) -> dict[str, int]:
     ).all()
     found = {owner: max(1, int(priority or 1)) for owner, priority in rows}
     return {owner: found.get(owner, 1) for owner in owners}
+
+
+@dataclass(frozen=True)
+class NotReady:
+    """Why a voice a speech request needs has no prompt yet, and when to ask again."""
+
+    retry_after: int  # seconds: about what its build is estimated to take (at least 1)
+    quota_used: bool  # its owner's build quota has no room: the build waits for the window to move
+    state: str  # its cache status now
+
+
+def wait_for_prompt(rt: Runtime, voice_id: uuid.UUID, enqueue: Enqueue, seconds: float) -> NotReady | None:
+    """None once the voice's prompt is ready, waiting up to ``seconds`` for its build; the build is the
+    usual one (:func:`request_builds`: sent within the build bounds and quota, run by a worker), never
+    run here. Raises VoiceCacheFailed if the build failed. Holds no database connection while it waits."""
+    if ensure_ready(rt, voice_id):
+        return None
+    with rt.sessions() as session:
+        owner = session.scalar(select(Voice.owner).where(Voice.id == voice_id))
+        on_its_way = session.scalar(select(Voice.id).where(Voice.id == voice_id, state.building(utcnow())))
+        room = quota_left(session, owner or "", utcnow(), rt.settings)
+    if on_its_way is None and room <= 0:
+        return _not_ready(rt, voice_id, quota_used=True)
+    request_builds(rt, [voice_id], enqueue)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        time.sleep(POLL_SECONDS)
+        if ensure_ready(rt, voice_id):
+            return None
+    return _not_ready(rt, voice_id, quota_used=False)
+
+
+def _not_ready(rt: Runtime, voice_id: uuid.UUID, quota_used: bool) -> NotReady:
+    now = utcnow()
+    with rt.sessions() as session:
+        row = session.execute(
+            select(Voice.audio_duration, Voice.cache_status).where(Voice.id == voice_id)
+        ).one()
+        estimate = float(row.audio_duration or 0) * usage.build_estimate(session, now)
+    return NotReady(max(1, math.ceil(estimate)), quota_used, str(row.cache_status))
