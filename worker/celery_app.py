@@ -10,7 +10,7 @@ from celery.signals import after_setup_logger, after_setup_task_logger, before_t
 from worker import counters
 from worker.config import Settings
 from worker.logs import current, install_record_factory, use_json
-from worker.task_names import ALL_TASKS, CONTROL_TASKS, ENGINE_TASKS, SPEAK, SWEEP
+from worker.task_names import ALL_TASKS, CONTROL_TASKS, ENGINE_TASKS, SPEAK, STITCH_TASKS, SWEEP
 
 TASK_MODULES = ["worker.tasks"]
 REQUEST_ID_HEADER = "tome_request_id"
@@ -32,8 +32,10 @@ def task_routes(settings: Settings) -> dict[str, dict[str, Any]]:
     """Where each task goes, and at which priority.
 
     Queues: the engine tasks go to ``gpu_queue`` when it is set; the control tasks (plan, preview, start, the
-    wake-ups a build sends, stitches, the sweep) to ``control_queue``, which a small worker of its own serves,
-    so that they never wait behind a render batch; webhooks and deliveries stay on ``settings.queue``.
+    wake-ups a build sends, the sweep) to ``control_queue``, which a small worker of its own serves, so that
+    they never wait behind a render batch; stitches to ``stitch_queue`` (the ordinary workers and a stitch
+    worker consume it), so that a long one never holds the control worker; webhooks and deliveries stay on
+    ``settings.queue``.
     Priority: an owner's only speech in flight is sent at :data:`SPEECH_PRIORITY`, every other task at
     :data:`WORK_PRIORITY`, in the same queues, so the next pool process that frees up takes it first; a
     priority rather than a queue, because a speech task must be taken by whatever worker renders, on both
@@ -43,6 +45,8 @@ def task_routes(settings: Settings) -> dict[str, dict[str, Any]]:
     routes[SPEAK] = {"priority": SPEECH_PRIORITY}
     for name in CONTROL_TASKS:
         routes[name]["queue"] = settings.control_queue_name
+    for name in STITCH_TASKS:
+        routes[name]["queue"] = settings.stitch_queue_name
     if settings.gpu_queue:
         for name in ENGINE_TASKS:
             routes[name]["queue"] = settings.gpu_queue

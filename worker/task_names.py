@@ -24,9 +24,11 @@ SPEAK = "tome.speak"  # args: [job_id]: a speech job's chunks in order (POST /v1
 
 # The tasks that run the TTS engine; with TOME_GPU_QUEUE set they go to that queue (celery_app).
 ENGINE_TASKS = (RENDER_CHUNKS, BUILD_VOICE, SPEAK)
-# Short tasks that move jobs along (plan, start, wake-ups, stitches, the sweep): on their own queue, served
-# by a dedicated consumer, so that they never wait behind render batches (celery_app.task_routes).
-CONTROL_TASKS = (PLAN_JOB, PREVIEW_SCRIPT, START_JOB, STITCH_JOB, STITCH_CHAPTER, SWEEP)
+# Short tasks that move jobs along (plan, start, wake-ups, the sweep): on their own queue, served by a
+# dedicated consumer, so that they never wait behind render batches or stitches (celery_app.task_routes).
+CONTROL_TASKS = (PLAN_JOB, PREVIEW_SCRIPT, START_JOB, SWEEP)
+# Stitches, minutes of ffmpeg for a long book: on a queue of their own (celery_app.task_routes).
+STITCH_TASKS = (STITCH_JOB, STITCH_CHAPTER)
 # Every task; all but SPEAK are sent at the background priority (celery_app.task_routes).
 ALL_TASKS = (
     PLAN_JOB,
