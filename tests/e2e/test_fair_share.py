@@ -1,14 +1,16 @@
 """One fair share of the workers for speech, books and the control tasks, on the real stack: the API under
-gunicorn (as `make run` serves it), a render worker of two pool processes, the control and stitch workers
-beside it, on SQLite and the filesystem broker and on PostgreSQL and Redis, all on 127.0.0.1. ``espeak-paced`` gives
-each chunk a GPU's time, so that the render slots, not this machine's two cores, are what the owners share.
+gunicorn (as `make run` serves it), a render worker of two pool processes, the control and stitch
+workers beside it, on SQLite and the filesystem broker and on PostgreSQL and Redis, all on 127.0.0.1.
+``espeak-paced`` gives each chunk a GPU's time, so that the render slots, not this machine's two cores,
+are what the owners share.
 
 - A speech flood: alice loops POST /v1/audio/speech on several threads for a bounded time. bob's book
   (one render batch) still finishes within twice its idle time (measured first, in the same test),
   carol's speech still starts within a few times its idle first-byte time, and alice gets 200s, or 429
   with Retry-After once she has her TOME_SPEECH_PER_OWNER in flight: never a 5xx.
 - A big book: while alice's book fills the render slots, bob's small book (its start on the control
-  worker, its stitch on the stitch worker, its batch at the front of the queue) finishes within twice its idle time.
+  worker, its stitch on the stitch worker, its batch at the front of the queue) finishes within twice
+  its idle time.
 
 Ratios against the idle run of the same test, with waits on conditions: no figure of this machine's.
 """

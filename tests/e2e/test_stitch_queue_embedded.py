@@ -8,6 +8,7 @@ stitch worker takes every stitch. Order and counts, no wall-clock bound."""
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from typing import Any
@@ -39,6 +40,14 @@ def _status(client: FlaskClient, headers: dict[str, str], job_id: str) -> str:
     return str(client.get(f"/v1/jobs/{job_id}", headers=headers).json["status"])
 
 
+def _is(client: FlaskClient, headers: dict[str, str], job_id: str, status: str) -> bool:
+    return _status(client, headers, job_id) == status
+
+
+def _ready(client: FlaskClient, headers: dict[str, str], url: str) -> bool:
+    return bool(client.get(url, headers=headers).json["cache_status"] == "ready")
+
+
 def _waiting(settings: Settings, queue: str) -> int:
     """Messages waiting in ``queue`` on the filesystem broker."""
     return len(list((settings.broker_folder / "queue").glob(f"*.{queue}.msg")))
@@ -59,12 +68,8 @@ def test_a_start_never_waits_for_another_owners_stitches(
     start_worker(settings, concurrency=1, queues=[settings.queue])
     start_worker(settings, concurrency=CONTROL_CONCURRENCY, queues=[settings.control_queue_name])
     for name, headers in owners.items():
-        _until(
-            lambda h=headers, v=voices[name]: (
-                client.get(f"/v1/voices/{v}", headers=h).json["cache_status"] == "ready"
-            ),
-            "a voice's prompt was not built",
-        )
+        url = f"/v1/voices/{voices[name]}"
+        _until(functools.partial(_ready, client, headers, url), "a voice's prompt was not built")
     # alice's books, more than the control worker has processes, all waiting for their stitch.
     books = []
     for n in range(CONTROL_CONCURRENCY + 1):
@@ -73,7 +78,8 @@ def test_a_start_never_waits_for_another_owners_stitches(
         assert job.status_code == 202, job.json
         books.append(job.json["id"])
     for job_id in books:
-        _until(lambda j=job_id: _status(client, owners["alice"], j) == "stitching", "a book was not rendered")
+        stitching = functools.partial(_is, client, owners["alice"], job_id, "stitching")
+        _until(stitching, "a book was not rendered")
     assert _waiting(settings, settings.stitch_queue_name) == len(books)
 
     # bob's job is started and rendered all the same: no control process is held by a stitch.
