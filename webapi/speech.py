@@ -42,7 +42,7 @@ from worker.logs import log_context
 from worker.script import ReadOptions
 from worker.task_names import SPEAK
 from worker.voices.builds import wait_for_prompt
-from worker.voices.prompts import VoiceCacheFailed
+from worker.voices.prompts import VoiceCacheFailed, ensure_ready
 
 log = logging.getLogger(__name__)
 BUSY_RETRY_SECONDS = 1  # a speech request renders in about a second or two; its place frees when it ends
@@ -206,10 +206,12 @@ def _await_prompt(voice: Voice) -> None:
     build failed; 409 ``voice_not_ready`` with Retry-After if it is not done in time; 429 if the owner's
     build quota leaves no room for it."""
     state = tome()
-    voice_id, name = voice.id, voice.name
-    state.end_session()  # no connection held while it waits
+    rt, voice_id, name = state.runtime, voice.id, voice.name
     try:
-        waited = wait_for_prompt(state.runtime, voice_id, state.enqueue, state.settings.speech_wait_seconds)
+        if ensure_ready(rt, voice_id):
+            return
+        state.end_session()  # no connection held while it waits
+        waited = wait_for_prompt(rt, voice_id, state.enqueue, state.settings.speech_wait_seconds)
     except VoiceCacheFailed as exc:
         raise Conflict(str(exc), code="voice_unavailable", field="voice") from exc
     if waited is None:
