@@ -124,7 +124,16 @@ def test_compose_has_no_required_variables() -> None:
 
 def test_plain_up_is_the_cpu_deployment() -> None:
     services = active("cpu")
-    assert set(services) == {"postgres", "redis", "migrate", "api", "worker", "worker-control", "sweeper"}
+    assert set(services) == {
+        "postgres",
+        "redis",
+        "migrate",
+        "api",
+        "worker",
+        "worker-control",
+        "worker-stitch",
+        "sweeper",
+    }
     assert {name: s["profiles"] for name, s in SERVICES.items() if s.get("profiles")} == {
         "worker-gpu": ["gpu"],
         "flower": ["flower"],
@@ -166,11 +175,13 @@ def test_every_routed_queue_is_consumed_and_gpu_workers_take_only_gpu_work(setup
     unconsumed = routed - set().union(*consumers.values())
     assert not unconsumed, f"tasks are routed to {unconsumed}, which no worker consumes"
     settings = clients["worker"]
-    assert consumers["worker"] == {settings.queue, settings.control_queue_name}, (
+    assert consumers["worker"] == {settings.queue, settings.stitch_queue_name, settings.control_queue_name}, (
         "the CPU worker: no engine work"
     )
-    # the control tasks have a worker of their own, so that they never wait behind render batches
+    # the control tasks have a worker of their own, so that they never wait behind render batches or
+    # stitches; stitches one of their own, so that they never wait behind render batches
     assert consumers["worker-control"] == {settings.control_queue_name}
+    assert consumers["worker-stitch"] == {settings.stitch_queue_name}
     if setup == "gpu":
         assert consumers["worker-gpu"] == {settings.gpu_queue}
 
@@ -283,7 +294,7 @@ def test_dockerfile_installs_qwen_tts_as_the_makefile_does() -> None:
 
 # --- health checks, graceful stops, Flower (issue 15, Observability) ------------------------------------
 
-WORKERS = ("worker", "worker-control", "worker-gpu")
+WORKERS = ("worker", "worker-control", "worker-stitch", "worker-gpu")
 
 
 def _seconds(duration: str) -> float:
@@ -381,6 +392,7 @@ def test_the_s3_profile_adds_minio_and_its_bucket_and_every_service_uses_it() ->
         "api",
         "worker",
         "worker-control",
+        "worker-stitch",
         "sweeper",
         "minio",
         "minio-init",

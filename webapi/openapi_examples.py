@@ -301,7 +301,12 @@ _BUILDERS: dict[type[BaseModel], Any] = {
         "stored_bytes": {"used": 4520060, "quota": 21474836480},
         "unfinished_jobs": {"used": 0, "quota": 20},
         "audio_seconds_24h": {"used": 46.5, "quota": 172800.0},
-        "voice_builds_24h": {"count": 2, "seconds": {"used": 31.4, "quota": 3600.0}, "audio_seconds": 95.0},
+        "voice_builds_24h": {
+            "count": 2,
+            "seconds": {"used": 31.4, "quota": 3600.0},
+            "audio_seconds": 95.0,
+            "reserved_seconds": 0.0,
+        },
     },
     AudiobookshelfOut: lambda: {"url": "https://abs.example.com", "configured": True},
     Health: lambda: {"status": "ok", "database": "ok", "storage": "ok"},

@@ -41,6 +41,7 @@ from worker.jobs.speech_stream import SpeechStream
 from worker.logs import log_context
 from worker.script import ReadOptions
 from worker.task_names import SPEAK
+from worker.voices.builds import wait_for_prompt
 from worker.voices.prompts import VoiceCacheFailed, ensure_ready
 
 log = logging.getLogger(__name__)
@@ -106,7 +107,10 @@ class SpeechFailed(ApiError):
         "Speak short text, streamed while it renders: OpenAI's speech API, so that its client libraries "
         "work against Tome with their base URL changed. The audio starts as soon as the first sentence is "
         "rendered (chunked transfer encoding); the `Tome-Job-Id` header names the speech job, which counts "
-        "against your quotas as any job. 409: the voice's prompt could not be built; 429: "
+        "against your quotas as any job. A voice without a speaker prompt is built first by the usual "
+        "build (the request waits for it within TOME_SPEECH_WAIT_SECONDS). 409: the voice's prompt could "
+        "not be built (`voice_unavailable`), or is still being built (`voice_not_ready`, with "
+        "Retry-After); 429: your voice build quota is used, or "
         "TOME_SPEECH_PER_OWNER (2) speech requests of yours are still rendering (retry after the seconds "
         "Retry-After says); 503: the first audio did not come within TOME_SPEECH_WAIT_SECONDS.",
         {200: None, 404: None, 409: None, 429: None},
@@ -128,10 +132,7 @@ def create_speech() -> Response:
         )
     principal = current_principal()
     voice = _voice(principal.owner, body.voice)
-    try:
-        ensure_ready(state.runtime, voice.id)  # a failed prompt is a 409 now; a missing one is built
-    except VoiceCacheFailed as exc:
-        raise Conflict(str(exc), code="voice_unavailable", field="voice") from exc
+    _await_prompt(voice)
     engine = state.engine()
     speed = speech.Speed.of(body.speed)
     speech_plan = _plan(principal.owner, voice, body.input, speed)
@@ -198,6 +199,43 @@ def _admit(
     return job, alone
 
 
+def _await_prompt(voice: Voice) -> None:
+    """Return once the voice's prompt is ready, waiting within TOME_SPEECH_WAIT_SECONDS for its build (the
+    usual build, within the build bounds and quota: worker.voices.builds), before the request is admitted,
+    so that it holds no speech place, render slot or encoder meanwhile. 409 ``voice_unavailable`` if the
+    build failed; 409 ``voice_not_ready`` with Retry-After if it is not done in time; 429 if the owner's
+    build quota leaves no room for it."""
+    state = tome()
+    rt, voice_id, name = state.runtime, voice.id, voice.name
+    try:
+        if ensure_ready(rt, voice_id):
+            return
+        state.end_session()  # no connection held while it waits
+        waited = wait_for_prompt(rt, voice_id, state.enqueue, state.settings.speech_wait_seconds)
+    except VoiceCacheFailed as exc:
+        raise Conflict(str(exc), code="voice_unavailable", field="voice") from exc
+    if waited is None:
+        return
+    if waited.quota_used:
+        raise RateLimited(
+            f"voice {name!r} has no speaker prompt, and your voice prompt builds of the last 24 hours (with "
+            "those in flight) used the build quota (TOME_QUOTA_BUILD_SECONDS_PER_DAY)",
+            code="quota_build_seconds_per_day",
+            retry_after=3600,
+        )
+    building = _BUILD_STATES.get(waited.state, waited.state)
+    raise Conflict(
+        f"voice {name!r} has no speaker prompt yet: its build is {building}; retry in about "
+        f"{waited.retry_after} s",
+        code="voice_not_ready",
+        field="voice",
+        retry_after=waited.retry_after,
+    )
+
+
+_BUILD_STATES = {"pending": "waiting for a free build slot", "processing": "running", "stale": "waiting"}
+
+
 def _voice(owner: str, ref: str) -> Voice:
     voice = live_voices(tome().sessions(), owner, [ref]).get(ref)
     if voice is None:
@@ -236,7 +274,9 @@ def _refusal(exc: speech.SpeechError) -> ApiError:
     """A speech job that ended before its first audio, as the answer's status."""
     if exc.code == "voice_unavailable":
         return Conflict(exc.message, code=exc.code, field="voice")
-    if exc.code in ("speech_timeout", "voice_timeout"):
+    if exc.code == "voice_not_ready":
+        return Conflict(exc.message, code=exc.code, field="voice", retry_after=BUSY_RETRY_SECONDS * 5)
+    if exc.code == "speech_timeout":
         return Unavailable(exc.message, code=exc.code, retry_after=5)
     if exc.code == "engine_error":
         return Invalid(exc.message, code=exc.code, field="input")

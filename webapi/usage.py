@@ -45,6 +45,11 @@ class VoiceBuilds(BaseModel):
     count: int
     seconds: Seconds = Field(description="worker seconds")
     audio_seconds: float = Field(description="reference audio encoded")
+    reserved_seconds: float = Field(
+        0.0,
+        description="Estimated worker seconds of the builds waiting or in flight, held against the quota "
+        "until each ends and counts its measured time",
+    )
 
 
 class UsageOut(BaseModel):
@@ -81,6 +86,7 @@ def get_usage() -> Response:
             count=usage.builds_24h,
             seconds=Seconds(used=round(usage.build_seconds_24h, 1), quota=quotas.build_seconds_24h or None),
             audio_seconds=round(usage.build_audio_seconds_24h, 1),
+            reserved_seconds=round(usage.build_seconds_reserved, 1),
         ),
     )
     return jsonify(out.model_dump(mode="json"))

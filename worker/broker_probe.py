@@ -27,7 +27,11 @@ class BrokerDown(RuntimeError):
 
 
 def queues(settings: Settings) -> list[str]:
-    return [q for q in (settings.queue, settings.gpu_queue, settings.control_queue_name) if q]
+    return [
+        q
+        for q in (settings.queue, settings.gpu_queue, settings.control_queue_name, settings.stitch_queue_name)
+        if q
+    ]
 
 
 def _is_redis(settings: Settings) -> bool:

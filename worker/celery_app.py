@@ -32,8 +32,10 @@ def task_routes(settings: Settings) -> dict[str, dict[str, Any]]:
     """Where each task goes, and at which priority, from the task table (:mod:`worker.task_names`).
 
     Queues: the engine tasks go to ``gpu_queue`` when it is set; the control tasks (plan, preview, start, the
-    wake-ups a build sends, stitches, the sweep) to ``control_queue``, which a small worker of its own serves,
-    so that they never wait behind a render batch; webhooks and deliveries stay on ``settings.queue``.
+    wake-ups a build sends, the sweep) to ``control_queue``, which a small worker of its own serves, so that
+    they never wait behind a render batch; stitches to ``stitch_queue`` (the ordinary workers and a stitch
+    worker consume it), so that a long one never holds the control worker; webhooks and deliveries stay on
+    ``settings.queue``.
     Priority: an owner's only speech in flight is sent at :data:`SPEECH_PRIORITY`, every other task at
     :data:`WORK_PRIORITY`, in the same queues, so the next pool process that frees up takes it first; a
     priority rather than a queue, because a speech task must be taken by whatever worker renders, on both
@@ -42,6 +44,7 @@ def task_routes(settings: Settings) -> dict[str, dict[str, Any]]:
     queues = {
         QueueKind.CONTROL: settings.control_queue_name,
         QueueKind.ENGINE: settings.gpu_queue or None,
+        QueueKind.STITCH: settings.stitch_queue_name,
         QueueKind.DEFAULT: None,  # the app's task_default_queue
     }
     routes: dict[str, dict[str, Any]] = {}

@@ -49,10 +49,13 @@ class Settings:
     # Empty: every task goes to ``queue``. Set: the engine-bound tasks (chunk rendering, voice prompt builds)
     # go to this queue instead, so that workers holding a GPU consume only GPU work (celery_app.task_routes).
     gpu_queue: str = ""
-    # The short control tasks (planning, starting, stitching, the sweep) go to this queue, which every
-    # worker consumes and a small dedicated worker serves too (`make run`, docker-compose), so that they
-    # never wait behind render batches (celery_app.task_routes). Empty: "<queue>.control".
+    # The short control tasks (planning, starting, the sweep) go to this queue, which every worker
+    # consumes and a small dedicated worker serves too (`make run`, docker-compose), so that they never
+    # wait behind render batches or stitches (celery_app.task_routes). Empty: "<queue>.control".
     control_queue: str = ""
+    # Stitches (a chapter's, the book's) go to this queue, which the ordinary workers and a stitch worker
+    # of its own consume, so that a long stitch never holds a control worker. Empty: "<queue>.stitch".
+    stitch_queue: str = ""
     engine: str = "espeak"
     # Limits on what callers may send.
     max_script_chars: int = 2_000_000
@@ -192,6 +195,10 @@ class Settings:
     @property
     def control_queue_name(self) -> str:
         return self.control_queue or f"{self.queue}.control"
+
+    @property
+    def stitch_queue_name(self) -> str:
+        return self.stitch_queue or f"{self.queue}.stitch"
 
     @property
     def layout(self) -> Layout:
@@ -385,6 +392,7 @@ class Settings:
             ("TOME_QUEUE", self.queue),
             ("TOME_GPU_QUEUE", self.gpu_queue),
             ("TOME_CONTROL_QUEUE", self.control_queue_name),
+            ("TOME_STITCH_QUEUE", self.stitch_queue_name),
         )
         for name, value in named:
             if value != value.strip() or "," in value or any(c.isspace() for c in value):
@@ -403,6 +411,11 @@ class Settings:
             raise ConfigError(
                 f"TOME_CONTROL_QUEUE={self.control_queue!r}: a queue of its own (not TOME_QUEUE or "
                 "TOME_GPU_QUEUE), so that a worker serving only it never takes render work"
+            )
+        if self.stitch_queue_name in (self.queue, self.gpu_queue, self.control_queue_name):
+            raise ConfigError(
+                f"TOME_STITCH_QUEUE={self.stitch_queue!r}: a queue of its own (not TOME_QUEUE, "
+                "TOME_GPU_QUEUE or TOME_CONTROL_QUEUE), so that stitches never hold the control worker"
             )
 
     def _validate_recogniser(self) -> None:

@@ -33,21 +33,28 @@ def celery_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "celery", "-A", "worker.main", *args]
 
 
-CONTROL_CONCURRENCY = 2  # the control worker: a long stitch still leaves a process for the next start
+CONTROL_CONCURRENCY = 2  # the control worker: a slow plan still leaves a process for the next start
+STITCH_CONCURRENCY = 2  # the stitch worker: one owner's long stitch leaves a process for another's
 
 
 def all_queues(settings: Settings) -> list[str]:
     """Every queue Tome sends to: what a worker that runs everything consumes (``make run``'s render
-    worker, the tests' workers). The control worker consumes ``settings.control_queue_name`` alone."""
-    return list(
-        dict.fromkeys(q for q in (settings.queue, settings.gpu_queue, settings.control_queue_name) if q)
-    )
+    worker, the tests' workers). The control worker consumes ``settings.control_queue_name`` alone, the
+    stitch worker ``settings.stitch_queue_name`` alone."""
+    named = (settings.queue, settings.gpu_queue, settings.control_queue_name, settings.stitch_queue_name)
+    return list(dict.fromkeys(q for q in named if q))
 
 
 def control_worker_command(settings: Settings, *extra: str) -> list[str]:
-    """The small worker that serves only the control queue (plan, start, stitch, sweep), so that those
-    never wait for a render batch to end (worker.celery_app.task_routes). It loads no engine."""
+    """The small worker that serves only the control queue (plan, start, sweep), so that those never
+    wait for a render batch or a stitch to end (worker.celery_app.task_routes). It loads no engine."""
     return worker_command(CONTROL_CONCURRENCY, [settings.control_queue_name], *extra)
+
+
+def stitch_worker_command(settings: Settings, *extra: str) -> list[str]:
+    """The worker that serves only the stitch queue, so that a finished book's stitch does not wait
+    for a render batch to end (the render workers take stitches too, when they free up)."""
+    return worker_command(STITCH_CONCURRENCY, [settings.stitch_queue_name], *extra)
 
 
 def worker_command(concurrency: int, queues: Sequence[str], *extra: str) -> list[str]:

@@ -22,6 +22,7 @@ class QueueKind(Enum):
 
     CONTROL = "control"  # short tasks that move jobs along: TOME_CONTROL_QUEUE, served by its own worker
     ENGINE = "engine"  # tasks that run the TTS engine: TOME_GPU_QUEUE when set, else the default queue
+    STITCH = "stitch"  # stitches, minutes of ffmpeg for a long book: TOME_STITCH_QUEUE
     DEFAULT = "default"  # webhooks and deliveries: TOME_QUEUE
 
 
@@ -57,7 +58,7 @@ def _task(name: str, body: str, queue: QueueKind = QueueKind.DEFAULT, **flags: A
     return name
 
 
-_CONTROL, _ENGINE = QueueKind.CONTROL, QueueKind.ENGINE
+_CONTROL, _ENGINE, _STITCH = QueueKind.CONTROL, QueueKind.ENGINE, QueueKind.STITCH
 
 # args: [job_id]
 PLAN_JOB = _task("tome.plan_job", "handle_plan", _CONTROL)
@@ -73,9 +74,9 @@ PREVIEW_SCRIPT = _task(
 )
 START_JOB = _task("tome.start_job", "handle_start", _CONTROL)  # args: [job_id]
 RENDER_CHUNKS = _task("tome.render_chunks", "handle_render", _ENGINE)  # args: [job_id, [seq, ...]]
-STITCH_JOB = _task("tome.stitch_job", "handle_stitch", _CONTROL)  # args: [job_id, stitch_token]
+STITCH_JOB = _task("tome.stitch_job", "handle_stitch", _STITCH)  # args: [job_id, stitch_token]
 # args: [job_id, chapter index, chapter token]
-STITCH_CHAPTER = _task("tome.stitch_chapter", "handle_stitch_chapter", _CONTROL)
+STITCH_CHAPTER = _task("tome.stitch_chapter", "handle_stitch_chapter", _STITCH)
 BUILD_VOICE = _task("tome.build_voice", "handle_build", _ENGINE, job_arg=False)  # args: [voice_id]
 # args: [job_id]: one delivery attempt; the sweeper retries failures on the job's backoff schedule
 DELIVER_WEBHOOK = _task("tome.deliver_webhook", "handle_deliver")
@@ -97,9 +98,11 @@ BY_NAME: dict[str, TaskSpec] = {spec.name: spec for spec in TASKS}
 ALL_TASKS = tuple(spec.name for spec in TASKS)
 # The tasks that run the TTS engine; with TOME_GPU_QUEUE set they go to that queue.
 ENGINE_TASKS = tuple(spec.name for spec in TASKS if spec.queue is QueueKind.ENGINE)
-# Short tasks that move jobs along (plan, preview, start, stitches, the sweep): on their own queue, served
-# by a dedicated consumer, so that they never wait behind render batches.
+# Short tasks that move jobs along (plan, preview, start, the sweep): on their own queue, served by a
+# dedicated consumer, so that they never wait behind render batches or stitches.
 CONTROL_TASKS = tuple(spec.name for spec in TASKS if spec.queue is QueueKind.CONTROL)
+# Stitches: on a queue of their own, so that a long one never holds the control consumer.
+STITCH_TASKS = tuple(spec.name for spec in TASKS if spec.queue is QueueKind.STITCH)
 
 # Sends a follow-up task by name, after the state it depends on is committed.
 Enqueue = Callable[[str, list[Any]], None]

@@ -26,7 +26,7 @@ from flask.testing import FlaskClient
 from sqlalchemy import select, update
 from werkzeug.test import TestResponse
 
-from models import Chunk, Job, JobStatus, Voice, unit_of_work
+from models import Chunk, Job, JobStatus, Voice, VoiceBuild, unit_of_work
 from tests.api.helpers import upload_voice
 from tests.support.apps import app_on, close_engine, tome_of
 from webapi.cli import mint_key
@@ -39,6 +39,7 @@ from worker.jobs.speech import FIRST_CHUNK_CHARS, Speed, first_sentence_apart
 from worker.runtime import Runtime
 from worker.script import ChunkSpec
 from worker.task_names import BUILD_VOICE, SPEAK
+from worker.voices.prompts import key_for
 
 TEXT = (
     "The lighthouse keeper climbed the stairs at dusk. He counted every step, as he always did. "
@@ -385,25 +386,33 @@ def test_the_ffmpeg_command_holds_no_client_text() -> None:
 # -- voices, quotas, time limits, clients that leave -------------------------------------------------------
 
 
-def test_a_voice_without_a_prompt_is_built_once_by_the_request_then_cached(
+def test_a_voice_without_a_prompt_is_built_by_the_usual_build_then_cached(
     stack: Stack, reference_audio: tuple[bytes, str]
 ) -> None:
+    """The request waits for the voice's build, which a worker runs as a build task (sent within the build
+    bounds, counted in usage), not the speech task; the prompt is then cached for the next request."""
     worker = stack.worker
     assert worker is not None
     worker.hold()  # the upload's build message waits behind (say) book work ...
     voice = stack.voice("alice", "fresh", reference_audio)
     message = worker.take()
-    assert message == (BUILD_VOICE, [voice["id"]])  # ... and is taken out: the speech request builds it
+    assert message == (BUILD_VOICE, [voice["id"]])  # ... and is lost
     worker.release()
     assert (
         stack.client.get(f"/v1/voices/{voice['id']}", headers=stack.key("alice")).json["cache_status"]
         == "pending"
     )
+    before = stack.client.get("/v1/usage", headers=stack.key("alice")).json["voice_builds_24h"]["count"]
     first = speak(stack, voice="fresh", input="Hello there.")
     assert first.status_code == 200, first.json
     first.get_data()
     built = stack.client.get(f"/v1/voices/{voice['id']}", headers=stack.key("alice")).json
     assert built["cache_status"] == "ready"
+    ran = [name for name, _ in worker.ran]
+    assert ran.index(BUILD_VOICE) < ran.index(SPEAK), "the build task ran before the speech was sent"
+    assert (BUILD_VOICE, "built") in worker.ran
+    usage = stack.client.get("/v1/usage", headers=stack.key("alice")).json["voice_builds_24h"]
+    assert usage["count"] == before + 1
     again = speak(stack, voice=voice["id"], input="Hello again.")
     assert again.status_code == 200
     again.get_data()
@@ -412,6 +421,103 @@ def test_a_voice_without_a_prompt_is_built_once_by_the_request_then_cached(
     worker.enqueue(*message)  # the build message, delivered late, finds the prompt ready
     worker.drain()
     assert (BUILD_VOICE, "already_ready") in worker.ran
+
+
+def test_a_voice_gone_stale_before_the_speech_task_is_asked_for_not_built_there(
+    stack: Stack, reference_audio: tuple[bytes, str]
+) -> None:
+    """The voice is ready when the request is admitted and stale (another engine) when its speech task
+    runs: the task does not build it inline; it asks for the usual build and fails the speech, and the
+    request is a 409 ``voice_not_ready`` with Retry-After; a build task then builds it."""
+    worker = stack.worker
+    assert worker is not None
+    voice = stack.voice("alice", "racer", reference_audio)
+    worker.drain()
+    worker.hold()
+    answer: list[TestResponse] = []
+    thread = threading.Thread(
+        target=lambda: answer.append(speak(stack, voice="racer", input="Hello.")), name="speech-request"
+    )
+    speaks = sum(1 for name, _ in worker.priorities if name == SPEAK)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while sum(1 for name, _ in worker.priorities if name == SPEAK) == speaks:
+        assert time.monotonic() < deadline, "the request was not admitted"
+        time.sleep(0.02)
+    with stack.app.app_context(), unit_of_work(tome_of(stack.app).runtime.sessions) as session:
+        session.execute(update(Voice).where(Voice.id == uuid.UUID(voice["id"])).values(cache_status="stale"))
+    ran_before = len(worker.ran)
+    worker.release()
+    thread.join(timeout=60)
+    (response,) = answer
+    assert response.status_code == 409, response.json
+    assert response.json["error"]["code"] == "voice_not_ready"
+    assert int(response.headers["Retry-After"]) >= 1
+    worker.drain()
+    assert worker.ran[ran_before:] == [(SPEAK, "failed")], "the speech task built nothing"
+    with tome_of(stack.app).runtime.sessions() as session:
+        row = session.get(Voice, uuid.UUID(voice["id"]))
+        assert row is not None
+        # Asked for as any job asks: pending and sent within the bounds (this worker drops what its
+        # tasks send; the next request sends the build again as a hint, and it runs as a build task).
+        assert row.cache_status == "pending"
+        assert row.cache_sent_until is not None
+    again = speak(stack, voice="racer", input="Hello.")
+    assert again.status_code == 200, again.json
+    again.get_data()
+    assert worker.ran[ran_before + 1] == (BUILD_VOICE, "built")
+
+
+def _pretend_ready(stack: Stack, voice_id: str) -> None:
+    """Mark a voice's prompt ready without building it (no worker here renders with it)."""
+    with stack.app.app_context(), unit_of_work(tome_of(stack.app).runtime.sessions) as session:
+        voice = session.get(Voice, uuid.UUID(voice_id))
+        assert voice is not None
+        voice.cache_status, voice.cache_key = "ready", key_for(voice, tome_of(stack.app).engine())
+
+
+def test_speech_never_builds_past_the_build_bounds_or_quota(
+    tmp_path: Path, reference_audio: tuple[bytes, str]
+) -> None:
+    """No worker here; one build in flight at most. bob's build holds the only slot: alice's request waits
+    TOME_SPEECH_WAIT_SECONDS, gets a 409 ``voice_not_ready`` with Retry-After, and her build stays
+    unsent, no speech job kept. Once her build quota is used, her request is a 429 at once."""
+    bounds = {"voice_builds_in_flight": 1, "voice_builds_per_owner": 1, "speech_wait_seconds": 0.5}
+    with speech_stack(tmp_path, worker=False, **bounds) as idle:
+        idle.voice("bob", "narrator", reference_audio)  # sent: it holds the slot (nothing builds it)
+        alice = idle.voice("alice", "narrator", reference_audio)
+        response = speak(idle, input="Hello.")
+        assert response.status_code == 409, response.json
+        assert response.json["error"]["code"] == "voice_not_ready"
+        assert response.json["error"]["field"] == "voice"
+        assert "waiting for a free build slot" in response.json["error"]["message"]
+        assert int(response.headers["Retry-After"]) >= 1
+        with tome_of(idle.app).runtime.sessions() as session:
+            row = session.get(Voice, uuid.UUID(alice["id"]))
+            assert row is not None
+            assert (row.cache_status, row.cache_sent_until) == ("pending", None), "not sent past the bound"
+            assert session.scalars(select(Job.id)).all() == [], "no speech job while the voice waits"
+    quota = {"quota_build_seconds_per_day": 0.5, "speech_wait_seconds": 0.5}
+    with speech_stack(tmp_path / "quota", worker=False, **quota) as used:
+        alice = used.voice("alice", "narrator", reference_audio)
+        with tome_of(used.app).runtime.sessions() as session:
+            session.execute(update(Voice).values(cache_sent_until=None))  # its upload's message is lost
+            session.add(
+                VoiceBuild(
+                    voice_id=uuid.UUID(alice["id"]),
+                    owner="alice",
+                    seconds=1.0,
+                    audio_seconds=0.0,
+                    outcome="built",
+                )
+            )
+            session.commit()
+        started = time.monotonic()
+        response = speak(used, input="Hello.")
+        assert response.status_code == 429, response.json
+        assert response.json["error"]["code"] == "quota_build_seconds_per_day"
+        assert int(response.headers["Retry-After"]) > 0
+        assert time.monotonic() - started < 5
 
 
 def test_a_voice_whose_prompt_failed_is_a_409(stack: Stack, reference_audio: tuple[bytes, str]) -> None:
@@ -447,7 +553,7 @@ def test_speech_counts_against_the_owners_usage(stack: Stack) -> None:
 def test_over_the_daily_audio_quota_is_a_429(tmp_path: Path, reference_audio: tuple[bytes, str]) -> None:
     limits = {"quota_audio_seconds_per_day": 5.0, "speech_wait_seconds": 0.3}
     with speech_stack(tmp_path, worker=False, **limits) as small:
-        small.voice("alice", "narrator", reference_audio)
+        _pretend_ready(small, small.voice("alice", "narrator", reference_audio)["id"])
         response = speak(small)
         assert response.status_code == 429
         assert response.json["error"]["code"] == "quota_audio_per_day"
@@ -530,7 +636,7 @@ def test_no_worker_no_wait_for_ever(tmp_path: Path, reference_audio: tuple[bytes
     """Nothing consumes the broker here: the request gives up after TOME_SPEECH_WAIT_SECONDS with a 503
     and the job is cancelled, not left running against the owner's quota."""
     with speech_stack(tmp_path, worker=False, speech_wait_seconds=0.5) as idle:
-        idle.voice("alice", "narrator", reference_audio)
+        _pretend_ready(idle, idle.voice("alice", "narrator", reference_audio)["id"])
         started = time.monotonic()
         response = speak(idle, input="Hello.")
         assert response.status_code == 503

@@ -14,7 +14,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy import select, update
 
-from models import Voice, utcnow
+from models import ApiKey, Voice, VoiceBuild, utcnow
 from tests.api.helpers import upload_voice
 from tests.conftest import bearer
 from tests.support.apps import tome_of
@@ -23,6 +23,7 @@ from tests.support.inline import Inline
 from webapi.cli import mint_key
 from worker.audio import AudioLimits
 from worker.config import ConfigError, load_settings
+from worker.jobs.usage import BUILD_SECONDS_PER_REFERENCE_SECOND
 from worker.voices.analysis import AnalyserPool, AnalysisUnavailable
 from worker.voices.builds import send_builds
 
@@ -227,3 +228,90 @@ def test_build_and_analysis_settings_that_make_no_sense_are_refused(bad: dict[st
     with pytest.raises(ConfigError) as refused:
         load_settings({}, **bad)
     assert "TOME_" in str(refused.value)
+
+
+def _ran(app: Flask, owner: str, voice_id: str, seconds: float) -> None:
+    """A build of ``owner``'s that ran just now and took ``seconds`` (no reference audio counted, so the
+    estimate of a build stays the default)."""
+    sessions = tome_of(app).sessions
+    sessions.add(
+        VoiceBuild(
+            voice_id=uuid.UUID(voice_id), owner=owner, seconds=seconds, audio_seconds=0.0, outcome="built"
+        )
+    )
+    sessions.commit()
+
+
+def test_key_priority_weighs_an_owners_turn_as_it_weighs_its_chunks(
+    make_app: Callable[..., Flask], reference_audio: tuple[bytes, str]
+) -> None:
+    """alice's builds took twice bob's worker time in the last hour; at priority 3 her turn still comes
+    first (20 s / 3 < 10 s / 1), at priority 1 bob's does."""
+    app = make_app(voice_builds_in_flight=1, voice_builds_per_owner=1)
+    client = app.test_client()
+    bob = _voices(app, client, "bob", 2, reference_audio)  # bob waits longest
+    alice = _voices(app, client, "alice", 2, reference_audio)
+    _ran(app, "alice", alice[0], 20.0)
+    _ran(app, "bob", bob[0], 10.0)
+    rt = tome_of(app).runtime
+    sessions = tome_of(app).sessions
+    for priority, first in ((3, alice[0]), (1, bob[0])):
+        sessions.execute(update(ApiKey).where(ApiKey.owner == "alice").values(priority=priority))
+        sessions.commit()
+        _unsend_all(app)
+        inline = Inline(rt)
+        assert send_builds(rt, inline.enqueue) == 1
+        assert builds_sent(inline) == [first], f"alice at priority {priority}"
+
+
+def test_queued_builds_reserve_their_estimate_so_the_build_quota_holds(
+    make_app: Callable[..., Flask], reference_audio: tuple[bytes, str]
+) -> None:
+    """Each build waiting or in flight reserves its estimate (half its reference's length while no build
+    says better): uploads stop once builds that ran and reserved ones reach the quota; of the builds
+    already waiting, only those the quota leaves room for are sent, all at once or not; the rest go
+    once the builds that ran settle at their measured time."""
+    probe = make_app()
+    (one,) = _voices(probe, probe.test_client(), "probe", 1, reference_audio)
+    length = probe.test_client().get(
+        f"/v1/voices/{one}", headers=bearer(mint_key(probe, "probe", "p", False))
+    )
+    seconds = float(length.json["audio_duration"])
+    estimate = BUILD_SECONDS_PER_REFERENCE_SECOND * seconds
+    # Room for three builds' estimates, not four: the first three uploads pass, the fourth is refused.
+    app = make_app(
+        quota_build_seconds_per_day=2.5 * estimate, voice_builds_in_flight=4, voice_builds_per_owner=4
+    )
+    client = app.test_client()
+    alice = _voices(app, client, "alice", 3, reference_audio)
+    headers = bearer(mint_key(app, owner="alice", name="k2", admin=False))
+    refused = upload_voice(client, headers, reference_audio[0], name="four", ref_text=reference_audio[1])
+    assert refused.status_code == 429, refused.json
+    assert refused.json["error"]["code"] == "quota_build_seconds_per_day"
+    assert "estimated" in refused.json["error"]["message"]
+    assert int(refused.headers["Retry-After"]) > 0
+    builds = client.get("/v1/usage", headers=headers).json["voice_builds_24h"]
+    assert builds["reserved_seconds"] == pytest.approx(3 * estimate, abs=0.1)
+    assert builds["count"] == 0
+
+    # The three waiting builds are sent together: 0, 1 and 2 estimates in flight, each under the quota.
+    _unsend_all(app)
+    rt = tome_of(app).runtime
+    inline = Inline(rt)
+    assert send_builds(rt, inline.enqueue) == 3
+    # With a build that ran taking one estimate's time, only the first two are sent at once (the third
+    # would start with 1 + 2 estimates reserved, past 2.5).
+    _unsend_all(app)
+    _ran(app, "alice", alice[0], estimate)
+    inline = Inline(rt)
+    assert send_builds(rt, inline.enqueue) == 2
+    assert builds_sent(inline) == alice[:2]
+    assert send_builds(rt, inline.enqueue) == 0, "the third waits while the two reserve their estimates"
+    # espeak builds take far less than their estimate: settled at their measured time as each ends,
+    # they leave room, and the end of a build sends the third.
+    inline.run()
+    assert builds_sent(inline) == alice
+    states = dict(tome_of(app).sessions.execute(select(Voice.id, Voice.cache_status)).all())
+    assert [states[uuid.UUID(v)] for v in alice] == ["ready"] * 3
+    # bob's quota is his own.
+    assert len(_voices(app, client, "bob", 1, reference_audio)) == 1

@@ -156,7 +156,7 @@ def describe_case(case: AnyCase) -> str:
 # No worker runs beside the fuzzed app: POST /v1/audio/speech with a live voice waits this long for one,
 # then answers 503 with Retry-After (its documented answer when no worker rendered in time).
 SPEECH_WAIT_S = 1.0
-NO_WORKER_CODES = frozenset({"speech_timeout", "voice_timeout"})
+NO_WORKER_CODES = frozenset({"speech_timeout"})
 
 
 def no_worker_answer(response: schemathesis.Response) -> bool:

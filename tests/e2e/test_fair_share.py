@@ -1,14 +1,16 @@
 """One fair share of the workers for speech, books and the control tasks, on the real stack: the API under
-gunicorn (as `make run` serves it), a render worker of two pool processes, the control worker beside it,
-on SQLite and the filesystem broker and on PostgreSQL and Redis, all on 127.0.0.1. ``espeak-paced`` gives
-each chunk a GPU's time, so that the render slots, not this machine's two cores, are what the owners share.
+gunicorn (as `make run` serves it), a render worker of two pool processes, the control and stitch
+workers beside it, on SQLite and the filesystem broker and on PostgreSQL and Redis, all on 127.0.0.1.
+``espeak-paced`` gives each chunk a GPU's time, so that the render slots, not this machine's two cores,
+are what the owners share.
 
 - A speech flood: alice loops POST /v1/audio/speech on several threads for a bounded time. bob's book
   (one render batch) still finishes within twice its idle time (measured first, in the same test),
   carol's speech still starts within a few times its idle first-byte time, and alice gets 200s, or 429
   with Retry-After once she has her TOME_SPEECH_PER_OWNER in flight: never a 5xx.
-- A big book: while alice's book fills the render slots, bob's small book (its start and stitch on the
-  control worker, its batch at the front of the queue) finishes within twice its idle time.
+- A big book: while alice's book fills the render slots, bob's small book (its start on the control
+  worker, its stitch on the stitch worker, its batch at the front of the queue) finishes within twice
+  its idle time.
 
 Ratios against the idle run of the same test, with waits on conditions: no figure of this machine's.
 """
@@ -37,7 +39,7 @@ from tests.support.apps import app_on, tome_of
 from tests.support.services import Services, postgres_database
 from webapi.cli import mint_key
 from worker.config import Settings, load_settings
-from worker.processes import CONTROL_CONCURRENCY, WorkerProcess, api_command
+from worker.processes import CONTROL_CONCURRENCY, STITCH_CONCURRENCY, WorkerProcess, api_command
 
 pytestmark = pytest.mark.e2e
 
@@ -108,9 +110,13 @@ def _stack(settings: Settings, folder: Path, reference_audio: tuple[bytes, str])
         control = WorkerProcess(
             settings, folder, concurrency=CONTROL_CONCURRENCY, queues=[settings.control_queue_name]
         )
+        stitch = WorkerProcess(
+            settings, folder, concurrency=STITCH_CONCURRENCY, queues=[settings.stitch_queue_name]
+        )
         try:
             render.wait_ready()
             control.wait_ready()
+            stitch.wait_ready()
             with running_api(settings, folder, lambda bind: api_command(bind, workers=2)) as server:
                 built = Stack(app, server, settings)
                 client = app.test_client()
@@ -129,6 +135,7 @@ def _stack(settings: Settings, folder: Path, reference_audio: tuple[bytes, str])
                 _first_byte(built, "carol", "Warming up.")
                 yield built
         finally:
+            stitch.stop()
             control.stop()
             render.stop()
 

@@ -53,7 +53,9 @@ def test_engine_tasks_run_only_on_the_gpu_queue_worker(
 ) -> None:
     gpu = start_worker(gpu_settings, concurrency=1, queues=[gpu_settings.gpu_queue])
     cpu = start_worker(
-        gpu_settings, concurrency=1, queues=[gpu_settings.queue, gpu_settings.control_queue_name]
+        gpu_settings,
+        concurrency=1,
+        queues=[gpu_settings.queue, gpu_settings.control_queue_name, gpu_settings.stitch_queue_name],
     )
     client = gpu_app.test_client()
     headers = bearer(mint_key(gpu_app, "alice", "k", admin=False))

@@ -53,7 +53,9 @@ def test_one_host_renders_the_other_stitches_and_the_api_serves_from_the_bucket(
     renderer = _host(shared, tmp_path / "render-host")
     stitcher = _host(shared, tmp_path / "stitch-host")
     gpu = start_worker(renderer, concurrency=1, queues=[shared.gpu_queue])
-    cpu = start_worker(stitcher, concurrency=1, queues=[shared.queue, shared.control_queue_name])
+    cpu = start_worker(
+        stitcher, concurrency=1, queues=[shared.queue, shared.control_queue_name, shared.stitch_queue_name]
+    )
     client = api.test_client()
     headers = bearer(mint_key(api, "alice", "k", admin=False))
     job = submit_book(client, headers, reference_audio, fmt="mp3")

@@ -6,7 +6,7 @@ A job, so that quotas, ownership, cancelling, attempt tokens and leases hold for
 books. What differs: the input is planned as a plain script with its first sentence a chunk of its own
 (:func:`first_sentence_apart`); at most ``TOME_SPEECH_PER_OWNER`` speech jobs of an owner run at once
 (:func:`admit`, race-safe; the API answers 429 beyond it); the job is inserted running with its chunks
-marked sent, rendered in order by one ``tome.speak`` task that builds a missing voice itself; it succeeds
+marked sent, rendered in order by one ``tome.speak`` task once its voice is ready; it succeeds
 when its last chunk is done (no stitch, no webhook), and :func:`end_speech` cancels it if the client left
 and forgets its audio. See docs/how-it-works.md, "Speech requests"."""
 
@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -37,18 +36,11 @@ from worker.jobs.plan import PlanRequest, plan
 from worker.jobs.render import synthesize_in_halves
 from worker.jobs.reuse import text_seed
 from worker.jobs.scheduler import schedule
-from worker.jobs.start import wake_jobs_waiting_for
 from worker.runtime import Runtime
 from worker.script import ChunkSpec, split_sentences
 from worker.task_names import Enqueue
-from worker.voices.prompts import (
-    BuildOutcome,
-    VoiceCacheFailed,
-    VoiceNotReady,
-    build_voice,
-    ensure_ready,
-    load_voice_prompt,
-)
+from worker.voices.builds import request_builds
+from worker.voices.prompts import VoiceCacheFailed, VoiceNotReady, ensure_ready, load_voice_prompt
 from worker.voices.store import Prompt
 
 log = logging.getLogger(__name__)
@@ -58,7 +50,6 @@ log = logging.getLogger(__name__)
 ORPHAN_SECONDS = 600
 FIRST_CHUNK_CHARS = 100  # a longer first chunk is cut after its first sentence
 ENGINE_SPEEDS = (0.5, 2.0)  # the part of a speed the engine renders (a job's speed range); ffmpeg the rest
-VOICE_POLL_SECONDS = 0.1  # while another process builds a voice's prompt
 PAUSES = Pauses()  # the pauses between chunks, as a book's defaults
 
 
@@ -262,7 +253,7 @@ def _speak(rt: Runtime, job_id: uuid.UUID, enqueue: Enqueue) -> SpeakOutcome:
     if not pending:
         return SpeakOutcome.DONE if finish_speech(rt, job_id) else SpeakOutcome.SKIPPED
     try:
-        prompts = _prompts(rt, job_id, list(dict.fromkeys(row.voice_id for row in pending)), enqueue)
+        prompts = _prompts(rt, list(dict.fromkeys(row.voice_id for row in pending)), enqueue)
     except SpeechError as exc:
         fail_speech(rt, job_id, exc.code, exc.message, exc.field)
         return SpeakOutcome.FAILED
@@ -377,35 +368,30 @@ def _remove_empty(folder: Path) -> None:
             candidate.rmdir()
 
 
-def _prompts(
-    rt: Runtime, job_id: uuid.UUID, voices: list[uuid.UUID], enqueue: Enqueue
-) -> dict[uuid.UUID, tuple[Prompt, str]]:
-    """Each voice's prompt and language; a voice without a ready prompt is built here (the usual build:
-    if another process builds it, this waits for that one), within TOME_SPEECH_WAIT_SECONDS."""
-    deadline = time.monotonic() + rt.settings.speech_wait_seconds
+def _prompts(rt: Runtime, voices: list[uuid.UUID], enqueue: Enqueue) -> dict[uuid.UUID, tuple[Prompt, str]]:
+    """Each voice's prompt and language. The API admits a request once its voice is ready; one that is
+    not ready now (its prompt went stale meanwhile) is not built here, outside the build bounds and quota:
+    its build is asked for as any job's is (worker.voices.builds) and the speech fails ``voice_not_ready``
+    (a 409 with Retry-After before the first byte)."""
     prompts: dict[uuid.UUID, tuple[Prompt, str]] = {}
     for voice_id in voices:
-        while voice_id not in prompts:
-            try:
-                prompts[voice_id] = load_voice_prompt(rt, voice_id)
-                continue
-            except VoiceNotReady:
-                pass
-            except VoiceCacheFailed as exc:
-                raise SpeechError("voice_unavailable", str(exc), "voice") from exc
-            if time.monotonic() > deadline or not actions.still_running(rt, job_id):
-                raise SpeechError("voice_timeout", f"the prompt of voice {voice_id} was not ready in time")
-            try:
-                ready = ensure_ready(rt, voice_id)
-            except VoiceCacheFailed as exc:
-                raise SpeechError("voice_unavailable", str(exc), "voice") from exc
-            if ready:
-                continue
-            outcome = build_voice(rt, voice_id)
-            if outcome in (BuildOutcome.BUILT, BuildOutcome.FAILED):
-                wake_jobs_waiting_for(rt, voice_id, enqueue)  # books that waited for it go on too
-            elif outcome == BuildOutcome.BUSY:
-                time.sleep(VOICE_POLL_SECONDS)
+        try:
+            prompts[voice_id] = load_voice_prompt(rt, voice_id)
+            continue
+        except VoiceNotReady:
+            pass
+        except VoiceCacheFailed as exc:
+            raise SpeechError("voice_unavailable", str(exc), "voice") from exc
+        try:
+            ensure_ready(rt, voice_id)  # marks a prompt of another engine stale, so its build is asked for
+        except VoiceCacheFailed as exc:
+            raise SpeechError("voice_unavailable", str(exc), "voice") from exc
+        request_builds(rt, [voice_id], enqueue)
+        raise SpeechError(
+            "voice_not_ready",
+            f"the prompt of voice {voice_id} is being built; retry in a few seconds",
+            "voice",
+        )
     return prompts
 
 

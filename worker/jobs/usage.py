@@ -3,16 +3,17 @@ of voice prompt builds in the last 24 hours, each against its per-owner quota (`
 no limit). Read by ``GET /v1/usage`` and checked before a job or a voice is accepted. No Flask or Celery
 imports.
 
-Voice builds count what they cost the workers: the wall seconds each build that ran held a worker
-process (built, failed or thrown away alike), and the seconds of reference audio it encoded. The quota
-is on the worker seconds; an upload over it is refused until builds leave the 24-hour window.
+Voice builds count the wall seconds each build that ran held a worker process and the reference
+audio it encoded. Builds not yet ended reserve an estimate (:func:`build_estimate`) against
+the quota, settled by the measured time when they end: an upload is refused while builds that ran and
+those waiting or in flight reach it, and a waiting build is sent only while those that ran and those in
+flight leave room (worker.voices.builds).
 
 Stored bytes are the owner's reference recordings, chunk audio and outputs that still exist (expiry
 removes chunks and outputs; they then stop counting). Audio in the last 24 hours is the estimated output
-of every job submitted in that window (what it was accepted for), except that a job which failed or was
-cancelled counts only what it rendered, plus the estimated speech of every chunk re-rendered on request in
-that window (as accepted). A job's re-renders are also limited per hour (each stitches its chapter and the
-book again).
+of every job submitted in that window (what it was accepted for; what it rendered if it failed or was
+cancelled), plus the estimated speech of the chunks re-rendered on request then. A job's re-renders are
+also limited per hour.
 """
 
 from __future__ import annotations
@@ -22,13 +23,18 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import String, case, cast, func, or_, select
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.elements import ColumnElement
 
 from models import Chunk, Job, JobChapter, JobRerender, JobStatus, Voice, VoiceBuild
 from models.job import ACTIVE
 from worker.config import Settings
+from worker.voices import state
 
 WINDOW = timedelta(hours=24)
 RERENDER_WINDOW = timedelta(hours=1)
+# A build's worker seconds per second of reference audio while no build of the last 24 hours says better
+# (a neural encoder on a GPU: 52-55 s for a 119 s reference on the slowest measured).
+BUILD_SECONDS_PER_REFERENCE_SECOND = 0.5
 
 
 @dataclass(frozen=True)
@@ -39,6 +45,7 @@ class Usage:
     build_seconds_24h: float = 0.0  # worker seconds of the owner's voice prompt builds
     build_audio_seconds_24h: float = 0.0  # reference audio those builds encoded
     builds_24h: int = 0
+    build_seconds_reserved: float = 0.0  # the estimates of its builds waiting or in flight
 
 
 @dataclass(frozen=True)
@@ -88,7 +95,45 @@ def usage_of(session: Session, owner: str, now: datetime, *, shared_chunks: bool
         float(build_seconds or 0),
         float(build_audio or 0),
         int(builds or 0),
+        reserved_build_seconds(session, owner, now, state.unended(now)),
     )
+
+
+def build_estimate(session: Session, now: datetime) -> float:
+    """Worker seconds a build is estimated to take per second of reference audio: what the builds of the
+    last 24 hours took (every owner's), else :data:`BUILD_SECONDS_PER_REFERENCE_SECOND`."""
+    seconds, audio = session.execute(
+        select(func.sum(VoiceBuild.seconds), func.sum(VoiceBuild.audio_seconds)).where(
+            VoiceBuild.created_at >= now - WINDOW, VoiceBuild.audio_seconds > 0
+        )
+    ).one()
+    if not audio or seconds is None:
+        return BUILD_SECONDS_PER_REFERENCE_SECOND
+    return float(seconds) / float(audio)
+
+
+def reserved_build_seconds(session: Session, owner: str, now: datetime, which: ColumnElement[bool]) -> float:
+    """The estimated worker seconds of the owner's builds that ``which`` selects (not yet ended)."""
+    audio = session.scalar(
+        select(func.coalesce(func.sum(Voice.audio_duration), 0)).where(Voice.owner == owner, which)
+    )
+    return float(audio or 0) * build_estimate(session, now) if audio else 0.0
+
+
+def build_seconds_ran(session: Session, owner: str, now: datetime) -> float:
+    """The worker seconds of the owner's builds that ran in the last 24 hours."""
+    seconds = session.scalar(
+        select(func.coalesce(func.sum(VoiceBuild.seconds), 0)).where(
+            VoiceBuild.owner == owner, VoiceBuild.created_at >= now - WINDOW
+        )
+    )
+    return float(seconds or 0)
+
+
+def build_room(ran: float, reserved: float, quotas: Quotas) -> bool:
+    """Builds that ran (``ran`` worker seconds) and those reserved (estimated) leave room for another."""
+    limit = quotas.build_seconds_24h
+    return not limit or ran + reserved < limit
 
 
 def _stored_bytes(session: Session, owner: str, shared_chunks: bool) -> int:
@@ -150,13 +195,14 @@ def _audio_seconds(session: Session, owner: str, now: datetime) -> float:
 
 def check_new_voice(usage: Usage, quotas: Quotas) -> None:
     """Raise :class:`QuotaExceeded` (429, with when to retry) if the owner's voice builds of the last 24
-    hours already took the build quota's worker time: a new reference would need another build."""
-    limit = quotas.build_seconds_24h
-    if limit and usage.build_seconds_24h >= limit:
+    hours and the estimates of those waiting or in flight already reach the build quota's worker time: a
+    new reference would need another build."""
+    if not build_room(usage.build_seconds_24h, usage.build_seconds_reserved, quotas):
         raise QuotaExceeded(
             "quota_build_seconds_per_day",
             f"your voice prompt builds took {usage.build_seconds_24h:.0f} s of worker time in the last 24 "
-            f"hours; the quota is {limit:.0f} s (TOME_QUOTA_BUILD_SECONDS_PER_DAY)",
+            f"hours and those waiting or running are estimated at {usage.build_seconds_reserved:.0f} s; "
+            f"the quota is {quotas.build_seconds_24h:.0f} s (TOME_QUOTA_BUILD_SECONDS_PER_DAY)",
             retry_after=3600,
         )
 

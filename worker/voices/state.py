@@ -278,6 +278,17 @@ def building(now: datetime) -> ColumnElement[bool]:
     )
 
 
+def unended(now: datetime) -> ColumnElement[bool]:
+    """A voice whose build is waiting (pending, sent or not) or in flight (taken under a live lease)."""
+    return and_(
+        _live(),
+        or_(
+            Voice.cache_status == CacheStatus.PENDING,
+            and_(Voice.cache_status == CacheStatus.PROCESSING, Voice.cache_lease_until >= now),
+        ),
+    )
+
+
 def mark_sent(session: Session, voice_id: uuid.UUID, until: datetime, now: datetime) -> bool:
     """pending, unsent (or sent before and lost) -> pending, sent until ``until``. False if another
     process sent it first or the voice changed state: then its build is not sent again."""

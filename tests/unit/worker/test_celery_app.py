@@ -14,7 +14,7 @@ from celery import Celery
 from worker import dispatch, task_names, tasks
 from worker.celery_app import SPEECH_PRIORITY, WORK_PRIORITY, celery_config, make_celery
 from worker.config import ConfigError, Settings, load_settings
-from worker.processes import all_queues, control_worker_command
+from worker.processes import all_queues, control_worker_command, stitch_worker_command
 from worker.task_names import ALL_TASKS, ENGINE_TASKS, TASKS, QueueKind, TaskSpec
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -38,10 +38,9 @@ CONTROL_TASKS = (
     task_names.PLAN_JOB,
     task_names.PREVIEW_SCRIPT,
     task_names.START_JOB,
-    task_names.STITCH_JOB,
-    task_names.STITCH_CHAPTER,
     "tome.sweep",
 )
+STITCH_TASKS = (task_names.STITCH_JOB, task_names.STITCH_CHAPTER)
 CPU_TASKS = (
     task_names.DELIVER_WEBHOOK,
     task_names.DELIVER_CHAPTER_WEBHOOK,
@@ -57,14 +56,15 @@ def queue_of(app: Celery, name: str) -> str:
     return str(queue.name)
 
 
-def test_without_gpu_queue_every_task_but_the_control_ones_goes_to_the_default_queue() -> None:
+def test_without_gpu_queue_every_task_but_the_control_and_stitch_ones_goes_to_the_default_queue() -> None:
     settings = load_settings({})
     assert settings.gpu_queue == ""
     routes = celery_config(settings)["task_routes"]
-    assert {name for name, route in routes.items() if "queue" in route} == set(CONTROL_TASKS)
+    assert {name for name, route in routes.items() if "queue" in route} == set(CONTROL_TASKS + STITCH_TASKS)
     app = make_celery(settings)
     assert {queue_of(app, name) for name in CPU_TASKS + GPU_TASKS} == {"tome"}
     assert {queue_of(app, name) for name in CONTROL_TASKS} == {"tome.control"}
+    assert {queue_of(app, name) for name in STITCH_TASKS} == {"tome.stitch"}
 
 
 def test_gpu_queue_takes_exactly_the_engine_tasks() -> None:
@@ -73,12 +73,17 @@ def test_gpu_queue_takes_exactly_the_engine_tasks() -> None:
     )
     routes = celery_config(settings)["task_routes"]
     assert {name for name, route in routes.items() if route.get("queue") == "gpu"} == set(GPU_TASKS)
-    assert all(route.get("queue") in (None, "gpu", "tome.control") for route in routes.values())
+    assert all(
+        route.get("queue") in (None, "gpu", "tome.control", "cpu-work.stitch") for route in routes.values()
+    )
     app = make_celery(settings)
     assert {name: queue_of(app, name) for name in GPU_TASKS} == dict.fromkeys(GPU_TASKS, "gpu")
     assert {name: queue_of(app, name) for name in CPU_TASKS} == dict.fromkeys(CPU_TASKS, "cpu-work")
     assert {name: queue_of(app, name) for name in CONTROL_TASKS} == dict.fromkeys(
         CONTROL_TASKS, "tome.control"
+    )
+    assert {name: queue_of(app, name) for name in STITCH_TASKS} == dict.fromkeys(
+        STITCH_TASKS, "cpu-work.stitch"
     )
 
 
@@ -88,14 +93,15 @@ def test_engine_tasks_are_registered_task_names() -> None:
     app.loader.import_default_modules()
     registered = set(app.tasks)
     assert set(ENGINE_TASKS) == set(GPU_TASKS)
-    assert set(GPU_TASKS + CPU_TASKS + CONTROL_TASKS) <= registered
-    assert set(ALL_TASKS) == set(GPU_TASKS + CPU_TASKS + CONTROL_TASKS)
+    assert set(GPU_TASKS + CPU_TASKS + CONTROL_TASKS + STITCH_TASKS) <= registered
+    assert set(ALL_TASKS) == set(GPU_TASKS + CPU_TASKS + CONTROL_TASKS + STITCH_TASKS)
 
 
 def _queue_of_kind(spec: TaskSpec, env: dict[str, str]) -> str:
     settings = load_settings(env)
     return {
         QueueKind.CONTROL: settings.control_queue_name,
+        QueueKind.STITCH: settings.stitch_queue_name,
         QueueKind.ENGINE: settings.gpu_queue or settings.queue,
         QueueKind.DEFAULT: settings.queue,
     }[spec.queue]
@@ -155,11 +161,11 @@ def test_messages_sent_by_name_land_on_their_queue() -> None:
     app.conf.broker_url = "memory://"
     app.conf.broker_transport = None  # the embedded default names Tome's filesystem transport
     app.conf.broker_transport_options = {}
-    for name in CPU_TASKS + GPU_TASKS + CONTROL_TASKS:
+    for name in CPU_TASKS + GPU_TASKS + CONTROL_TASKS + STITCH_TASKS:
         app.send_task(name, args=["x"])
     received: dict[str, list[str]] = {}
     with app.connection_for_write() as conn:
-        for queue in ("tome", "gpu", "tome.control"):
+        for queue in ("tome", "gpu", "tome.control", "tome.stitch"):
             with conn.SimpleQueue(queue) as simple:
                 while True:
                     try:
@@ -171,6 +177,7 @@ def test_messages_sent_by_name_land_on_their_queue() -> None:
     assert sorted(received["gpu"]) == sorted(GPU_TASKS)
     assert sorted(received["tome"]) == sorted(CPU_TASKS)
     assert sorted(received["tome.control"]) == sorted(CONTROL_TASKS)
+    assert sorted(received["tome.stitch"]) == sorted(STITCH_TASKS)
 
 
 def test_gpu_queue_equal_to_the_default_queue_is_refused() -> None:
@@ -186,7 +193,10 @@ def test_gpu_queue_equal_to_the_default_queue_is_refused() -> None:
                                  {"TOME_QUEUE": "a,b"}, {"TOME_QUEUE": ""},
                                  {"TOME_CONTROL_QUEUE": "c,d"}, {"TOME_QUEUE": "a b"},
                                  {"TOME_CONTROL_QUEUE": "tome"},
-                                 {"TOME_GPU_QUEUE": "gpu", "TOME_CONTROL_QUEUE": "gpu"}])  # fmt: skip
+                                 {"TOME_GPU_QUEUE": "gpu", "TOME_CONTROL_QUEUE": "gpu"},
+                                 {"TOME_STITCH_QUEUE": "s,t"}, {"TOME_STITCH_QUEUE": "tome"},
+                                 {"TOME_STITCH_QUEUE": "tome.control"},
+                                 {"TOME_GPU_QUEUE": "gpu", "TOME_STITCH_QUEUE": "gpu"}])  # fmt: skip
 def test_queue_names_that_celery_worker_queues_would_split_are_refused(env: dict[str, str]) -> None:
     with pytest.raises(ConfigError):
         load_settings(env)
@@ -201,12 +211,16 @@ def test_pool_processes_get_the_start_timeout() -> None:
 
 def test_every_worker_command_consumes_the_control_queue_and_the_control_worker_only_that() -> None:
     """``make run``'s render worker takes any task; the control worker beside it only the control ones, so
-    that a job's start and stitch never wait behind render batches."""
+    that a job's start never waits behind render batches or stitches; the stitch worker only stitches."""
     settings = load_settings({"TOME_GPU_QUEUE": "gpu"})
-    assert all_queues(settings) == ["tome", "gpu", "tome.control"]
+    assert all_queues(settings) == ["tome", "gpu", "tome.control", "tome.stitch"]
     command = control_worker_command(settings)
     assert command[command.index("--queues") + 1] == "tome.control"
-    assert load_settings({"TOME_QUEUE": "work"}).control_queue_name == "work.control"  # private with it
+    command = stitch_worker_command(settings)
+    assert command[command.index("--queues") + 1] == "tome.stitch"
+    work = load_settings({"TOME_QUEUE": "work"})  # private with it
+    assert (work.control_queue_name, work.stitch_queue_name) == ("work.control", "work.stitch")
+    assert load_settings({"TOME_STITCH_QUEUE": "joins"}).stitch_queue_name == "joins"
 
 
 def test_speech_per_owner_must_be_positive() -> None:
