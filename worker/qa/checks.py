@@ -717,10 +717,10 @@ class VoiceFloor:
     """What a voice's own clean rendering measures on the edge and noise checks: the worst of its
     calibration sentences (``prose``) and of its calibration headings and one-line sentences (``lines``).
 
-    What is noise for one voice is the voice for another: espeak reads a low voice with a wide
-    intonation at its lowest pitch, dipping into creak that the pitch tracker calls unvoiced, and its
-    unvoiced stretches are long and low-pitched, as rumble is. The checks hold such a voice's chunks
-    to its own figures (:meth:`QaPolicy.for_voice`), never to less than the policy's."""
+    What is noise for one voice is the voice for another: a voice whose clean rendering holds longer
+    unvoiced stretches than the policy allows (its creak is taken as voice already, see
+    :func:`_voice_like`) has its chunks held to its own figures (:meth:`QaPolicy.for_voice`), never to
+    less than the policy's."""
 
     prose: NoiseFigures
     lines: NoiseFigures
