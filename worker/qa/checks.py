@@ -476,9 +476,9 @@ def _voice_like(
     for a, b in itertools.pairwise(index):
         if b - a <= _CREAK_GAP + 1:
             bridged[a:b] = True
-    for a, b in runs(bridged):
-        if np.count_nonzero(marked[a:b]) < _CREAK_MIN_FRAMES:
-            bridged[a:b] = False
+    for start, end in runs(bridged):
+        if np.count_nonzero(marked[start:end]) < _CREAK_MIN_FRAMES:
+            bridged[start:end] = False
     return voiced | bridged
 
 
