@@ -1,6 +1,7 @@
-"""A voice enrolled from a telephone-band recording renders a book with no clean chunk flagged: the
-edge and noise checks hold its chunks to its own floor (worker.qa.checks.VoiceFloor), measured on its
-calibration renderings in the worker. A real worker process, the embedded defaults, espeak."""
+"""A voice enrolled from a telephone-band recording renders a book with no clean chunk flagged: its
+creak (espeak reads it at its lowest pitch) counts as voice, not rumble, and the edge and noise checks
+hold its chunks to its own floor (worker.qa.checks.VoiceFloor), measured on its calibration renderings
+in the worker. A real worker process, the embedded defaults, espeak."""
 
 from __future__ import annotations
 
@@ -20,8 +21,8 @@ from worker.config import Settings
 pytestmark = pytest.mark.e2e
 
 # A low voice with a lively intonation, recorded at 8 kHz through a 300-3400 Hz line in a room with
-# pink noise 25 dB under the speech: the band and the noise widen the pitch range its prompt measures,
-# and espeak reads it with creak that the default limits take for rumble and unvoiced edges.
+# pink noise 25 dB under the speech: espeak reads it at its lowest pitch with a wide intonation, which
+# falls into creak (pulses under the pitch tracker's floor) at its phrases' ends.
 PHONE = VoiceSpec("phone", "held-out", 95.0, 8.0, 150.0, "phone", "pink", 25.0, 0.0, -18.0)
 STORY = """# Chapter One: The Lighthouse
 
@@ -83,6 +84,6 @@ def test_a_telephone_voice_renders_a_book_with_no_chunk_flagged(
     assert job["qa"]["chunks_flagged"] == 0
     assert job["qa"]["chunks_rerendered"] == 0
     assert all(c["renders"] == 1 for c in chunks)
-    # the voice's floor is what held them: the creak of this voice measures past the default limits
-    rumble = [k["score"] for c in chunks for k in c["checks"] if k["name"] == "rumble"]
-    assert max(rumble) > 0.3, rumble
+    rumble = [k for c in chunks for k in c["checks"] if k["name"] == "rumble"]
+    assert len(rumble) == len(chunks)
+    assert all(k["passed"] for k in rumble), rumble
