@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from sqlalchemy import delete, exists, or_, select, update
+from sqlalchemy import delete, exists, or_, select
 
 from models import ACTIVE, TERMINAL, Chunk, Job, JobChapter, RateWindow, Voice, unit_of_work, utcnow
 from worker.audiobookshelf import due_filter as audiobookshelf_due
@@ -231,11 +231,7 @@ def expire_outputs(rt: Runtime, now: datetime) -> int:
         )
     for job_id in due:
         with unit_of_work(rt.sessions) as session:
-            session.execute(
-                update(Job)
-                .where(Job.id == job_id, Job.expired_at.is_(None))
-                .values(expired_at=now, output_path=None, files=[], files_bytes=None)
-            )
+            jobs.expire_book(session, job_id, now)
         rt.storage.remove_folder(rt.layout.job_dir(job_id), keep="chunks")
     with unit_of_work(rt.sessions) as session:  # rate-limit windows older than an hour
         session.execute(delete(RateWindow).where(RateWindow.window_start < int(now.timestamp()) - 3600))
@@ -282,12 +278,7 @@ def expire_chunks(rt: Runtime, now: datetime) -> int:
             due.append(row.id)
     for job_id in due[:500]:
         with unit_of_work(rt.sessions) as session:
-            session.execute(
-                update(Job)
-                .where(Job.id == job_id, Job.expired_at.is_(None), Job.output_path.is_not(None))
-                .values(expired_at=now, expires_at=now, output_path=None, files=[], files_bytes=None)
-            )
-            session.execute(update(Chunk).where(Chunk.job_id == job_id).values(audio_path=None))
+            jobs.expire_chunk_audio(session, job_id, now)
         rt.storage.remove_folder(rt.layout.job_dir(job_id))
     return len(due[:500])
 

@@ -266,3 +266,27 @@ def mark_enqueued(session: Session, job_id: uuid.UUID, seqs: list[int], now: dat
 def unsend(session: Session, job_id: uuid.UUID, seqs: list[int]) -> None:
     """Forget that these chunks were sent: they wait for a voice, and its build re-sends them."""
     session.execute(update(Chunk).where(Chunk.job_id == job_id, Chunk.seq.in_(seqs)).values(enqueued_at=None))
+
+
+def take_for_sending(session: Session, chunk_ids: Sequence[int], now: datetime) -> list[int]:
+    """Mark the chunks of ``chunk_ids`` still pending and unsent as sent now; their seqs (a scheduler
+    running at the same time takes the others)."""
+    return list(
+        session.execute(
+            update(Chunk)
+            .where(
+                Chunk.id.in_(list(chunk_ids)),
+                Chunk.enqueued_at.is_(None),
+                Chunk.status == ChunkStatus.PENDING.value,
+            )
+            .values(enqueued_at=now)
+            .returning(Chunk.seq)
+        )
+        .scalars()
+        .all()
+    )
+
+
+def forget_audio(session: Session, job_id: uuid.UUID) -> None:
+    """The job's chunks no longer name their audio (a speech job's, once streamed: the files go)."""
+    session.execute(update(Chunk).where(Chunk.job_id == job_id).values(audio_path=None, audio_bytes=None))

@@ -15,6 +15,7 @@ from models import (
     ACTIVE,
     Chunk,
     Job,
+    JobKind,
     JobStatus,
 )
 from worker.jobs.state.common import _chapters_unready, _rerendering, new_token, rows
@@ -142,3 +143,32 @@ def jobs_using_voice(voice_id: uuid.UUID, statuses: Iterable[JobStatus]) -> Sele
     return select(Job.id).where(
         Job.status.in_([s.value for s in statuses]), or_(Job.voice_id == voice_id, in_a_chunk)
     )
+
+
+def finish_speech(session: Session, job_id: uuid.UUID, now: datetime) -> bool:
+    """A speech job: running -> succeeded once every chunk is done."""
+    result = session.execute(
+        update(Job)
+        .where(
+            Job.id == job_id,
+            Job.kind == JobKind.SPEECH.value,
+            Job.status == JobStatus.RUNNING.value,
+            Job.chunks_done == Job.chunks_total,
+        )
+        .values(status=JobStatus.SUCCEEDED.value, finished_at=now, updated_at=now)
+    )
+    return rows(result) == 1
+
+
+def record_error_detail(
+    session: Session, job_id: uuid.UUID, detail: dict[str, object], *, drop_script: bool = False
+) -> None:
+    """A failed job's ``error_detail`` (code, message, field ...), in the failure's transaction;
+    ``drop_script``: the script that waited to be planned goes too."""
+    job = session.get(Job, job_id)
+    if job is None:
+        return
+    job.options = {**job.options, "error_detail": detail}
+    if drop_script:
+        job.script = None
+        job.script_file = None
