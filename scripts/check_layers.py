@@ -278,17 +278,17 @@ def state_breaches(modules: dict[str, Module]) -> Iterator[str]:
         if not _within(module.name, STATE_PACKAGES):
             continue
         for node in ast.walk(module.tree):
+            line = getattr(node, "lineno", 1)
             model = _row_write(node) if isinstance(node, ast.Call) else None
             if model and not _within(module.name, (ROW_OWNERS[model],)):
                 yield (
-                    f"{module.path}:{node.lineno}: {module.name} writes {model} rows "
+                    f"{module.path}:{line}: {module.name} writes {model} rows "
                     f"(only {ROW_OWNERS[model]} does: add a named transition there)"
                 )
             for name in _field_writes(node):
                 if not _within(module.name, (FIELD_OWNERS[name],)):
                     yield (
-                        f"{module.path}:{getattr(node, 'lineno', 1)}: {module.name} writes {name} "
-                        f"(only {FIELD_OWNERS[name]} does)"
+                        f"{module.path}:{line}: {module.name} writes {name} (only {FIELD_OWNERS[name]} does)"
                     )
 
 

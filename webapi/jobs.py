@@ -9,7 +9,7 @@ import logging
 from flask import Blueprint, Response, jsonify
 from sqlalchemy import select
 
-from models import ACTIVE, Job, JobKind, Voice, utcnow
+from models import ACTIVE, Job, JobKind, Voice
 from webapi import job_requests, scripts
 from webapi.auth import current_principal, require_key
 from webapi.errors import Conflict
@@ -22,10 +22,9 @@ from webapi.stored_files import send_stored
 from webapi.usage import require_room_for_job
 from webapi.validation import query
 from worker.audio import FORMATS
-from worker.jobs import rerender, submit
-from worker.jobs import state as jobs
+from worker.jobs import cancel, submit
 from worker.logs import log_context
-from worker.task_names import DELIVER_WEBHOOK, PLAN_JOB, START_JOB
+from worker.task_names import PLAN_JOB, START_JOB
 
 log = logging.getLogger(__name__)
 bp = Blueprint("jobs", __name__, url_prefix="/v1/jobs")
@@ -196,24 +195,22 @@ def job_audio(job_id: str) -> Response:
 def cancel_job(job_id: str) -> Response:
     state = tome()
     job = owned_job(job_id)
-    if job.output_path is not None:  # a published book: what is cancelled is its re-render, never the book
-        return _cancel_rerender(job)
-    if not jobs.cancel_job(state.sessions(), job.id, utcnow()):
-        state.sessions.rollback()
+    published = job.output_path is not None  # what is cancelled is its re-render, never the book
+    cancelled = cancel.cancel(state.runtime, state.sessions(), job, state.enqueue)
+    if published:
+        return _rerender_cancelled(job, cancelled)
+    if not cancelled:
         raise Conflict(f"job is already {job.status}", code="not_cancellable")
-    state.sessions.commit()
-    state.enqueue(DELIVER_WEBHOOK, [str(job.id)])
     state.sessions.refresh(job)
     log.info("job %s: cancelled by its owner", job.id)
     return jsonify(job_out(job).model_dump(mode="json"))
 
 
-def _cancel_rerender(job: Job) -> Response:
-    """Cancel a finished book's re-render, rendering or stitching: its chunk keeps the previous take and
+def _rerender_cancelled(job: Job, cancelled: bool) -> Response:
+    """A finished book's re-render cancelled, rendering or stitching: its chunk keeps the previous take and
     the book is published again from it. A second cancel of the same re-render (concurrent, or after)
     answers the same; a book with no re-render to cancel is 409."""
     state = tome()
-    cancelled = rerender.cancel(state.runtime, job.id, state.enqueue)
     state.sessions.expire_all()
     fresh = state.sessions.get(Job, job.id) or job
     last = fresh.rerender if isinstance(fresh.rerender, dict) else {}

@@ -418,7 +418,9 @@ def fail_speech(rt: Runtime, job_id: uuid.UUID, code: str, message: str, field: 
     with unit_of_work(rt.sessions) as session:
         if not state.fail_job(session, job_id, message, utcnow()):
             return False
-        detail: dict[str, object] = {"code": code, "message": message} | ({"field": field} if field else {})
+        detail: dict[str, object] = {"code": code, "message": message}
+        if field:
+            detail["field"] = field
         state.record_error_detail(session, job_id, detail)
     log.warning("speech failed: %s", message)
     return True
