@@ -1,5 +1,7 @@
-"""Job and chunk state transitions, each one a conditional UPDATE (compare-and-set) on the database,
-and the queries that find work to resume (the one answer to "where does a job or chunk change state").
+"""Job, chunk and chapter state transitions, each one a conditional UPDATE (compare-and-set) on the
+database, and the queries that find work to resume: the one place that builds or writes those rows
+(``scripts/check_layers.py`` holds the line). One module a concern (create, jobs, chunks, chapters,
+rerender, expiry, delivery, resume); every name is exported here.
 
     job:     queued ──start_job──> running ──begin_stitch──> stitching ──finish_stitch──> succeeded
              (any active state) ──fail_job──> failed, ──cancel_job──> cancelled
@@ -8,10 +10,9 @@ and the queries that find work to resume (the one answer to "where does a job or
              running ──release_chunk──> pending, (pending | running) ──fail_chunk──> failed
     chapter: pending ──claim_chapter──> stitching ──finish_chapter──> ready
 
-Broker messages are hints that may arrive twice, late, or never; these functions decide what happens.
-Only the holder of a chunk's current attempt token can mark it done, so a duplicate delivery never
-writes a second copy, and only one worker wins ``running -> stitching``. See docs/how-it-works.md,
-"State transitions" (each transition's conditions).
+Broker messages are hints that may arrive twice, late, or never; these functions decide what happens:
+only the holder of a chunk's attempt token marks it done, and one worker wins ``running -> stitching``.
+See docs/how-it-works.md, "State transitions".
 """
 
 from __future__ import annotations
