@@ -1,5 +1,6 @@
 """`make lint`'s structure check (scripts/check_layers.py): it passes on this tree and names each kind of
-breach on small trees made to break one rule each."""
+breach on small trees made to break one rule each (layers, cycles, private names, lengths, and the one
+home of job, chunk and chapter rows and of a voice's ``cache_status``)."""
 
 from __future__ import annotations
 
@@ -57,6 +58,13 @@ def test_this_tree_passes() -> None:
         ),
         ({"worker/jobs/long.py": "def f():\n" + "    x = 1\n" * 61}, "is 61 lines long"),
         ({"worker/jobs/doc.py": '"""' + "w" * 1201 + '"""\n'}, "docstring is 1201 characters"),
+        ({"worker/sweeper.py": "session.execute(update(Job).values(x=1))\n"}, "writes Job rows"),
+        ({"worker/jobs/speech.py": "s.execute(sa.delete(JobChapter))\n"}, "writes JobChapter rows"),
+        ({"webapi/jobs.py": "job = models.Job(id=1)\n"}, "writes Job rows"),
+        ({"worker/jobs/intake.py": "rows = [Chunk(seq=n) for n in range(3)]\n"}, "writes Chunk rows"),
+        ({"webapi/voices.py": "def f(v):\n    v.cache_status = 'ready'\n"}, "writes cache_status"),
+        ({"worker/voices/builds.py": "update(Voice).values(cache_status='ready')\n"}, "writes cache_status"),
+        ({"webapi/jobs.py": "x = 1\n" * 250}, "webapi.jobs is 250 lines long"),
     ],
 )
 def test_each_breach_is_named(tmp_path: Path, files: dict[str, str], said: str) -> None:
@@ -74,5 +82,10 @@ def test_what_does_not_run_at_import_and_same_package_privates_pass(tmp_path: Pa
         + 'if __name__ == "__main__":\n    import bench.other\n',
         "bench/other.py": "import bench.run\n",
         "worker/jobs/short.py": 'def f():\n    """Doc."""\n' + "    x = 1\n" * 60,
+        "worker/jobs/state/chunks.py": "update(Chunk).values(x=1)\nChunk(seq=1)\nupdate(Voice)\n",
+        "worker/voices/state.py": "def f(v):\n    v.cache_status = 'ready'\n",
+        "webapi/voices.py": "q = select(Voice).where(Voice.cache_status == 'ready')\n",
+        "webapi/jobs.py": "x = 1\n" * 249,
+        "tests/t.py": "Job(id=1)\nupdate(Chunk)\n",
     }
     assert check_layers.check(_tree(tmp_path, files)) == []

@@ -31,7 +31,7 @@ from webapi.auth import current_principal, require_key
 from webapi.errors import Conflict, Forbidden, NotFound
 from webapi.extensions import tome
 from webapi.job_files import job_file, send_job_file
-from webapi.jobs import owned_job
+from webapi.job_views import owned_job
 from webapi.operations import Operation, operation
 from webapi.ratelimit import check_rate
 from webapi.schemas import FileLinkOut

@@ -13,7 +13,7 @@ from flask import Blueprint, Response, jsonify, url_for
 from models import Job
 from webapi.auth import require_key
 from webapi.errors import NotFound
-from webapi.jobs import (
+from webapi.job_views import (
     chapter_rows,
     early_files,
     file_out,

@@ -18,7 +18,7 @@ from models import Chunk, ChunkStatus, Job, JobKind, JobStatus, Voice, unit_of_w
 from webapi.auth import require_key
 from webapi.errors import Conflict, Gone, Invalid, NotFound, Unavailable
 from webapi.extensions import tome
-from webapi.jobs import chapter_rows, job_out, owned_job
+from webapi.job_views import chapter_rows, job_out, owned_job
 from webapi.operations import Operation, operation
 from webapi.schemas import ChunkQaOut, JobOut, JobQaOut, JobQaQuery, QaCheckOut, RerenderIn
 from webapi.stored_files import send_stored

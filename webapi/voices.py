@@ -47,7 +47,7 @@ from worker.voices.embedding import (
     parse_embedding,
 )
 from worker.voices.prompts import key_for
-from worker.voices.state import reset_for_new_reference
+from worker.voices.state import publish_now, reset_for_new_reference
 from worker.voices.store import PromptFileError, load_prompt, save_prompt
 
 F = TypeVar("F", bound=BaseModel)
@@ -207,11 +207,7 @@ def _publish_embedding_prompt(voice: Voice, speaker: EmbeddingEngine) -> None:
     path = tome().settings.layout.prompt(voice.id, key)
     save_prompt(path, speaker.prompt_from_embedding(array), {"cache_key": key, "voice_id": str(voice.id)})
     tome().storage.publish(path)  # in the store before the voice row names it
-    voice.cache_status = CacheStatus.READY.value
-    voice.cache_key = key
-    voice.cache_engine = f"{engine.name} {engine.version}"
-    voice.cache_path = str(path)
-    voice.cache_built_at = utcnow()
+    publish_now(voice, key=key, engine=f"{engine.name} {engine.version}", path=str(path), now=utcnow())
 
 
 def _form(model: type[F]) -> F:

@@ -30,12 +30,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import and_, or_, update
-from sqlalchemy.engine import CursorResult
+from sqlalchemy import and_, or_
 
 from models import Integration, Job, JobStatus, unit_of_work, utcnow
 from worker.audio.cover import Cover, CoverError, as_jpeg, load_cover
 from worker.config import Settings
+from worker.jobs import state
 from worker.jobs.files import stored_files
 from worker.jobs.library import COVER_NAME, LibraryBook
 from worker.runtime import Runtime
@@ -128,13 +128,8 @@ def deliver(rt: Runtime, job_id: uuid.UUID, *, resolver: Resolver = resolve) -> 
     now = utcnow()
     claim_for = settings.audiobookshelf_upload_seconds + 2 * settings.audiobookshelf_timeout_seconds + 60
     with unit_of_work(rt.sessions) as session:
-        claimed = session.execute(
-            update(Job)
-            .where(Job.id == job_id, due_filter(now, settings.audiobookshelf_max_attempts))
-            .values(abs_attempts=Job.abs_attempts + 1, abs_next_at=now + timedelta(seconds=claim_for))
-        )
-        assert isinstance(claimed, CursorResult)
-        if claimed.rowcount != 1:
+        due = due_filter(now, settings.audiobookshelf_max_attempts)
+        if not state.claim_upload(session, job_id, due, now + timedelta(seconds=claim_for)):
             return Result("not_due")
         job = session.get(Job, job_id)
         assert job is not None
@@ -154,9 +149,7 @@ def deliver(rt: Runtime, job_id: uuid.UUID, *, resolver: Resolver = resolve) -> 
         log.warning("job %s: audiobookshelf attempt %d failed unexpectedly", job_id, attempts, exc_info=True)
         return _record(rt, job_id, attempts, _Ended("delivery failed", retry=True), cause=exc)
     with unit_of_work(rt.sessions) as session:
-        session.execute(
-            update(Job).where(Job.id == job_id).values(abs_state=DELIVERED, abs_error=note, abs_next_at=None)
-        )
+        state.record_upload(session, job_id, DELIVERED, note, None)
     log.info(
         "job %s: delivered to audiobookshelf (attempt %d)%s", job_id, attempts, f": {note}" if note else ""
     )
@@ -191,13 +184,9 @@ def _record(
     settings = rt.settings
     retry = ended.retry and attempts < settings.audiobookshelf_max_attempts
     delay = retry_delay(settings, attempts) if retry else None
-    values: dict[str, Any] = {"abs_error": ended.error}
-    if delay is not None:
-        values["abs_next_at"] = utcnow() + timedelta(seconds=delay)
-    else:
-        values.update(abs_state=FAILED, abs_next_at=None)
+    retry_at = None if delay is None else utcnow() + timedelta(seconds=delay)
     with unit_of_work(rt.sessions) as session:
-        session.execute(update(Job).where(Job.id == job_id).values(**values))
+        state.record_upload(session, job_id, FAILED if delay is None else None, ended.error, retry_at)
     detail = f" ({cause!r})" if cause is not None else ""
     log.warning(
         "job %s: audiobookshelf attempt %d failed: %s%s; %s",

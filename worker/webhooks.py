@@ -36,11 +36,11 @@ from ipaddress import IPv4Address, IPv4Network, IPv6Address, IPv6Network
 from typing import Any
 from urllib.parse import quote, urlsplit
 
-from sqlalchemy import and_, or_, select, update
-from sqlalchemy.engine import CursorResult
+from sqlalchemy import and_, or_, select
 from sqlalchemy.orm import Session
 
 from models import TERMINAL, ApiKey, ChapterStatus, Chunk, Job, JobChapter, JobStatus, unit_of_work, utcnow
+from worker.jobs import state
 from worker.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -375,7 +375,6 @@ def chapter_due_filter(now: Any, max_attempts: int) -> Any:
 
 def deliver_chapter(rt: Runtime, job_id: uuid.UUID, chapter: int, *, resolver: Resolver = resolve) -> str:
     """As :func:`deliver`, for one chapter's ``job.chapter_ready`` event (its own attempts and backoff)."""
-    where = (JobChapter.job_id == job_id, JobChapter.chapter == chapter)
 
     def event(session: Session, job: Job) -> tuple[bytes, int, str]:
         row = session.get(JobChapter, (job_id, chapter))
@@ -383,17 +382,13 @@ def deliver_chapter(rt: Runtime, job_id: uuid.UUID, chapter: int, *, resolver: R
         body = json.dumps(chapter_payload(job, row), separators=(",", ":")).encode()
         return body, row.webhook_attempts, message_id(job_id, "job.chapter_ready", job.revision, chapter)
 
-    def outcome(error: str | None, attempts: int) -> Any:
-        values = (
-            {"webhook_delivered_at": utcnow()} if error is None else {"webhook_next_at": _retry_at(attempts)}
-        )
-        return update(JobChapter).where(*where).values(**values)
+    def claim(session: Session) -> bool:
+        due = chapter_due_filter(utcnow(), rt.settings.webhook_max_attempts)
+        return state.claim_chapter_webhook(session, job_id, chapter, due, utcnow() + CLAIM)
 
-    claim = (
-        update(JobChapter)
-        .where(*where, chapter_due_filter(utcnow(), rt.settings.webhook_max_attempts))
-        .values(webhook_attempts=JobChapter.webhook_attempts + 1)
-    )
+    def outcome(session: Session, error: str | None, attempts: int) -> None:
+        state.record_chapter_webhook(session, job_id, chapter, error, _retry_at(attempts))
+
     return _deliver_claimed(rt, job_id, f"chapter {chapter} webhook", claim, event, outcome, resolver)
 
 
@@ -447,22 +442,9 @@ def deliver_flags(rt: Runtime, job_id: uuid.UUID, *, resolver: Resolver = resolv
         body = json.dumps(flagged_payload(job, flagged), separators=(",", ":")).encode()
         return body, job.flags_webhook_attempts, message_id(job_id, FLAGGED_EVENT, job.revision)
 
-    def outcome(error: str | None, attempts: int) -> Any:
-        values = (
-            {"flags_webhook_delivered_at": utcnow()}
-            if error is None
-            else {"flags_webhook_next_at": _retry_at(attempts)}
-        )
-        return update(Job).where(Job.id == job_id).values(**values)
-
-    claim = (
-        update(Job)
-        .where(Job.id == job_id, flags_due_filter(utcnow(), rt.settings.webhook_max_attempts))
-        .values(flags_webhook_attempts=Job.flags_webhook_attempts + 1)
-    )
-    return _deliver_claimed(
-        rt, job_id, "flagged webhook", claim, event, outcome, resolver, next_at="flags_webhook_next_at"
-    )
+    due = flags_due_filter(utcnow(), rt.settings.webhook_max_attempts)
+    claim, outcome = _job_event(job_id, state.FLAGGED_EVENT, due)
+    return _deliver_claimed(rt, job_id, "flagged webhook", claim, event, outcome, resolver)
 
 
 DELIVERED_EVENT = "job.delivered"
@@ -508,22 +490,9 @@ def deliver_delivery_event(rt: Runtime, job_id: uuid.UUID, *, resolver: Resolver
         body = json.dumps(data, separators=(",", ":")).encode()
         return body, job.delivery_webhook_attempts, message_id(job_id, str(data["event"]), job.revision)
 
-    def outcome(error: str | None, attempts: int) -> Any:
-        values = (
-            {"delivery_webhook_delivered_at": utcnow()}
-            if error is None
-            else {"delivery_webhook_next_at": _retry_at(attempts)}
-        )
-        return update(Job).where(Job.id == job_id).values(**values)
-
-    claim = (
-        update(Job)
-        .where(Job.id == job_id, delivery_event_due_filter(utcnow(), rt.settings.webhook_max_attempts))
-        .values(delivery_webhook_attempts=Job.delivery_webhook_attempts + 1)
-    )
-    return _deliver_claimed(
-        rt, job_id, "delivery webhook", claim, event, outcome, resolver, next_at="delivery_webhook_next_at"
-    )
+    due = delivery_event_due_filter(utcnow(), rt.settings.webhook_max_attempts)
+    claim, outcome = _job_event(job_id, state.DELIVERY_EVENT, due)
+    return _deliver_claimed(rt, job_id, "delivery webhook", claim, event, outcome, resolver)
 
 
 def backoff(attempts: int) -> timedelta:
@@ -548,47 +517,52 @@ def deliver(rt: Runtime, job_id: uuid.UUID, *, resolver: Resolver = resolve) -> 
         body = json.dumps(payload(job), separators=(",", ":")).encode()
         return body, job.webhook_attempts, message_id(job_id, f"job.{job.status}", job.revision)
 
-    def outcome(error: str | None, attempts: int) -> Any:
-        values: dict[str, Any] = {"webhook_error": error}
-        if error is None:
-            values["webhook_delivered_at"] = utcnow()
-        else:
-            values["webhook_next_at"] = _retry_at(attempts)
-        return update(Job).where(Job.id == job_id).values(**values)
-
-    claim = (
-        update(Job)
-        .where(Job.id == job_id, due_filter(utcnow(), rt.settings.webhook_max_attempts))
-        .values(webhook_attempts=Job.webhook_attempts + 1)
+    claim, outcome = _job_event(
+        job_id, state.END_EVENT, due_filter(utcnow(), rt.settings.webhook_max_attempts)
     )
     return _deliver_claimed(rt, job_id, "webhook", claim, event, outcome, resolver)
 
 
-def _retry_at(attempts: int) -> Any:
+def _retry_at(attempts: int) -> datetime:
     return utcnow() + backoff(attempts)
+
+
+Claim = Callable[[Session], bool]
+Outcome = Callable[[Session, str | None, int], None]
+
+
+def _job_event(job_id: uuid.UUID, columns: state.WebhookColumns, due: Any) -> tuple[Claim, Outcome]:
+    """How an event carried on the job's row (``columns``) is claimed when ``due``, and its outcome
+    recorded."""
+
+    def claim(session: Session) -> bool:
+        return state.claim_webhook(session, job_id, columns, due, utcnow() + CLAIM)
+
+    def outcome(session: Session, error: str | None, attempts: int) -> None:
+        state.record_webhook(session, job_id, columns, error, _retry_at(attempts))
+
+    return claim, outcome
 
 
 def _deliver_claimed(
     rt: Runtime,
     job_id: uuid.UUID,
     what: str,
-    claim: Any,
+    claim: Claim,
     event: Callable[[Session, Job], tuple[bytes, int, str]],
-    outcome: Callable[[str | None, int], Any],
+    outcome: Outcome,
     resolver: Resolver,
-    next_at: str = "webhook_next_at",
 ) -> str:
-    """Run ``claim`` (an UPDATE that matches the event's row only when it is due, and counts the attempt),
-    POST the body ``event`` builds in the same transaction, then run ``outcome(error, attempts)``.
+    """Run ``claim`` (a conditional UPDATE that matches the event's row only when it is due, and counts
+    the attempt), POST the body ``event`` builds in the same transaction, then run
+    ``outcome(session, error, attempts)``.
 
     The claim also pushes the next try CLAIM ahead and counts the attempt in the same write, so two workers
     never both send, and every attempt is counted whatever happens next (an error of any kind, or the
     worker killed mid-POST): retries always end."""
     settings = rt.settings
     with unit_of_work(rt.sessions) as session:
-        claimed = session.execute(claim.values({next_at: utcnow() + CLAIM}))
-        assert isinstance(claimed, CursorResult)
-        if claimed.rowcount != 1:
+        if not claim(session):
             return "not_due"
         job = session.get(Job, job_id)
         assert job is not None
@@ -605,7 +579,7 @@ def _deliver_claimed(
         resolver,
     )
     with unit_of_work(rt.sessions) as session:
-        session.execute(outcome(error, attempts))
+        outcome(session, error, attempts)
     if error:
         # The detail (what the remote said) stays here, in the worker log.
         detail = f" ({cause!r})" if cause is not None else ""

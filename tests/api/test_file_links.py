@@ -27,7 +27,7 @@ from tests.support.s3 import BACKENDS, overrides_for
 from webapi.cli import mint_key
 from webapi.file_links import sign
 from worker.config import ConfigError, Settings, load_settings
-from worker.sweeper import expire_outputs
+from worker.jobs.expire import expire_outputs
 
 SECRET = "file-link-test-secret-" + "s" * 32
 BOOK = "# The Harbour\n\nThe fog came in before dawn.\n\n# The Storm\n\nBy noon the wind had turned."

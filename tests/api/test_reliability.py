@@ -26,10 +26,11 @@ from webapi import create_app
 from webapi.cli import mint_key
 from worker import webhooks
 from worker.config import ConfigError, load_settings
+from worker.jobs.expire import expire_chunks, expire_outputs
 from worker.jobs.start import start_job
 from worker.jobs.state import claim_chunks
 from worker.processes import settings_env
-from worker.sweeper import expire_chunks, expire_outputs, sweep
+from worker.sweeper import sweep
 from worker.task_names import START_JOB
 from worker.voices.prompts import build_voice
 

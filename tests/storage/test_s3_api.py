@@ -26,9 +26,10 @@ from tests.support.s3 import S3Server, s3_overrides
 from webapi import create_app
 from webapi.cli import mint_key
 from worker.config import load_settings
+from worker.jobs.expire import expire_outputs
 from worker.storage.check import StorageUnavailable
 from worker.storage.s3 import S3Storage
-from worker.sweeper import ORPHAN_INTERVAL, expire_outputs, remove_stored_orphans, sweep
+from worker.sweeper import ORPHAN_INTERVAL, remove_stored_orphans, sweep
 from worker.task_names import BUILD_VOICE, START_JOB
 
 HOSTILE_TITLE = "../../voices/x/../../../etc/passwd %2e%2e/\\..\u2028"  # (NUL is refused in titles)

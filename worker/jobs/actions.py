@@ -6,7 +6,7 @@ import logging
 import uuid
 from collections.abc import Iterable, Sequence
 
-from models import Job, unit_of_work, utcnow
+from models import unit_of_work, utcnow
 from worker import observe
 from worker.jobs import state
 from worker.runtime import Runtime
@@ -45,11 +45,8 @@ def fail(
         if chunk is not None:
             state.fail_chunk(session, chunk[0], chunk[1], error)
         failed = state.fail_job(session, job_id, error, utcnow())
-        job = session.get(Job, job_id) if failed and detail is not None else None
-        if job is not None:
-            job.options = {**job.options, "error_detail": detail}
-            job.script = None
-            job.script_file = None
+        if failed and detail is not None:
+            state.record_error_detail(session, job_id, detail, drop_script=True)
     log.warning("failed: %s", error)
     if failed:
         observe.job_ended(rt, job_id)

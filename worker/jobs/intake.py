@@ -15,7 +15,6 @@ from dataclasses import replace
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import update
 from sqlalchemy.orm import Session
 
 from models import Job, JobStatus, Voice, unit_of_work, utcnow
@@ -40,26 +39,30 @@ class PlanOutcome(StrEnum):
     SKIPPED = "skipped"  # planned already, or the job has ended
 
 
-def apply_plan(job: Job, script_plan: ScriptPlan) -> None:
+def apply_plan(job: Job, script_plan: ScriptPlan, title: str | None = None) -> None:
     """What a plan records on its job row (chunks are inserted beside it). What the script says about
     itself (EPUB metadata, front matter) fills the tags the request left out: author and language. The
     plan's warnings are kept, with one more when the script is written in another language than the job's
-    (worker.script.language_id)."""
-    job.chapters = [{"index": i, "title": c.title} for i, c in enumerate(script_plan.chapters)]
-    job.chunks_total = len(script_plan.specs)
-    job.estimated_seconds = round(script_plan.size.total_seconds, 1)
+    (worker.script.language_id). ``title``: the job's title, when its planner takes it from the script."""
     metadata = dict(job.options.get("metadata", {}))
     if script_plan.info.author and "author" not in metadata:
         metadata["author"] = script_plan.info.author
     if "language" not in metadata:
         metadata["language"] = tag_language(script_plan.info.language or script_plan.language)
     warnings = [*script_plan.warnings, *script_language_warnings(script_plan.chapters, script_plan.language)]
-    job.options = {
-        **job.options,
-        "metadata": metadata,
-        "voice_ids": [str(v) for v in script_plan.voice_ids(job.voice_id)],
-        "warnings": warnings,
-    }
+    jobs.record_plan(
+        job,
+        title=title,
+        chapters=[{"index": i, "title": c.title} for i, c in enumerate(script_plan.chapters)],
+        chunks_total=len(script_plan.specs),
+        estimated_seconds=round(script_plan.size.total_seconds, 1),
+        options={
+            **job.options,
+            "metadata": metadata,
+            "voice_ids": [str(v) for v in script_plan.voice_ids(job.voice_id)],
+            "warnings": warnings,
+        },
+    )
 
 
 def tag_language(language: str) -> str:
@@ -147,17 +150,11 @@ def plan_job(rt: Runtime, job_id: uuid.UUID, enqueue: Enqueue) -> PlanOutcome:
         except PlanError as exc:
             return _fail(rt, job_id, exc, enqueue)
     with unit_of_work(rt.sessions) as session:
-        taken = session.execute(
-            update(Job)
-            .where(Job.id == job_id, Job.script.is_not(None), Job.status == JobStatus.QUEUED.value)
-            .values(script=None, script_file=None, updated_at=utcnow())
-        )
-        if jobs.rows(taken) != 1:
+        if not jobs.take_script(session, job_id, utcnow()):
             return PlanOutcome.SKIPPED
         job = session.get(Job, job_id)
         assert job is not None
-        job.title = title
-        apply_plan(job, script_plan)
+        apply_plan(job, script_plan, title)
         jobs.add_chunks(session, job, script_plan.specs, script_plan.chunk_voices)
     enqueue(START_JOB, [str(job_id)])
     log.info("planned: %d chunks in %d chapters", len(script_plan.specs), len(script_plan.chapters))

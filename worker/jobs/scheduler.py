@@ -18,10 +18,11 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy import and_, func, or_, select
 from sqlalchemy.orm import Session
 
 from models import ApiKey, CacheStatus, Chunk, ChunkStatus, Job, JobStatus, Voice, unit_of_work, utcnow
+from worker.jobs import state
 from worker.runtime import Runtime
 from worker.task_names import RENDER_CHUNKS, Enqueue
 
@@ -168,20 +169,7 @@ def _take(rt: Runtime, owner: str, count: int) -> tuple[uuid.UUID, list[int]] | 
                 .with_for_update(skip_locked=True, of=Chunk)
             )
         )
-        taken = (
-            session.execute(
-                update(Chunk)
-                .where(
-                    Chunk.id.in_(candidates),
-                    Chunk.enqueued_at.is_(None),
-                    Chunk.status == ChunkStatus.PENDING.value,
-                )
-                .values(enqueued_at=now)
-                .returning(Chunk.seq)
-            )
-            .scalars()
-            .all()
-        )
+        taken = state.take_for_sending(session, candidates, now)
     if not taken:
         return None
     return job_id, sorted(taken)

@@ -23,7 +23,7 @@ from enum import StrEnum
 from pathlib import Path
 
 import numpy as np
-from sqlalchemy import func, select, true, update
+from sqlalchemy import func, select, true
 from sqlalchemy.orm import Session
 
 from models import Chunk, ChunkStatus, Job, JobKind, JobStatus, unit_of_work, utcnow
@@ -129,30 +129,23 @@ def new_job(
     title: str,
 ) -> Job:
     """The speech job's row, running from the start (nothing to wait for but its task)."""
-    now = utcnow()
-    return Job(
-        id=uuid.uuid4(),
-        kind=JobKind.SPEECH.value,
+    row = state.SpeechRow(
         owner=owner,
-        status=JobStatus.RUNNING.value,
-        title=" ".join(title.split())[:200] or "speech",
-        script_format="plain",
+        api_key_id=api_key_id,
         voice_id=voice_id,
         engine=engine,
+        title=" ".join(title.split())[:200] or "speech",
+        output_format=fmt,
         options={
             "speed": speed.requested,
             "rate_scale": speed.engine,
             "tempo": speed.tempo,
             "voice_ids": [str(v) for v in speech_plan.voice_ids(voice_id)],
         },
-        chapters=[{"index": 0, "title": None}],
         chunks_total=len(speech_plan.specs),
-        output_format=fmt,
         estimated_seconds=speech_plan.estimated_seconds,
-        api_key_id=api_key_id,
-        created_at=now,
-        started_at=now,
     )
+    return state.speech_job(row, utcnow())
 
 
 class SpeechBusy(Exception):
@@ -401,19 +394,8 @@ def _prompts(rt: Runtime, voices: list[uuid.UUID], enqueue: Enqueue) -> dict[uui
 def finish_speech(rt: Runtime, job_id: uuid.UUID) -> bool:
     """running -> succeeded once every chunk is done (the worker after its last chunk, or the API once it
     has streamed it: whichever comes first)."""
-    now = utcnow()
     with unit_of_work(rt.sessions) as session:
-        result = session.execute(
-            update(Job)
-            .where(
-                Job.id == job_id,
-                Job.kind == JobKind.SPEECH.value,
-                Job.status == JobStatus.RUNNING.value,
-                Job.chunks_done == Job.chunks_total,
-            )
-            .values(status=JobStatus.SUCCEEDED.value, finished_at=now, updated_at=now)
-        )
-        return state.rows(result) == 1
+        return state.finish_speech(session, job_id, utcnow())
 
 
 def fail_speech(rt: Runtime, job_id: uuid.UUID, code: str, message: str, field: str | None = None) -> bool:
@@ -422,10 +404,10 @@ def fail_speech(rt: Runtime, job_id: uuid.UUID, code: str, message: str, field: 
     with unit_of_work(rt.sessions) as session:
         if not state.fail_job(session, job_id, message, utcnow()):
             return False
-        job = session.get(Job, job_id)
-        if job is not None:
-            detail = {"code": code, "message": message} | ({"field": field} if field else {})
-            job.options = {**job.options, "error_detail": detail}
+        detail: dict[str, object] = {"code": code, "message": message}
+        if field:
+            detail["field"] = field
+        state.record_error_detail(session, job_id, detail)
     log.warning("speech failed: %s", message)
     return True
 
@@ -440,7 +422,7 @@ def end_speech(rt: Runtime, job_id: uuid.UUID, streamed_all: bool) -> None:
     if streamed_all:
         finish_speech(rt, job_id)
     with unit_of_work(rt.sessions) as session:
-        session.execute(update(Chunk).where(Chunk.job_id == job_id).values(audio_path=None, audio_bytes=None))
+        state.forget_audio(session, job_id)
     rt.storage.remove_folder(rt.layout.job_dir(job_id))
 
 

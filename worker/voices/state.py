@@ -190,6 +190,16 @@ def reset_for_new_reference(voice: Voice) -> None:
     voice.cache_sent_until = None
 
 
+def publish_now(voice: Voice, *, key: str, engine: str, path: str, now: datetime) -> None:
+    """Any state -> ready, on the voice's own row, with no build: a prompt written on the request path (an
+    embedding voice's prompt is the embedding itself)."""
+    voice.cache_status = CacheStatus.READY.value
+    voice.cache_key = key
+    voice.cache_engine = engine
+    voice.cache_path = path
+    voice.cache_built_at = now
+
+
 def mark_stale(session: Session, voice_id: uuid.UUID, key: str | None, error: str | None = None) -> bool:
     """ready (with prompt ``key``) -> stale: the engine changed, or the prompt file is damaged."""
     values: dict[str, object] = {"cache_status": CacheStatus.STALE}
