@@ -6,7 +6,6 @@ processes that the end-to-end tests, the chaos battery and the benchmarks start 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import signal
 import subprocess
@@ -16,7 +15,7 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from worker.config import Settings
+from worker.config import FLAT_SETTINGS, Settings, env_name
 
 READY_TIMEOUT = 60.0
 
@@ -24,8 +23,8 @@ READY_TIMEOUT = 60.0
 def settings_env(settings: Settings) -> dict[str, str]:
     """This process's environment with every TOME_* variable replaced by ``settings``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOME_")}
-    for field in dataclasses.fields(Settings):
-        env[f"TOME_{field.name.upper()}"] = str(getattr(settings, field.name))
+    for flat in FLAT_SETTINGS:
+        env[env_name(flat)] = str(settings.flat_value(flat))
     return env
 
 
@@ -38,16 +37,20 @@ CONTROL_CONCURRENCY = 2  # the control worker: a long stitch still leaves a proc
 
 def all_queues(settings: Settings) -> list[str]:
     """Every queue Tome sends to: what a worker that runs everything consumes (``make run``'s render
-    worker, the tests' workers). The control worker consumes ``settings.control_queue_name`` alone."""
+    worker, the tests' workers). The control worker consumes ``settings.broker.control_queue_name`` alone."""
     return list(
-        dict.fromkeys(q for q in (settings.queue, settings.gpu_queue, settings.control_queue_name) if q)
+        dict.fromkeys(
+            q
+            for q in (settings.broker.queue, settings.broker.gpu_queue, settings.broker.control_queue_name)
+            if q
+        )
     )
 
 
 def control_worker_command(settings: Settings, *extra: str) -> list[str]:
     """The small worker that serves only the control queue (plan, start, stitch, sweep), so that those
     never wait for a render batch to end (worker.celery_app.task_routes). It loads no engine."""
-    return worker_command(CONTROL_CONCURRENCY, [settings.control_queue_name], *extra)
+    return worker_command(CONTROL_CONCURRENCY, [settings.broker.control_queue_name], *extra)
 
 
 def worker_command(concurrency: int, queues: Sequence[str], *extra: str) -> list[str]:
@@ -115,7 +118,8 @@ class WorkerProcess:
     """``celery -A worker.main worker`` as a child process; ``beat=True`` adds the sweeper schedule.
 
     It consumes every queue (:func:`all_queues`) unless ``queues`` names others (e.g. only
-    ``settings.gpu_queue``, as a GPU worker does in production, or only ``settings.control_queue_name``).
+    ``settings.broker.gpu_queue``, as a GPU worker does in production, or only
+    ``settings.broker.control_queue_name``).
     """
 
     def __init__(
