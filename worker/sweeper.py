@@ -117,7 +117,8 @@ def _remove_orphans_when_due(rt: Runtime, now: datetime) -> int:
     """:func:`remove_stored_orphans` at most every ORPHAN_INTERVAL in this process."""
     if rt.storage.kind == "local":
         return 0
-    where = f"{rt.settings.s3_endpoint_url}/{rt.settings.s3_bucket}/{rt.settings.s3_prefix}"
+    storage = rt.settings.storage
+    where = f"{storage.s3_endpoint_url}/{storage.s3_bucket}/{storage.s3_prefix}"
     last = _orphans_listed.get(where)
     if last is not None and timedelta(0) <= now - last < ORPHAN_INTERVAL:
         return 0
@@ -127,7 +128,7 @@ def _remove_orphans_when_due(rt: Runtime, now: datetime) -> int:
 
 def _restart_queued_jobs(rt: Runtime, enqueue: Enqueue, now: datetime) -> int:
     """Queued jobs nobody started (a lost message, or a wait for a voice whose wake-up was lost)."""
-    quiet_since = now - timedelta(seconds=rt.settings.queued_grace_seconds)
+    quiet_since = now - timedelta(seconds=rt.settings.tasks.queued_grace_seconds)
     with unit_of_work(rt.sessions) as session:
         queued = jobs.take_quiet_queued(session, quiet_since, now)
     for job_id in queued:
@@ -139,12 +140,12 @@ def _resend_overdue_chunks(rt: Runtime, enqueue: Enqueue, now: datetime, report:
     """Chunks whose lease expired (their worker died) are sent again, or fail the job once they have used
     every attempt; pending chunks whose message may be lost are sent again."""
     settings = rt.settings
-    sent_before = now - timedelta(seconds=settings.pending_requeue_seconds)
+    sent_before = now - timedelta(seconds=settings.tasks.pending_requeue_seconds)
     with rt.sessions() as session:
         overdue = jobs.overdue_chunks(session, now, sent_before)
     resend: dict[uuid.UUID, list[int]] = defaultdict(list)
     for chunk in overdue:
-        if chunk.running and chunk.attempts >= settings.max_chunk_attempts:
+        if chunk.running and chunk.attempts >= settings.tasks.max_chunk_attempts:
             error = (
                 f"chunk {chunk.seq} failed after {chunk.attempts} attempts "
                 "(its worker was lost or timed out each time)"
@@ -166,7 +167,7 @@ def _resume_stitches(rt: Runtime, enqueue: Enqueue, now: datetime, report: Sweep
         expired = jobs.expired_stitches(session, now)
     for job_id in complete:
         report.stitches_started += maybe_begin_stitch(rt, job_id, enqueue)
-    lease = timedelta(seconds=rt.settings.stitch_lease_seconds)
+    lease = timedelta(seconds=rt.settings.tasks.stitch_lease_seconds)
     for job_id in expired:
         with unit_of_work(rt.sessions) as session:
             token = jobs.reissue_stitch(session, job_id, lease, now)
@@ -182,18 +183,18 @@ def _resume_chapters(rt: Runtime, enqueue: Enqueue, now: datetime, report: Sweep
         unclaimed, expired = jobs.chapters_to_resume(session, now)
     for job_id, chapter in unclaimed:
         report.chapters_started += begin_chapter(rt, job_id, chapter, enqueue)
-    lease = timedelta(seconds=rt.settings.stitch_lease_seconds)
+    lease = timedelta(seconds=rt.settings.tasks.stitch_lease_seconds)
     for job_id, chapter in expired:
         with unit_of_work(rt.sessions) as session:
             row = session.get(JobChapter, (job_id, chapter))
             used = row.attempts if row is not None else 0
             token = None
-            if used < rt.settings.max_chunk_attempts:
+            if used < rt.settings.tasks.max_chunk_attempts:
                 token = jobs.reissue_chapter(session, job_id, chapter, lease, now)
         if token is not None:
             enqueue(STITCH_CHAPTER, [str(job_id), chapter, token])
             report.chapters_reissued += 1
-        elif used >= rt.settings.max_chunk_attempts:
+        elif used >= rt.settings.tasks.max_chunk_attempts:
             position = row.position if row is not None else chapter
             error = (
                 f"chapter {position} could not be stitched in {used} attempts "
@@ -265,7 +266,7 @@ def expire_chunks(rt: Runtime, now: datetime) -> int:
         ):
             chunks[chunk.job_id].append((chunk.content_key, int(chunk.audio_bytes or 0)))
     shared = rt.storage.kind == "local"
-    cutoff = now - timedelta(seconds=settings.chunk_ttl_seconds)
+    cutoff = now - timedelta(seconds=settings.storage.chunk_ttl_seconds)
     weight: dict[str, int] = defaultdict(int)
     weighed: dict[str, set[str]] = defaultdict(set)  # per owner: the content keys counted already
     due: list[uuid.UUID] = []
@@ -278,7 +279,7 @@ def expire_chunks(rt: Runtime, now: datetime) -> int:
             weight[row.owner] += size
         if (row.finished_at is not None and row.finished_at < cutoff) or weight[
             row.owner
-        ] > settings.chunk_keep_bytes:
+        ] > settings.storage.chunk_keep_bytes:
             due.append(row.id)
     for job_id in due[:500]:
         with unit_of_work(rt.sessions) as session:
@@ -293,7 +294,7 @@ def expire_chunks(rt: Runtime, now: datetime) -> int:
 
 
 def _resend_webhooks(rt: Runtime, enqueue: Enqueue, now: datetime) -> int:
-    attempts = rt.settings.webhook_max_attempts
+    attempts = rt.settings.webhooks.max_attempts
     with rt.sessions() as session:
         due = list(
             session.scalars(
@@ -314,7 +315,7 @@ def _resend_webhooks(rt: Runtime, enqueue: Enqueue, now: datetime) -> int:
         uploads = list(
             session.scalars(
                 select(Job.id)
-                .where(audiobookshelf_due(now, rt.settings.audiobookshelf_max_attempts))
+                .where(audiobookshelf_due(now, rt.settings.audiobookshelf.max_attempts))
                 .limit(500)
             )
         )

@@ -391,7 +391,7 @@ def deliver_chapter(rt: Runtime, job_id: uuid.UUID, chapter: int, *, resolver: R
 
     claim = (
         update(JobChapter)
-        .where(*where, chapter_due_filter(utcnow(), rt.settings.webhook_max_attempts))
+        .where(*where, chapter_due_filter(utcnow(), rt.settings.webhooks.max_attempts))
         .values(webhook_attempts=JobChapter.webhook_attempts + 1)
     )
     return _deliver_claimed(rt, job_id, f"chapter {chapter} webhook", claim, event, outcome, resolver)
@@ -457,7 +457,7 @@ def deliver_flags(rt: Runtime, job_id: uuid.UUID, *, resolver: Resolver = resolv
 
     claim = (
         update(Job)
-        .where(Job.id == job_id, flags_due_filter(utcnow(), rt.settings.webhook_max_attempts))
+        .where(Job.id == job_id, flags_due_filter(utcnow(), rt.settings.webhooks.max_attempts))
         .values(flags_webhook_attempts=Job.flags_webhook_attempts + 1)
     )
     return _deliver_claimed(
@@ -518,7 +518,7 @@ def deliver_delivery_event(rt: Runtime, job_id: uuid.UUID, *, resolver: Resolver
 
     claim = (
         update(Job)
-        .where(Job.id == job_id, delivery_event_due_filter(utcnow(), rt.settings.webhook_max_attempts))
+        .where(Job.id == job_id, delivery_event_due_filter(utcnow(), rt.settings.webhooks.max_attempts))
         .values(delivery_webhook_attempts=Job.delivery_webhook_attempts + 1)
     )
     return _deliver_claimed(
@@ -558,7 +558,7 @@ def deliver(rt: Runtime, job_id: uuid.UUID, *, resolver: Resolver = resolve) -> 
 
     claim = (
         update(Job)
-        .where(Job.id == job_id, due_filter(utcnow(), rt.settings.webhook_max_attempts))
+        .where(Job.id == job_id, due_filter(utcnow(), rt.settings.webhooks.max_attempts))
         .values(webhook_attempts=Job.webhook_attempts + 1)
     )
     return _deliver_claimed(rt, job_id, "webhook", claim, event, outcome, resolver)
@@ -600,8 +600,8 @@ def _deliver_claimed(
     error, cause = _attempt(
         url,
         _Message(body, secrets, msg_id),
-        settings.webhook_allow_private,
-        settings.webhook_port_set,
+        settings.webhooks.allow_private,
+        settings.webhooks.port_set,
         resolver,
     )
     with unit_of_work(rt.sessions) as session:

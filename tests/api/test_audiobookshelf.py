@@ -436,7 +436,7 @@ def test_a_private_address_the_operator_no_longer_allows_fails_the_delivery_with
     job = _submit(abs_app, client, alice, reference_audio[0], deliver={"audiobookshelf": TARGET})
     state = tome_of(abs_app)
     # The operator withdraws the permission for private addresses: the stored loopback URL is refused.
-    strict = Runtime.sharing(replace(state.settings, audiobookshelf_allow_private=False), state.db)
+    strict = Runtime.sharing(state.settings.with_overrides(audiobookshelf_allow_private=False), state.db)
     inline = Inline(strict)
     inline.enqueue(START_JOB, [job["id"]])
     inline.run()

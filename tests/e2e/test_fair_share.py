@@ -106,7 +106,7 @@ def _stack(settings: Settings, folder: Path, reference_audio: tuple[bytes, str])
     with app_on(settings) as app:
         render = WorkerProcess(settings, folder, concurrency=2)
         control = WorkerProcess(
-            settings, folder, concurrency=CONTROL_CONCURRENCY, queues=[settings.control_queue_name]
+            settings, folder, concurrency=CONTROL_CONCURRENCY, queues=[settings.broker.control_queue_name]
         )
         try:
             render.wait_ready()

@@ -37,7 +37,7 @@ def queue_of(app: Celery, name: str) -> str:
 
 def test_without_gpu_queue_every_task_but_the_control_ones_goes_to_the_default_queue() -> None:
     settings = load_settings({})
-    assert settings.gpu_queue == ""
+    assert settings.broker.gpu_queue == ""
     routes = celery_config(settings)["task_routes"]
     assert {name for name, route in routes.items() if "queue" in route} == set(CONTROL_TASKS)
     app = make_celery(settings)
@@ -109,7 +109,7 @@ def test_gpu_queue_equal_to_the_default_queue_is_refused() -> None:
     with pytest.raises(ConfigError, match="same queue"):
         load_settings({"TOME_QUEUE": "work", "TOME_GPU_QUEUE": "work"})
     with pytest.raises(ConfigError):
-        celery_config(Settings(queue="q", gpu_queue="q"))  # celery_config validates too
+        celery_config(Settings().with_overrides(queue="q", gpu_queue="q"))  # celery_config validates too
 
 
 @pytest.mark.parametrize("env", [{"TOME_GPU_QUEUE": "gpu,tome"}, {"TOME_GPU_QUEUE": "gpu 1"},
@@ -136,7 +136,9 @@ def test_every_worker_command_consumes_the_control_queue_and_the_control_worker_
     assert all_queues(settings) == ["tome", "gpu", "tome.control"]
     command = control_worker_command(settings)
     assert command[command.index("--queues") + 1] == "tome.control"
-    assert load_settings({"TOME_QUEUE": "work"}).control_queue_name == "work.control"  # private with it
+    assert (
+        load_settings({"TOME_QUEUE": "work"}).broker.control_queue_name == "work.control"
+    )  # private with it
 
 
 def test_speech_per_owner_must_be_positive() -> None:

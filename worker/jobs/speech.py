@@ -268,7 +268,7 @@ def _speak(rt: Runtime, job_id: uuid.UUID, enqueue: Enqueue) -> SpeakOutcome:
         return SpeakOutcome.FAILED
     engine = rt.engine(engine_name)
     seqs = [row.seq for row in pending]
-    for group in [seqs[:1], *actions.batches(seqs[1:], rt.settings.chunks_per_task)]:
+    for group in [seqs[:1], *actions.batches(seqs[1:], rt.settings.tasks.chunks_per_task)]:
         outcome = _render_group(rt, job_id, engine, group, prompts, rate_scale)
         if outcome is not None:
             return outcome
@@ -286,10 +286,10 @@ def _render_group(
     rate_scale: float,
 ) -> SpeakOutcome | None:
     """Claim, render in one engine call and store one batch; an outcome when the task must stop."""
-    lease = timedelta(seconds=rt.settings.speech_wait_seconds)
+    lease = timedelta(seconds=rt.settings.speech.wait_seconds)
     with unit_of_work(rt.sessions) as session:
         token, claimed = state.claim_chunks(
-            session, job_id, seqs, lease, rt.settings.max_chunk_attempts, utcnow()
+            session, job_id, seqs, lease, rt.settings.tasks.max_chunk_attempts, utcnow()
         )
     if not claimed:
         return None  # another delivery of this task has them
@@ -382,7 +382,7 @@ def _prompts(
 ) -> dict[uuid.UUID, tuple[Prompt, str]]:
     """Each voice's prompt and language; a voice without a ready prompt is built here (the usual build:
     if another process builds it, this waits for that one), within TOME_SPEECH_WAIT_SECONDS."""
-    deadline = time.monotonic() + rt.settings.speech_wait_seconds
+    deadline = time.monotonic() + rt.settings.speech.wait_seconds
     prompts: dict[uuid.UUID, tuple[Prompt, str]] = {}
     for voice_id in voices:
         while voice_id not in prompts:

@@ -58,7 +58,7 @@ def send_builds(rt: Runtime, enqueue: Enqueue) -> int:
 def _send(rt: Runtime, enqueue: Enqueue) -> list[uuid.UUID]:
     settings = rt.settings
     now = utcnow()
-    until = now + timedelta(seconds=settings.voice_build_lease_seconds)
+    until = now + timedelta(seconds=settings.voices.build_lease_seconds)
     chosen: list[uuid.UUID] = []
     with unit_of_work(rt.sessions) as session:
         in_flight: dict[str, int] = defaultdict(
@@ -67,7 +67,7 @@ def _send(rt: Runtime, enqueue: Enqueue) -> list[uuid.UUID]:
                 select(Voice.owner, func.count(Voice.id)).where(state.building(now)).group_by(Voice.owner)
             ).all(),
         )
-        free = settings.voice_builds_in_flight - sum(in_flight.values())
+        free = settings.voices.builds_in_flight - sum(in_flight.values())
         if free <= 0:
             return []
         # Every owner with a build waiting, and since when (one row an owner, however many they wait).
@@ -89,7 +89,7 @@ def _send(rt: Runtime, enqueue: Enqueue) -> list[uuid.UUID]:
             owners = [
                 o
                 for o in first_wait
-                if in_flight[o] < settings.voice_builds_per_owner and (o not in waiting or waiting[o])
+                if in_flight[o] < settings.voices.builds_per_owner and (o not in waiting or waiting[o])
             ]
             if not owners:
                 break
@@ -100,7 +100,7 @@ def _send(rt: Runtime, enqueue: Enqueue) -> list[uuid.UUID]:
                         select(Voice.id)
                         .where(state.unsent(now), Voice.owner == owner)
                         .order_by(Voice.created_at, Voice.id)
-                        .limit(settings.voice_builds_per_owner)
+                        .limit(settings.voices.builds_per_owner)
                     )
                 )
                 if not waiting[owner]:
