@@ -117,7 +117,10 @@ def report_inprocess(scene: Scene, run: Dispatch, counts: CacheCounts, t: CacheT
 
     print(f"[in-process] {scene.chunks} chunks, 1 process: the real task bodies (worker.dispatch)")
     print("  on SQLite in a temp dir (kept with --keep), messages delivered by a synchronous local queue")
-    print(f"  engine       {engine.name} {engine.version}, {scene.settings.chunks_per_task} chunks per task")
+    print(
+        f"  engine       {engine.name} {engine.version}, "
+        f"{scene.settings.tasks.chunks_per_task} chunks per task"
+    )
     print(
         f"  job          {job.status}, {job.chunks_done}/{job.chunks_total} chunks, "
         f"mp3 of {job.output_bytes} bytes"

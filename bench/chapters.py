@@ -185,9 +185,12 @@ def _workers(settings: Settings, concurrency: int) -> list[tuple[list[str], int]
     """The queues and pool processes of each worker: one worker on every queue, as ``make run`` starts it;
     with a ``gpu_queue``, the GPU deployment of docker-compose.yml: a render worker of one process (one
     GPU) on that queue, and a CPU worker that plans, starts and stitches, so no stitch takes a render slot."""
-    if not settings.gpu_queue:
+    if not settings.broker.gpu_queue:
         return [(all_queues(settings), concurrency)]
-    return [([settings.gpu_queue], 1), ([settings.queue, settings.control_queue_name], concurrency)]
+    return [
+        ([settings.broker.gpu_queue], 1),
+        ([settings.broker.queue, settings.broker.control_queue_name], concurrency),
+    ]
 
 
 def topology(gpu_queue: str, concurrency: int = CONCURRENCY) -> str:

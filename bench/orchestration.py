@@ -37,7 +37,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
@@ -356,7 +356,7 @@ def run_job(
 ) -> JobRun:  # fmt: skip
     """One job of ``chunks`` on one worker of ``processes`` pool processes (started before the clock),
     once the voice's prompt is ready (the first run's worker builds it, not timed)."""
-    broker = redis.Redis.from_url(settings.broker_url)
+    broker = redis.Redis.from_url(settings.broker.url)
     pool = tome_of(app).db
     before = settled_transactions(settings.sqlalchemy_url, pool)
     polls = 0  # the bench's own status reads: one transaction each, not Tome's
@@ -587,7 +587,7 @@ def measure(
             for n in processes:
                 folder = base / f"job-{n}"
                 folder.mkdir()
-                run_settings = replace(settings, render_tasks_in_flight=2 * n)
+                run_settings = settings.with_overrides(render_tasks_in_flight=2 * n)
                 jobs.append(run_job(app, run_settings, headers, chunks, n, voice_id, folder))
             api = None
             if clients > 0:
@@ -599,9 +599,9 @@ def measure(
 
 def _drop_queues(settings: Settings) -> None:
     """Remove what the jobs left on Redis under the bench's private queue names."""
-    client = redis.Redis.from_url(settings.broker_url)
+    client = redis.Redis.from_url(settings.broker.url)
     try:
-        keys = list(client.scan_iter(match=f"{settings.queue}*"))
+        keys = list(client.scan_iter(match=f"{settings.broker.queue}*"))
         if keys:
             client.delete(*keys)
     finally:

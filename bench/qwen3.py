@@ -429,7 +429,7 @@ def run_section(
     if "flash-attn is not installed" in note:
         print("  note         flash-attn is not installed: qwen_tts runs its manual PyTorch attention")
     checkpoints = [("tiny", build_tiny_checkpoint(scratch / "qwen3-tiny"))]
-    real = load_settings().qwen3_model_dir
+    real = load_settings().engines.qwen3.model_dir
     if real:
         checkpoints.append((Path(real).name or real, Path(real)))
     else:

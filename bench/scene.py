@@ -91,7 +91,7 @@ def create_scene(data_dir: Path, chunks: int) -> Scene:
     rt = Runtime(settings)
     engine = rt.engine()
     voice_id = uuid.uuid4()
-    path, duration, rate = _reference(rt, settings.data_dir.resolve() / "voices" / str(voice_id))
+    path, duration, rate = _reference(rt, settings.storage.data_dir.resolve() / "voices" / str(voice_id))
     chapters = parse_script(book(chunks), "markdown")
     specs = make_chunks(chapters, engine.max_chunk_chars)
     if len(specs) != chunks:

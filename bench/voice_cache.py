@@ -94,7 +94,7 @@ def measure(rt: Runtime, voice_id: uuid.UUID, scratch: Path) -> CacheTimings:
             raise RuntimeError(f"voice {voice_id} has no prompt to measure")
         key, prompt_file = voice_prompts.key_for(voice, engine), Path(voice.cache_path)
         audio_path, ref_text = voice.audio_path, voice.ref_text
-    lru = voice_prompts.process_lru(rt.settings.voice_cache_max_bytes)
+    lru = voice_prompts.process_lru(rt.settings.voices.cache_max_bytes)
     if lru.get(key) is None:
         raise RuntimeError("the voice's prompt is not in this process's LRU; a hit cannot be timed")
 

@@ -26,7 +26,7 @@ def main() -> None:
     from worker.config import load_settings
 
     settings = load_settings()
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    settings.storage.data_dir.mkdir(parents=True, exist_ok=True)
     upgrade_head(settings.sqlalchemy_url)
     print(f"database at head: {settings.sqlalchemy_url.split('@')[-1]}", file=sys.stderr)
 

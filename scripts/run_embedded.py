@@ -63,7 +63,7 @@ def ensure_admin_key(settings: Settings) -> Path:
 def ensure_secret_key(settings: Settings) -> Settings:
     """TOME_SECRET_KEY when set; else the one in <data dir>/secret.key, created (mode 0600) on first start.
     The children inherit it through the environment."""
-    if settings.secret_key:
+    if settings.security.secret_key:
         return settings
     path = settings.layout.secret_key
     if not path.exists():
@@ -79,14 +79,14 @@ def check_engine(settings: Settings) -> None:
     """Build the configured engine once (construction reads only its settings and config files), so that a
     missing model directory or extra is said here, before anything starts."""
     try:
-        get_engine(settings.engine, settings)
+        get_engine(settings.engines.default, settings)
     except ImportError as exc:
         raise ConfigError(
-            f"TOME_ENGINE={settings.engine}: its packages are not installed ({exc}); "
-            f"`make run ENGINE={settings.engine}` installs them"
+            f"TOME_ENGINE={settings.engines.default}: its packages are not installed ({exc}); "
+            f"`make run ENGINE={settings.engines.default}` installs them"
         ) from exc
     except EngineError as exc:
-        raise ConfigError(f"TOME_ENGINE={settings.engine}: {exc}") from exc
+        raise ConfigError(f"TOME_ENGINE={settings.engines.default}: {exc}") from exc
 
 
 def answers(url: str) -> bool:
@@ -114,7 +114,7 @@ def prepare() -> Settings | None:
     except ConfigError as exc:
         print(f"tome: {exc}", file=sys.stderr, flush=True)
         return None
-    settings.data_dir.resolve().mkdir(parents=True, exist_ok=True)
+    settings.storage.data_dir.resolve().mkdir(parents=True, exist_ok=True)
     ensure_broker_folders(settings)
     upgrade_head(settings.sqlalchemy_url)
     ensure_admin_key(settings)
@@ -159,7 +159,7 @@ def main() -> int:
     settings = prepare()
     if settings is None:
         return 2
-    bind = f"{settings.api_host}:{settings.api_port}"
+    bind = f"{settings.api.host}:{settings.api.port}"
     commands = [
         api_command(bind),
         worker_command(2, all_queues(settings)),

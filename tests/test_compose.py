@@ -17,7 +17,6 @@ import subprocess
 import sys
 import threading
 import tomllib
-from dataclasses import fields
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from pathlib import Path
 from typing import Any
@@ -29,7 +28,7 @@ from gunicorn.util import load_class
 from gunicorn.workers.ggevent import GeventWorker
 
 from worker.celery_app import celery_config
-from worker.config import Settings, load_settings
+from worker.config import FLAT_SETTINGS, Settings, env_name, load_settings
 from worker.processes import api_command
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -141,22 +140,26 @@ def test_plain_up_is_the_cpu_deployment() -> None:
         "minio-init": ["s3"],
     }
     for name, settings in broker_clients(services).items():
-        assert (settings.engine, settings.gpu_queue) == ("espeak", ""), name
-        assert settings.storage == "local", name  # files on the tome-data volume, as before
+        assert (settings.engines.default, settings.broker.gpu_queue) == ("espeak", ""), name
+        assert settings.storage.backend == "local", name  # files on the tome-data volume, as before
 
 
 @pytest.mark.parametrize("setup", SETUPS)
 def test_broker_clients_agree_on_engine_and_gpu_queue(setup: str) -> None:
     clients = broker_clients(active(setup))
     assert {"api", "worker", "sweeper"} <= set(clients)
-    assert len({(s.engine, s.queue, s.gpu_queue, s.chunks_per_task) for s in clients.values()}) == 1, clients
+    agreed = {
+        (s.engines.default, s.broker.queue, s.broker.gpu_queue, s.tasks.chunks_per_task)
+        for s in clients.values()
+    }
+    assert len(agreed) == 1, clients
     if setup == "gpu":
         assert "worker-gpu" in clients
-        assert {(s.engine, s.gpu_queue) for s in clients.values()} == {("qwen3-tts", "gpu")}
+        assert {(s.engines.default, s.broker.gpu_queue) for s in clients.values()} == {("qwen3-tts", "gpu")}
         # A render task carries a full GPU batch (start_job, on the CPU worker, splits by this).
-        assert {s.chunks_per_task for s in clients.values()} == {32}
+        assert {s.tasks.chunks_per_task for s in clients.values()} == {32}
     else:
-        assert {s.chunks_per_task for s in clients.values()} == {8}
+        assert {s.tasks.chunks_per_task for s in clients.values()} == {8}
 
 
 @pytest.mark.parametrize("setup", SETUPS)
@@ -175,15 +178,17 @@ def test_every_routed_queue_is_consumed_and_gpu_workers_take_only_gpu_work(setup
     unconsumed = routed - set().union(*consumers.values())
     assert not unconsumed, f"tasks are routed to {unconsumed}, which no worker consumes"
     settings = clients["worker"]
-    assert consumers["worker"] == {settings.queue, settings.stitch_queue_name, settings.control_queue_name}, (
-        "the CPU worker: no engine work"
-    )
+    assert consumers["worker"] == {
+        settings.broker.queue,
+        settings.broker.stitch_queue_name,
+        settings.broker.control_queue_name,
+    }, "the CPU worker: no engine work"
     # the control tasks have a worker of their own, so that they never wait behind render batches or
     # stitches; stitches one of their own, so that they never wait behind render batches
-    assert consumers["worker-control"] == {settings.control_queue_name}
-    assert consumers["worker-stitch"] == {settings.stitch_queue_name}
+    assert consumers["worker-control"] == {settings.broker.control_queue_name}
+    assert consumers["worker-stitch"] == {settings.broker.stitch_queue_name}
     if setup == "gpu":
-        assert consumers["worker-gpu"] == {settings.gpu_queue}
+        assert consumers["worker-gpu"] == {settings.broker.gpu_queue}
 
 
 def make_run_api(bind: str, workers: int) -> list[str]:
@@ -367,7 +372,7 @@ def test_a_stopping_worker_has_time_to_finish_its_batch(name: str) -> None:
     """Longer than a task may run before its soft time limit: the batch in flight ends before the kill."""
     service = active("gpu")[name]
     settings = load_settings(service["environment"])
-    assert _seconds(service["stop_grace_period"]) >= settings.task_soft_time_limit
+    assert _seconds(service["stop_grace_period"]) >= settings.tasks.task_soft_time_limit
     assert _seconds(SERVICES["api"]["stop_grace_period"]) >= 10
 
 
@@ -376,7 +381,7 @@ def test_flower_is_optional_and_reads_the_workers_broker() -> None:
     assert "flower" not in active("gpu")
     flower = interpolate(SERVICES["flower"], CPU_ENV)
     assert flower["profiles"] == ["flower"]
-    broker = load_settings(active("cpu")["worker"]["environment"]).broker_url
+    broker = load_settings(active("cpu")["worker"]["environment"]).broker.url
     assert f"--broker={broker}" in flower["command"]
     assert "flower" in flower["command"]
     assert flower["ports"] == ["127.0.0.1:5555:5555"], "no login: on the host's loopback only"
@@ -415,7 +420,7 @@ def test_the_s3_profile_adds_minio_and_its_bucket_and_every_service_uses_it() ->
     clients = broker_clients(services)
     assert {"api", "worker", "sweeper"} <= set(clients)
     for name, settings in clients.items():
-        assert (settings.storage, settings.s3_bucket, settings.s3_endpoint_url) == (
+        assert (settings.storage.backend, settings.storage.s3_bucket, settings.storage.s3_endpoint_url) == (
             "s3",
             "tome",
             "http://minio:9000",
@@ -437,7 +442,7 @@ def test_compose_comment_gives_the_s3_command() -> None:
 
 def test_every_storage_setting_reaches_every_tome_service() -> None:
     """A setting compose does not pass through cannot be set in a compose deployment at all."""
-    storage = {f"TOME_{f.name.upper()}" for f in fields(Settings) if f.name.startswith(("s3_", "storage"))}
+    storage = {env_name(flat) for flat in FLAT_SETTINGS if flat.startswith(("s3_", "storage"))}
     assert "TOME_S3_PUBLIC_ENDPOINT_URL" in storage
     for name, service in active("s3").items():
         if name in ("api", "worker", "sweeper"):

@@ -61,12 +61,12 @@ def test_a_secret_key_is_made_once_private_and_kept(tmp_path: Path, monkeypatch:
     first = run_embedded.ensure_secret_key(settings)  # type: ignore[attr-defined]
     path = tmp_path / "secret.key"
     assert path.stat().st_mode & 0o777 == 0o600
-    assert len(first.secret_key) >= 32
-    assert first.secret_key == path.read_text().strip()
-    assert os.environ["TOME_SECRET_KEY"] == first.secret_key  # the children inherit it
+    assert len(first.security.secret_key) >= 32
+    assert first.security.secret_key == path.read_text().strip()
+    assert os.environ["TOME_SECRET_KEY"] == first.security.secret_key  # the children inherit it
     monkeypatch.delenv("TOME_SECRET_KEY")
     again = run_embedded.ensure_secret_key(settings)  # type: ignore[attr-defined]
-    assert again.secret_key == first.secret_key  # a restart keeps the key: stored tokens stay readable
+    assert again.security.secret_key == first.security.secret_key  # kept: stored tokens stay readable
 
 
 def test_a_set_secret_key_is_used_and_a_short_one_refused(tmp_path: Path) -> None:
@@ -74,7 +74,7 @@ def test_a_set_secret_key_is_used_and_a_short_one_refused(tmp_path: Path) -> Non
 
     run_embedded = _load_run_embedded()
     given = load_settings({"TOME_DATA_DIR": str(tmp_path), "TOME_SECRET_KEY": "k" * 40})
-    assert run_embedded.ensure_secret_key(given).secret_key == "k" * 40  # type: ignore[attr-defined]
+    assert run_embedded.ensure_secret_key(given).security.secret_key == "k" * 40  # type: ignore[attr-defined]
     assert not (tmp_path / "secret.key").exists()
     with pytest.raises(ConfigError, match="TOME_SECRET_KEY must be at least 32"):
         load_settings({"TOME_SECRET_KEY": "short"})

@@ -35,7 +35,9 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         settings = load_settings(**config)
     app = Flask(__name__)
     # Werkzeug refuses larger bodies with a 413 before reading them; the upload view counts again.
-    app.config["MAX_CONTENT_LENGTH"] = max(settings.max_upload_bytes, settings.max_script_chars * 4) + 65536
+    app.config["MAX_CONTENT_LENGTH"] = (
+        max(settings.limits.max_upload_bytes, settings.limits.max_script_chars * 4) + 65536
+    )
     app.json.sort_keys = False  # type: ignore[attr-defined]
     init_tome(app, settings)
     register_request_observation(app)  # first: every later hook and view logs under the request's id
@@ -55,7 +57,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.register_blueprint(studio.bp)  # GET /: the web studio, a client of this API (webapi/studio.py)
     register_cli(app)
     app.wsgi_app = yielding_bodies(app.wsgi_app)  # type: ignore[method-assign,assignment]
-    _log_through_gunicorn(json_lines=settings.log_format == "json")
+    _log_through_gunicorn(json_lines=settings.observability.log_format == "json")
     return app
 
 

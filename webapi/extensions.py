@@ -38,7 +38,7 @@ class Tome:
         return Runtime.sharing(self.settings, self.db, self.storage)
 
     def engine(self) -> Engine:
-        return get_engine(self.settings.engine, self.settings)
+        return get_engine(self.settings.engines.default, self.settings)
 
     def end_session(self) -> None:
         """Close this thread's database session (end of a request, or an error answered).
@@ -66,7 +66,7 @@ class Tome:
 
 def init_tome(app: Flask, settings: Settings) -> Tome:
     keep_files_private()
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    settings.storage.data_dir.mkdir(parents=True, exist_ok=True)
     ensure_broker_folders(settings)
     storage = settings.open_storage()
     check_storage(storage)

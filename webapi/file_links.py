@@ -58,7 +58,7 @@ def sign(secret: str, job_id: str, name: str, expires: int, key_id: str, owner: 
 
 
 def _secret() -> str:
-    secret = tome().settings.secret_key
+    secret = tome().settings.security.secret_key
     if not secret:
         raise Conflict(
             "signed file links need TOME_SECRET_KEY (at least 32 characters; `make run` makes one): "
@@ -81,7 +81,7 @@ def make_link(job_id: str, name: str) -> Response:
     found = job_file(job, name)  # 404/409/410 as the download answers them
     secret = _secret()
     principal = current_principal()
-    expires = int(time.time()) + tome().settings.file_link_seconds
+    expires = int(time.time()) + tome().settings.security.file_link_seconds
     signature = sign(secret, str(job.id), found.name, expires, principal.key_id, principal.owner)
     url = url_for(
         "file_link_serving.open_link",
@@ -116,7 +116,7 @@ def _checked_expiry(raw: str, now: int) -> int:
             "POST /v1/jobs/{id}/files/{name}/link",
             code="link_expired",
         )
-    if expires - now > tome().settings.file_link_seconds:
+    if expires - now > tome().settings.security.file_link_seconds:
         raise _invalid("it would outlive TOME_FILE_LINK_SECONDS")
     return expires
 

@@ -99,7 +99,7 @@ def _storage() -> str:
         tome().storage.ping()
     except StorageError as exc:
         return f"down: {type(exc).__name__}: {exc}"
-    folder = tome().settings.data_dir
+    folder = tome().settings.storage.data_dir
     probe = folder / f".readyz-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
         probe.write_bytes(b"")

@@ -41,7 +41,7 @@ def _out(row: Integration | None) -> Response:
 def set_audiobookshelf() -> Response:
     body = json_body(AudiobookshelfIn)
     settings = tome().settings
-    if not settings.secret_key:
+    if not settings.security.secret_key:
         raise Conflict(
             "storing a token needs TOME_SECRET_KEY set on the server (at least 32 characters)",
             code="secret_key_missing",
@@ -58,7 +58,7 @@ def set_audiobookshelf() -> Response:
         row = Integration(owner=owner, kind=KIND, url=body.url, token_sealed="")
         sessions.add(row)
     row.url = body.url
-    row.token_sealed = seal(settings.secret_key, body.token)
+    row.token_sealed = seal(settings.security.secret_key, body.token)
     sessions.commit()
     log.info("owner %s set an Audiobookshelf server", owner)
     return _out(row)

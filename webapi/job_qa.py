@@ -190,7 +190,7 @@ def rerender_chunk(job_id: str, seq: int) -> tuple[Response, int]:
             code="voice_deleted",
         )
     edit = None if asked.text is None else _read(job, chunk, voice, asked.text)
-    seconds = len(chunk.text if edit is None else edit.text) / tome().settings.speech_chars_per_second
+    seconds = len(chunk.text if edit is None else edit.text) / tome().settings.limits.speech_chars_per_second
     require_room_for_rerender(job.id, seconds)
     try:
         stale = [
@@ -226,7 +226,7 @@ def rerender_chunk(job_id: str, seq: int) -> tuple[Response, int]:
 
 
 def _lease() -> timedelta:
-    return timedelta(seconds=tome().settings.stitch_lease_seconds)
+    return timedelta(seconds=tome().settings.tasks.stitch_lease_seconds)
 
 
 def _read(job: Job, chunk: Chunk, voice: Voice, text: str) -> state.Edit:

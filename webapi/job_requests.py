@@ -63,7 +63,7 @@ def check_webhook(url: str | None) -> None:
         return
     try:
         settings = tome().settings
-        check_url(url, settings.webhook_allow_private, allowed_ports=settings.webhook_port_set)
+        check_url(url, settings.webhooks.allow_private, allowed_ports=settings.webhooks.port_set)
     except WebhookRefused as exc:
         raise Invalid(str(exc), code="webhook_refused", field="webhook_url") from exc
 
@@ -72,7 +72,7 @@ def check_deliver(owner: str, deliver: DeliverIn | None) -> None:
     """A delivery into Audiobookshelf needs the server's secret key and the owner's server, now."""
     if deliver is None or deliver.audiobookshelf is None:
         return
-    if not tome().settings.secret_key:
+    if not tome().settings.security.secret_key:
         raise Conflict(
             "delivery into Audiobookshelf needs TOME_SECRET_KEY set on the server",
             code="secret_key_missing",
@@ -101,16 +101,17 @@ def check_script_size(submitted: scripts.JobRequest) -> None:
     if not isinstance(script, str):
         return
     settings = tome().settings
-    if len(script) > settings.max_script_chars:
+    if len(script) > settings.limits.max_script_chars:
         raise Invalid(
-            f"script has {len(script)} characters; the limit is {settings.max_script_chars}",
+            f"script has {len(script)} characters; the limit is {settings.limits.max_script_chars}",
             code="script_too_long",
             field="script",
         )
     paragraphs = len(PARAGRAPH_BREAK.findall(script)) + 1
-    if paragraphs > settings.max_chunks_per_job:
+    if paragraphs > settings.limits.max_chunks_per_job:
         raise Invalid(
-            f"script has at least {paragraphs} paragraphs; the limit is {settings.max_chunks_per_job} chunks",
+            f"script has at least {paragraphs} paragraphs; "
+            f"the limit is {settings.limits.max_chunks_per_job} chunks",
             code="script_too_long",
             field="script",
         )

@@ -88,7 +88,7 @@ def _accept_for_planning(
     """A long text script is planned by a worker (worker.jobs.intake): the request stays short whatever
     the script costs to parse, and a script error fails the job with the same code, line and column."""
     script = str(submitted.source)
-    rough = len(script) / tome().settings.speech_chars_per_second  # speech only, before parsing
+    rough = len(script) / tome().settings.limits.speech_chars_per_second  # speech only, before parsing
     require_room_for_job(rough, tome().engine().sample_rate)
     job, inserted = _submit(
         submitted, title, voice, idempotency_key, submit.Script(script, estimated_seconds=rough)

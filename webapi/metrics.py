@@ -130,7 +130,7 @@ class BrokerCollector:
             "Tome's version, Python's and the default engine's, as labels; always 1",
             labels=["version", "python", "engine"],
         )
-        info.add_metric([_version(), platform.python_version(), self.settings.engine], 1)
+        info.add_metric([_version(), platform.python_version(), self.settings.engines.default], 1)
         yield info
 
 
@@ -143,7 +143,7 @@ def _version() -> str:
 
 def _require_scraper() -> None:
     """The metrics token (``TOME_METRICS_TOKEN``) or an admin key: the figures span every tenant."""
-    token = tome().settings.metrics_token
+    token = tome().settings.security.metrics_token
     scheme, _, given = request.headers.get("Authorization", "").partition(" ")
     if token and scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode()):
         return

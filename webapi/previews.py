@@ -54,7 +54,7 @@ def accept(job: JobRequest, voice: Voice) -> tuple[Response, int]:
         script=job.source if isinstance(job.source, str) else None,
         script_file=job.source if isinstance(job.source, bytes) else None,
         created_at=now,
-        expires_at=now + timedelta(seconds=settings.preview_ttl_seconds),
+        expires_at=now + timedelta(seconds=settings.storage.preview_ttl_seconds),
     )
     sessions = tome().sessions
     sessions.add(preview)

@@ -80,12 +80,12 @@ def _count_in_database(key_id: str, window: int) -> int:
 def check_rate(key_id: str) -> None:
     """Count this request in the key's current window; 429 with Retry-After once over the limit."""
     state = tome()
-    limit = state.settings.rate_limit_per_minute
+    limit = state.settings.api.rate_limit_per_minute
     if limit <= 0:
         return
     now = time.time()
     window = int(now // WINDOW_SECONDS) * WINDOW_SECONDS
-    broker = state.settings.broker_url
+    broker = state.settings.broker.url
     if uses_redis(broker):
         count = _count_in_redis(broker, key_id, window)
     else:

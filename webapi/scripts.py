@@ -65,7 +65,7 @@ def read_job_request() -> JobRequest:
 
 
 def _base64(text: str) -> bytes:
-    limit = tome().settings.max_upload_bytes
+    limit = tome().settings.limits.max_upload_bytes
     if len(text) > limit * 4 // 3 + 4:
         raise TooLarge(f"the EPUB is larger than {limit} bytes", code="script_too_large", field="script")
     try:
@@ -134,7 +134,7 @@ def _extra_fields() -> dict[str, str]:
 
 
 def _read_upload(stream: Any) -> bytes:
-    limit = tome().settings.max_upload_bytes
+    limit = tome().settings.limits.max_upload_bytes
     data = stream.read(limit + 1)
     if len(data) > limit:
         raise TooLarge(
@@ -171,7 +171,10 @@ def plan_request(owner: str, job: JobRequest, voice: Voice, *, attribute: bool =
         job_limits=limits.JobLimits.of(tome().settings),
         language=body.language,
         read_options=ReadOptions(
-            options.front_matter, options.back_matter, options.footnotes, tome().settings.max_script_chars
+            options.front_matter,
+            options.back_matter,
+            options.footnotes,
+            tome().settings.limits.max_script_chars,
         ),
         lexicons=tuple(body.lexicons),
         engine=tome().engine().name,
@@ -236,7 +239,7 @@ def plans_inline(job: JobRequest) -> bool:
     """Whether the request's script is planned while the client waits: text of at most
     TOME_INLINE_PLAN_MAX_CHARS characters. An EPUB's text is known only once it is unpacked, so it always
     goes to a worker."""
-    return isinstance(job.source, str) and len(job.source) <= tome().settings.inline_plan_max_chars
+    return isinstance(job.source, str) and len(job.source) <= tome().settings.limits.inline_plan_max_chars
 
 
 def preview_ask(job: JobRequest) -> PreviewAsk:
@@ -245,7 +248,7 @@ def preview_ask(job: JobRequest) -> PreviewAsk:
         pauses=Pauses(**job.body.pauses.model_dump()),
         speed=job.body.speed,
         with_cast=job.body.cast is not None,
-        chars_per_second=tome().settings.speech_chars_per_second,
+        chars_per_second=tome().settings.limits.speech_chars_per_second,
         max_chunk_chars=tome().engine().max_chunk_chars,
     )
 
@@ -253,9 +256,9 @@ def preview_ask(job: JobRequest) -> PreviewAsk:
 def check_script_size(job: JobRequest) -> None:
     """Refuse an over-long text script before the costly parse (EPUBs are bounded by their reader)."""
     settings = tome().settings
-    if isinstance(job.source, str) and len(job.source) > settings.max_script_chars:
+    if isinstance(job.source, str) and len(job.source) > settings.limits.max_script_chars:
         raise TooLarge(
-            f"script has {len(job.source)} characters; the limit is {settings.max_script_chars}",
+            f"script has {len(job.source)} characters; the limit is {settings.limits.max_script_chars}",
             code="script_too_long",
             field="script",
         )

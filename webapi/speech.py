@@ -123,9 +123,9 @@ def create_speech() -> Response:
     body = json_body(SpeechCreate)
     state = tome()
     settings = state.settings
-    if len(body.input) > settings.speech_max_chars:
+    if len(body.input) > settings.speech.max_chars:
         raise Invalid(
-            f"input has {len(body.input)} characters; the limit is {settings.speech_max_chars} "
+            f"input has {len(body.input)} characters; the limit is {settings.speech.max_chars} "
             "(TOME_SPEECH_MAX_CHARS)",
             code="input_too_long",
             field="input",
@@ -138,12 +138,14 @@ def create_speech() -> Response:
     speech_plan = _plan(principal.owner, voice, body.input, speed)
     require_room_for_job(speech_plan.estimated_seconds, engine.sample_rate)
     running = speech.running_speech(state.sessions(), principal.owner)
-    if running >= settings.speech_per_owner:  # at once, before an encoder starts; admit() decides races
-        raise _busy(speech.SpeechBusy(running, settings.speech_per_owner))
-    encoder = PcmStream(body.response_format, engine.sample_rate, speed.tempo, settings.mp3_bitrate_kbps)
+    if running >= settings.speech.per_owner:  # at once, before an encoder starts; admit() decides races
+        raise _busy(speech.SpeechBusy(running, settings.speech.per_owner))
+    encoder = PcmStream(
+        body.response_format, engine.sample_rate, speed.tempo, settings.tasks.mp3_bitrate_kbps
+    )
     job, alone = _admit(body, voice, engine.name, speed, speech_plan, encoder)
     stream = SpeechStream(
-        state.runtime, job.id, len(speech_plan.specs), encoder, settings.speech_wait_seconds
+        state.runtime, job.id, len(speech_plan.specs), encoder, settings.speech.wait_seconds
     )
     stream.start()
     state.enqueue(SPEAK, [str(job.id)], priority=SPEECH_PRIORITY if alone else WORK_PRIORITY)
@@ -186,7 +188,7 @@ def _admit(
             speech_plan=speech_plan,
             title=body.input[:80],
         )
-        alone = speech.admit(state.sessions(), job, speech_plan, state.settings.speech_per_owner)
+        alone = speech.admit(state.sessions(), job, speech_plan, state.settings.speech.per_owner)
         state.sessions.commit()
     except speech.SpeechBusy as exc:
         state.sessions.rollback()
@@ -211,7 +213,7 @@ def _await_prompt(voice: Voice) -> None:
         if ensure_ready(rt, voice_id):
             return
         state.end_session()  # no connection held while it waits
-        waited = wait_for_prompt(rt, voice_id, state.enqueue, state.settings.speech_wait_seconds)
+        waited = wait_for_prompt(rt, voice_id, state.enqueue, state.settings.speech.wait_seconds)
     except VoiceCacheFailed as exc:
         raise Conflict(str(exc), code="voice_unavailable", field="voice") from exc
     if waited is None:
@@ -256,7 +258,7 @@ def _plan(owner: str, voice: Voice, text: str, speed: speech.Speed) -> speech.Sp
         pauses=Pauses(),
         max_chunk_chars=engine.max_chunk_chars,
         job_limits=limits.JobLimits.of(settings),
-        read_options=ReadOptions(max_chars=settings.speech_max_chars),
+        read_options=ReadOptions(max_chars=settings.speech.max_chars),
         engine=engine.name,
     )
     try:

@@ -43,7 +43,7 @@ def send_stored(stored: str, mimetype: str, download_name: str, gone: str) -> Re
         raise Gone(gone, code="expired") from exc
     except StorageError as exc:  # the bucket does not answer: say so (and /healthz says it too)
         raise Unavailable(f"the file store cannot be reached: {exc}", code="storage_unavailable") from exc
-    seconds = tome().settings.s3_presign_seconds
+    seconds = tome().settings.storage.s3_presign_seconds
     if seconds > 0:
         url = storage.presigned_url(stored, seconds, download_name, mimetype)
         if url is not None:

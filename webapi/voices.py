@@ -124,16 +124,16 @@ def _store_reference(upload: FileStorage, voice_id: uuid.UUID, force: bool = Fal
     transcript check costs seconds and runs in the worker's prompt build."""
     settings = tome().settings
     limits = AudioLimits(
-        max_bytes=settings.max_upload_bytes,
-        max_seconds=settings.max_reference_seconds,
-        min_seconds=settings.min_reference_seconds,
+        max_bytes=settings.limits.max_upload_bytes,
+        max_seconds=settings.limits.max_reference_seconds,
+        min_seconds=settings.limits.min_reference_seconds,
         # 48 kHz is plenty for a voice; higher rates let a tiny FLAC of silence decode to hundreds of MB.
         max_sample_rate=48_000,
     )
     layout = settings.layout
-    tmp = _save_upload(upload, settings.max_upload_bytes, layout.uploads)
+    tmp = _save_upload(upload, settings.limits.max_upload_bytes, layout.uploads)
     reference = layout.new_reference(voice_id)
-    pool = process_pool(settings.reference_analysers, settings.reference_analysis_seconds)
+    pool = process_pool(settings.voices.reference_analysers, settings.voices.reference_analysis_seconds)
     started = time.monotonic()
     try:
         answer = pool.run(tmp, reference, limits, force)

@@ -64,7 +64,7 @@ def check_server_url(url: str, settings: Settings) -> None:
     if "?" in url or "#" in url:
         raise ServerRefused("url must not have a query or a fragment")
     try:
-        check_url(url, settings.audiobookshelf_allow_private, allowed_ports=settings.webhook_port_set)
+        check_url(url, settings.audiobookshelf.allow_private, allowed_ports=settings.webhooks.port_set)
     except WebhookRefused as exc:
         raise ServerRefused(str(exc).replace("webhook_url", "url")) from exc
 
@@ -81,7 +81,7 @@ def due_filter(now: Any, max_attempts: int) -> Any:
 
 def retry_delay(settings: Settings, attempts: int) -> float:
     """Seconds before the attempt after ``attempts`` (the first retry after retry_seconds, then doubling)."""
-    return float(settings.audiobookshelf_retry_seconds * 2 ** max(attempts - 1, 0))
+    return float(settings.audiobookshelf.retry_seconds * 2 ** max(attempts - 1, 0))
 
 
 @dataclass(frozen=True)
@@ -126,9 +126,9 @@ def deliver(rt: Runtime, job_id: uuid.UUID, *, resolver: Resolver = resolve) -> 
     """Claim the job's delivery if it is due, upload once, scan, and record the outcome on the job."""
     settings = rt.settings
     now = utcnow()
-    claim_for = settings.audiobookshelf_upload_seconds + 2 * settings.audiobookshelf_timeout_seconds + 60
+    claim_for = settings.audiobookshelf.upload_seconds + 2 * settings.audiobookshelf.timeout_seconds + 60
     with unit_of_work(rt.sessions) as session:
-        due = due_filter(now, settings.audiobookshelf_max_attempts)
+        due = due_filter(now, settings.audiobookshelf.max_attempts)
         if not state.claim_upload(session, job_id, due, now + timedelta(seconds=claim_for)):
             return Result("not_due")
         job = session.get(Job, job_id)
@@ -136,7 +136,7 @@ def deliver(rt: Runtime, job_id: uuid.UUID, *, resolver: Resolver = resolve) -> 
         attempts = job.abs_attempts
         work: _Work | _Ended
         try:
-            work = _work(session.get(Integration, (job.owner, KIND)), job, settings.secret_key)
+            work = _work(session.get(Integration, (job.owner, KIND)), job, settings.security.secret_key)
         except _Ended as exc:
             work = exc
     try:
@@ -182,7 +182,7 @@ def _record(
     rt: Runtime, job_id: uuid.UUID, attempts: int, ended: _Ended, cause: BaseException | None = None
 ) -> Result:
     settings = rt.settings
-    retry = ended.retry and attempts < settings.audiobookshelf_max_attempts
+    retry = ended.retry and attempts < settings.audiobookshelf.max_attempts
     delay = retry_delay(settings, attempts) if retry else None
     retry_at = None if delay is None else utcnow() + timedelta(seconds=delay)
     with unit_of_work(rt.sessions) as session:
@@ -213,7 +213,7 @@ def _upload_and_scan(rt: Runtime, work: _Work, resolver: Resolver) -> str | None
         "library": work.library_id,
         "folder": work.folder_id,
     }
-    deadline = time.monotonic() + settings.audiobookshelf_upload_seconds
+    deadline = time.monotonic() + settings.audiobookshelf.upload_seconds
     try:
         with stored_files(rt.storage).local(work.output_path) as local:
             files: list[tuple[str, str, bytes | Path]] = [
@@ -233,7 +233,7 @@ def _upload_and_scan(rt: Runtime, work: _Work, resolver: Resolver) -> str | None
             work,
             f"/api/libraries/{work.library_id}/scan",
             _Body([], None),
-            time.monotonic() + 2 * settings.audiobookshelf_timeout_seconds,
+            time.monotonic() + 2 * settings.audiobookshelf.timeout_seconds,
             resolver,
         )
     except _Ended as exc:
@@ -303,12 +303,12 @@ def _call(rt: Runtime, work: _Work, path: str, body: _Body, deadline: float, res
     """POST ``body`` to the server's ``path`` with the bearer token; the answer's status. Failures that
     may pass (timeouts, connections) raise a retryable :class:`_Ended`; a refused URL one that is not."""
     settings = rt.settings
-    timeout = settings.audiobookshelf_timeout_seconds
+    timeout = settings.audiobookshelf.timeout_seconds
     try:
         connection, base = open_connection(
             work.url,
-            settings.audiobookshelf_allow_private,
-            settings.webhook_port_set,
+            settings.audiobookshelf.allow_private,
+            settings.webhooks.port_set,
             timeout=timeout,
             resolver=resolver,
         )

@@ -29,18 +29,23 @@ class BrokerDown(RuntimeError):
 def queues(settings: Settings) -> list[str]:
     return [
         q
-        for q in (settings.queue, settings.gpu_queue, settings.control_queue_name, settings.stitch_queue_name)
+        for q in (
+            settings.broker.queue,
+            settings.broker.gpu_queue,
+            settings.broker.control_queue_name,
+            settings.broker.stitch_queue_name,
+        )
         if q
     ]
 
 
 def _is_redis(settings: Settings) -> bool:
-    return settings.broker_url.startswith(("redis://", "rediss://"))
+    return settings.broker.url.startswith(("redis://", "rediss://"))
 
 
 def _redis(settings: Settings) -> redis.Redis:
     return redis.Redis.from_url(
-        settings.broker_url, socket_timeout=TIMEOUT_SECONDS, socket_connect_timeout=TIMEOUT_SECONDS
+        settings.broker.url, socket_timeout=TIMEOUT_SECONDS, socket_connect_timeout=TIMEOUT_SECONDS
     )
 
 
@@ -58,7 +63,7 @@ def ping(settings: Settings) -> None:
             raise BrokerDown(type(exc).__name__) from exc
         finally:
             client.close()
-    elif settings.broker_url.startswith("filesystem://"):
+    elif settings.broker.url.startswith("filesystem://"):
         folder = _queue_folder(settings)
         if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
             raise BrokerDown("queue folder missing or not writable")
@@ -83,7 +88,7 @@ def queue_depths(settings: Settings, names: Sequence[str] | None = None) -> dict
             client.close()
         per = len(PRIORITY_STEPS)
         return {q: int(sum(lengths[i * per : (i + 1) * per])) for i, q in enumerate(wanted)}
-    if settings.broker_url.startswith("filesystem://"):
+    if settings.broker.url.startswith("filesystem://"):
         try:
             names_in = [n for n in os.listdir(_queue_folder(settings)) if not n.startswith(".")]
         except OSError as exc:

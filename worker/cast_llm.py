@@ -60,17 +60,17 @@ class LlmSettings:
     @classmethod
     def of(cls, settings: Settings) -> LlmSettings | None:
         """The operator's LLM settings; None when ``TOME_CAST_LLM_URL`` is empty (the default: off)."""
-        if not settings.cast_llm_url:
+        if not settings.cast_llm.url:
             return None
         return cls(
-            settings.cast_llm_url,
-            settings.cast_llm_model,
-            settings.cast_llm_key,
-            settings.cast_llm_timeout_seconds,
-            settings.cast_llm_budget_seconds,
-            settings.cast_llm_batch_lines,
-            settings.cast_llm_max_lines,
-            settings.cast_llm_threshold,
+            settings.cast_llm.url,
+            settings.cast_llm.model,
+            settings.cast_llm.key,
+            settings.cast_llm.timeout_seconds,
+            settings.cast_llm.budget_seconds,
+            settings.cast_llm.batch_lines,
+            settings.cast_llm.max_lines,
+            settings.cast_llm.threshold,
         )
 
 

@@ -35,16 +35,16 @@ def task_routes(settings: Settings) -> dict[str, dict[str, Any]]:
     wake-ups a build sends, the sweep) to ``control_queue``, which a small worker of its own serves, so that
     they never wait behind a render batch; stitches to ``stitch_queue`` (the ordinary workers and a stitch
     worker consume it), so that a long one never holds the control worker; webhooks and deliveries stay on
-    ``settings.queue``.
+    ``settings.broker.queue``.
     Priority: an owner's only speech in flight is sent at :data:`SPEECH_PRIORITY`, every other task at
     :data:`WORK_PRIORITY`, in the same queues, so the next pool process that frees up takes it first; a
     priority rather than a queue, because a speech task must be taken by whatever worker renders, on both
     brokers. Routes are in the app's config, so they apply to every ``send_task`` by name, from the API and
     workers alike. See docs/how-it-works.md, "Speech, books and control tasks share the workers"."""
     queues = {
-        QueueKind.CONTROL: settings.control_queue_name,
-        QueueKind.ENGINE: settings.gpu_queue or None,
-        QueueKind.STITCH: settings.stitch_queue_name,
+        QueueKind.CONTROL: settings.broker.control_queue_name,
+        QueueKind.ENGINE: settings.broker.gpu_queue or None,
+        QueueKind.STITCH: settings.broker.stitch_queue_name,
         QueueKind.DEFAULT: None,  # the app's task_default_queue
     }
     routes: dict[str, dict[str, Any]] = {}
@@ -57,15 +57,15 @@ def task_routes(settings: Settings) -> dict[str, dict[str, Any]]:
 
 def engine_queue(settings: Settings) -> str:
     """The queue the engine tasks go to: the workers that consume it are the ones that render."""
-    return settings.gpu_queue or settings.queue
+    return settings.broker.gpu_queue or settings.broker.queue
 
 
 def celery_config(settings: Settings) -> dict[str, Any]:
     settings.validate()  # refuses a hard time limit at or above the visibility timeout
     conf: dict[str, Any] = {
-        "broker_url": settings.broker_url,
+        "broker_url": settings.broker.url,
         "broker_connection_retry_on_startup": True,
-        "task_default_queue": settings.queue,
+        "task_default_queue": settings.broker.queue,
         "task_routes": task_routes(settings),
         "task_serializer": "json",
         "result_serializer": "json",
@@ -73,14 +73,14 @@ def celery_config(settings: Settings) -> dict[str, Any]:
         "task_ignore_result": True,
         "result_backend": None,
         "worker_prefetch_multiplier": 1,
-        "worker_proc_alive_timeout": settings.worker_start_timeout,
+        "worker_proc_alive_timeout": settings.tasks.worker_start_timeout,
         "task_acks_late": True,
         # Requeue a task whose worker process died (Redis puts it back on the queue). On the filesystem
         # broker the message is acked instead and the sweeper re-sends the work from the database after
         # its lease; requeueing there lost nothing either in the chaos battery, and gained nothing.
-        "task_reject_on_worker_lost": not settings.broker_url.startswith("filesystem://"),
-        "task_soft_time_limit": settings.task_soft_time_limit,
-        "task_time_limit": settings.task_time_limit,
+        "task_reject_on_worker_lost": not settings.broker.url.startswith("filesystem://"),
+        "task_soft_time_limit": settings.tasks.task_soft_time_limit,
+        "task_time_limit": settings.tasks.task_time_limit,
         "worker_hijack_root_logger": False,
         # %(job)s is " job=<id>" while a task works on a job (worker.logs), else empty.
         "worker_log_format": "%(asctime)s %(levelname)s %(processName)s %(name)s%(job)s: %(message)s",
@@ -89,13 +89,13 @@ def celery_config(settings: Settings) -> dict[str, Any]:
             "%(message)s"
         ),
         "beat_schedule": {
-            "tome-sweep": {"task": SWEEP, "schedule": settings.sweep_interval_seconds},
+            "tome-sweep": {"task": SWEEP, "schedule": settings.tasks.sweep_interval_seconds},
         },
         "beat_schedule_filename": str(settings.layout.beat_schedule),
         "imports": TASK_MODULES,
     }
-    transport: dict[str, Any] = {"visibility_timeout": settings.visibility_timeout}
-    if settings.broker_url.startswith("filesystem://"):
+    transport: dict[str, Any] = {"visibility_timeout": settings.broker.visibility_timeout}
+    if settings.broker.url.startswith("filesystem://"):
         folder = settings.broker_folder
         conf["broker_transport"] = FILESYSTEM_TRANSPORT
         transport.update(
@@ -115,18 +115,18 @@ def celery_config(settings: Settings) -> dict[str, Any]:
 
 
 def ensure_broker_folders(settings: Settings) -> None:
-    if settings.broker_url.startswith("filesystem://"):
+    if settings.broker.url.startswith("filesystem://"):
         for sub in ("queue", "control"):
             (settings.broker_folder / sub).mkdir(parents=True, exist_ok=True)
 
 
 def make_celery(settings: Settings) -> Celery:
     install_record_factory()  # the log formats above use %(job)s
-    counters.configure(settings.metrics_flush_seconds)
+    counters.configure(settings.observability.metrics_flush_seconds)
     # The request id of whatever sends a task (an API request, or a task sending its follow-ups) travels
     # in the message's headers, so the work a request started logs under its id (worker.tasks).
     before_task_publish.connect(_carry_request_id, weak=False, dispatch_uid="tome-request-id")
-    if settings.log_format == "json":
+    if settings.observability.log_format == "json":
         # Celery sets up its handlers after this; replace their format when it has (worker and beat).
         after_setup_logger.connect(_json_logs, weak=False, dispatch_uid="tome-json-logs")
         after_setup_task_logger.connect(_json_logs, weak=False, dispatch_uid="tome-json-task-logs")

@@ -1,21 +1,52 @@
 """All of Tome's settings, read from ``TOME_*`` environment variables in this one place.
 
 With nothing set, Tome runs embedded: SQLite under ``./var``, Celery's filesystem broker (no server),
-the espeak engine. Production sets ``TOME_DATABASE_URL`` (PostgreSQL) and ``TOME_BROKER_URL`` (Redis).
+the catalog's default engine. Production sets ``TOME_DATABASE_URL`` (PostgreSQL) and ``TOME_BROKER_URL``
+(Redis).
+
+:class:`Settings` is a few frozen sections (``settings.limits.max_script_chars``); each leaf has one
+*flat name*, its variable's name less ``TOME_`` in lower case: the section's prefix and the field's
+name (``quotas.storage_bytes`` is ``quota_storage_bytes``, ``TOME_QUOTA_STORAGE_BYTES``) unless the field
+names its own (``storage.backend`` is ``storage``). :data:`FLAT_SETTINGS` maps each flat name to its
+path; :meth:`Settings.with_overrides` and :func:`load_settings` take flat names. Each engine's section
+is declared by the engine (worker.engines.catalog) and lives under ``settings.engines``.
 """
 
 from __future__ import annotations
 
 import os
 import urllib.parse
-from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from worker.engines.catalog import EngineSettings
 from worker.storage.backend import Storage
 from worker.storage.layout import Layout
 from worker.storage.select import open_storage
+
+__all__ = [
+    "FLAT_SETTINGS",
+    "ApiSettings",
+    "AudiobookshelfSettings",
+    "BrokerSettings",
+    "CastLlmSettings",
+    "ConfigError",
+    "LimitSettings",
+    "ObservabilitySettings",
+    "QaSettings",
+    "QuotaSettings",
+    "SecuritySettings",
+    "Settings",
+    "SpeechSettings",
+    "StorageSettings",
+    "TaskSettings",
+    "VoiceSettings",
+    "WebhookSettings",
+    "env_name",
+    "load_settings",
+]
 
 MIN_SECRET_KEY_CHARS = 32
 MIN_FILE_LINK_SECONDS, MAX_FILE_LINK_SECONDS = 10, 86_400
@@ -25,12 +56,19 @@ class ConfigError(ValueError):
     """A setting is missing, malformed or inconsistent with another one."""
 
 
+def _flat(name: str) -> dict[str, str]:
+    """A field's metadata naming its flat name (its variable is ``TOME_<NAME>``)."""
+    return {"flat": name}
+
+
 @dataclass(frozen=True)
-class Settings:
+class StorageSettings:
+    """Where files and rows live, and how long they are kept."""
+
     data_dir: Path = Path("var")
     # Where files live (worker.storage): "local" keeps them in data_dir (embedded, one host); "s3" in an
     # S3-compatible bucket, data_dir being scratch (credentials: the usual AWS_* variables or profile).
-    storage: str = "local"
+    backend: str = field(default="local", metadata=_flat("storage"))
     s3_bucket: str = ""
     s3_prefix: str = ""  # keys go under this prefix in the bucket (several Tomes may share one bucket)
     s3_endpoint_url: str = ""  # empty: AWS; MinIO, Ceph, R2: their URL
@@ -44,7 +82,22 @@ class Settings:
     # s3_endpoint_url.
     s3_public_endpoint_url: str = ""
     database_url: str = ""  # empty: sqlite:///<data_dir>/tome.db
-    broker_url: str = "filesystem://"
+    output_ttl_seconds: int = 7 * 24 * 3600  # finished audio is removed this long after the job ends
+    # Chunk audio outlives the book so that later jobs can reuse it (worker.jobs.reuse): removed this long
+    # after its job ended (whatever the job's end), or sooner, oldest jobs first, while an owner's kept
+    # chunks of ended jobs weigh more than chunk_keep_bytes.
+    chunk_ttl_seconds: int = 30 * 24 * 3600
+    chunk_keep_bytes: int = 2 * 1024**3
+    # A preview planned by a worker (an EPUB, or a script over inline_plan_max_chars) can be read this long
+    # after it was asked for (GET /v1/previews/{id}); then it is gone.
+    preview_ttl_seconds: int = 3600
+
+
+@dataclass(frozen=True)
+class BrokerSettings:
+    """The Celery broker and the queues tasks go to."""
+
+    url: str = field(default="filesystem://", metadata=_flat("broker_url"))
     queue: str = "tome"
     # Empty: every task goes to ``queue``. Set: the engine-bound tasks (chunk rendering, voice prompt builds)
     # go to this queue instead, so that workers holding a GPU consume only GPU work (celery_app.task_routes).
@@ -56,141 +109,7 @@ class Settings:
     # Stitches (a chapter's, the book's) go to this queue, which the ordinary workers and a stitch worker
     # of its own consume, so that a long stitch never holds a control worker. Empty: "<queue>.stitch".
     stitch_queue: str = ""
-    engine: str = "espeak"
-    # Limits on what callers may send.
-    max_script_chars: int = 2_000_000
-    max_upload_bytes: int = 50 * 1024 * 1024
-    max_reference_seconds: float = 120.0
-    min_reference_seconds: float = 1.0
-    # Reference recordings are decoded and checked in helper processes of each API process (never on its
-    # request loop): how many at once, and how long one may take before it is killed (webapi.voices).
-    reference_analysers: int = 2
-    reference_analysis_seconds: float = 60.0
-    max_chunks_per_job: int = 20_000
-    # Scripts up to this long are planned while the client waits (errors answered at once); longer ones
-    # by a worker, so that no request holds an API process for long (worker.jobs.intake).
-    inline_plan_max_chars: int = 10_000
-    # A preview planned by a worker (an EPUB, or a script over inline_plan_max_chars) can be read this long
-    # after it was asked for (GET /v1/previews/{id}); then it is gone.
-    preview_ttl_seconds: int = 3600
-    max_job_chapters: int = 2_000
-    max_job_audio_seconds: float = 86_400.0  # estimated output (speech + pauses) of one job
-    max_pause_share: float = 0.5  # pauses may be at most this share of a job's estimated output
-    speech_chars_per_second: float = 14.0  # the speaking rate output estimates assume (about 170 wpm)
-    # Per-owner quotas (worker.jobs.usage); 0: no limit.
-    quota_storage_bytes: int = 20 * 1024**3
-    quota_unfinished_jobs: int = 20
-    quota_audio_seconds_per_day: float = 172_800.0  # estimated output submitted in any 24 hours
-    # Worker seconds spent building an owner's voice prompts in any 24 hours; over it, uploads are refused.
-    quota_build_seconds_per_day: float = 3_600.0
-    # Re-renders of one job's chunks in any hour (each stitches its chapter and the book again); 0: no limit.
-    max_rerenders_per_job_hour: int = 30
-    # POST /v1/audio/speech (worker.jobs.speech): the longest input it speaks, and how long the API waits
-    # for the first chunk (a voice's prompt build included) and then for each next one before giving up.
-    speech_max_chars: int = 4_096
-    speech_wait_seconds: float = 60.0
-    # Speech requests one owner may have rendering or waiting at once; more are answered 429 with
-    # Retry-After (worker.jobs.speech.admit), so that one owner's loop cannot fill the render slots.
-    speech_per_owner: int = 2
-    # Worker behaviour.
-    chunks_per_task: int = 8
-    # Render tasks sent and not yet done, across all workers (worker.jobs.scheduler): enough to keep every
-    # worker busy, few enough that a new owner's job is not queued behind a whole book. Raise it with
-    # the number of rendering processes (about twice their total).
-    render_tasks_in_flight: int = 4
-    chunk_lease_seconds: int = 300
-    stitch_lease_seconds: int = 1800
-    voice_build_lease_seconds: int = 600
-    # Voice prompt builds sent and not yet ended (worker.voices.builds): in all, and per owner. Keep the
-    # total below the number of rendering processes, so that builds never take every process and another
-    # owner's chunks still render; further builds wait in the database and are sent as one ends.
-    voice_builds_in_flight: int = 2
-    voice_builds_per_owner: int = 1
-    max_chunk_attempts: int = 3
-    sweep_interval_seconds: float = 30.0
-    queued_grace_seconds: int = 60
-    pending_requeue_seconds: int = 600
-    # How long a new pool process may take to come up, warm-up included (loading a model onto a GPU takes
-    # longer than Celery's 4 s default, which killed every replacement of a dead GPU pool process).
-    worker_start_timeout: float = 300.0
-    task_soft_time_limit: int = 600
-    task_time_limit: int = 900
     visibility_timeout: int = 3600
-    mp3_bitrate_kbps: int = 128
-    voice_cache_max_bytes: int = 256 * 1024 * 1024  # per worker process
-    output_ttl_seconds: int = 7 * 24 * 3600  # finished audio is removed this long after the job ends
-    # Chunk audio outlives the book so that later jobs can reuse it (worker.jobs.reuse): removed this long
-    # after its job ended (whatever the job's end), or sooner, oldest jobs first, while an owner's kept
-    # chunks of ended jobs weigh more than chunk_keep_bytes.
-    chunk_ttl_seconds: int = 30 * 24 * 3600
-    chunk_keep_bytes: int = 2 * 1024**3
-    webhook_max_attempts: int = 8
-    webhook_allow_private: bool = False  # allow webhooks to loopback/private addresses (tests, LANs)
-    # Ports a webhook URL may name besides its scheme's own, comma-separated; empty: 80 and 443 (any port
-    # with webhook_allow_private).
-    webhook_ports: str = ""
-    # Optional LLM attribution (worker/cast_llm.py, docs/scripts.md): any OpenAI-compatible chat-completions
-    # URL (vLLM, Ollama, ...); empty: off. Only lines the rules leave unknown or below the threshold are
-    # sent, in batches, within a total budget per plan; the model only labels, it never changes the text.
-    # The URL follows the webhook address rules; cast_llm_allow_private lifts the address rule for it alone
-    # (a model served on the operator's own network), as webhook_allow_private does for webhooks.
-    cast_llm_url: str = ""
-    cast_llm_model: str = ""
-    cast_llm_key: str = ""  # sent as a bearer token when set
-    cast_llm_allow_private: bool = False
-    cast_llm_timeout_seconds: float = 10.0  # to connect, and for each read
-    cast_llm_budget_seconds: float = 20.0  # all of one plan's requests together
-    cast_llm_batch_lines: int = 20  # lines per request
-    cast_llm_max_lines: int = 400  # lines sent per plan (the least sure first)
-    cast_llm_threshold: float = 0.6  # lines attributed with less confidence than this are sent
-    # Delivery into an owner's Audiobookshelf (worker/audiobookshelf.py, docs/api.md): the server's URL
-    # follows the webhook address rules; audiobookshelf_allow_private lifts the address rule for it alone
-    # (a server on the operator's own network). Each read or write waits at most timeout_seconds, a whole
-    # upload at most upload_seconds; a 5xx or a timeout is tried again after retry_seconds, then twice as
-    # long each time, up to audiobookshelf_max_attempts attempts in all.
-    audiobookshelf_allow_private: bool = False
-    audiobookshelf_timeout_seconds: float = 30.0
-    audiobookshelf_upload_seconds: float = 1800.0
-    audiobookshelf_retry_seconds: float = 5.0
-    audiobookshelf_max_attempts: int = 5
-    rate_limit_per_minute: int = 600  # requests per API key per minute; 0 disables
-    # Tome's own secret (TOME_SECRET_KEY, at least 32 characters): encrypts stored third-party tokens
-    # (integrations) and signs short-lived file URLs. `make run` creates one under data_dir on first start;
-    # empty elsewhere: what needs it answers 409 naming the setting.
-    secret_key: str = ""
-    # How long a signed file link (POST /v1/jobs/{id}/files/{name}/link) works: long enough to listen
-    # through a chapter, short enough that a link copied out of a page soon stops working.
-    file_link_seconds: int = 3600
-    # Bearer token Prometheus sends to GET /metrics (admin API keys work too); empty: admin keys only.
-    metrics_token: str = ""
-    # Observability (docs/observability.md): "text" or "json" log lines; how often each process writes
-    # the metrics it gathered (cache counters, histograms) to the database (0: at once, no batching).
-    log_format: str = "text"
-    metrics_flush_seconds: float = 10.0
-    # Where `make run` serves the API.
-    api_host: str = "127.0.0.1"
-    api_port: int = 8000
-    # The qwen3-tts engine (worker/engines/qwen3.py); the registry hands these to it.
-    qwen3_model_dir: str = ""  # the checkpoint directory; required by that engine
-    qwen3_device: str = ""  # cpu, cuda or cuda:N; empty: cuda:0 when CUDA is available, else cpu
-    qwen3_max_batch: int = 0  # rows in flight (fast runner) or per generate call; 0: from free GPU memory
-    qwen3_max_new_tokens: int = 0  # cap on codec frames per chunk (12.5 a second); 0: the model's own
-    qwen3_runner: str = "fast"  # "fast": Tome's loop (worker/engines/qwen3_loop.py); "reference": qwen-tts
-    # The fish-speech engine (worker/engines/fish.py); the registry hands these to it.
-    fish_model_dir: str = ""  # the OpenAudio S1 checkpoint directory; required by that engine
-    fish_device: str = ""  # cpu, cuda or cuda:N; empty: cuda:0 when CUDA is available, else cpu
-    fish_max_new_tokens: int = 0  # cap on codec frames per chunk (about 21.5 a second); 0: the model's own
-    # The transcript check's recogniser (docs/qa.md): "pocketsphinx" (embedded, English, CPU) or "whisper"
-    # (worker/qa/whisper.py: a Whisper checkpoint in qa_whisper_dir, on qa_whisper_device; empty: cuda:0
-    # when CUDA is available, else cpu).
-    qa_recogniser: str = "pocketsphinx"
-    qa_whisper_dir: str = ""
-    qa_whisper_device: str = ""
-    # The espeak-paced engine (worker/engines/paced.py, for the chaos battery).
-    paced_seconds_per_chunk: float = 0.25
-    paced_warm_up_seconds: float = 0.0
-    paced_max_reference_seconds: float = 0.0  # 0: any length; else a longer reference fails its build
-    paced_seconds_per_build: float = 0.0  # each prompt build takes at least this long (a slow encoder)
 
     @property
     def control_queue_name(self) -> str:
@@ -200,38 +119,252 @@ class Settings:
     def stitch_queue_name(self) -> str:
         return self.stitch_queue or f"{self.queue}.stitch"
 
+
+@dataclass(frozen=True)
+class LimitSettings:
+    """Limits on what callers may send, and the estimates they are held to."""
+
+    max_script_chars: int = 2_000_000
+    max_upload_bytes: int = 50 * 1024 * 1024
+    max_reference_seconds: float = 120.0
+    min_reference_seconds: float = 1.0
+    max_chunks_per_job: int = 20_000
+    # Scripts up to this long are planned while the client waits (errors answered at once); longer ones
+    # by a worker, so that no request holds an API process for long (worker.jobs.intake).
+    inline_plan_max_chars: int = 10_000
+    max_job_chapters: int = 2_000
+    max_job_audio_seconds: float = 86_400.0  # estimated output (speech + pauses) of one job
+    max_pause_share: float = 0.5  # pauses may be at most this share of a job's estimated output
+    speech_chars_per_second: float = 14.0  # the speaking rate output estimates assume (about 170 wpm)
+    # Re-renders of one job's chunks in any hour (each stitches its chapter and the book again); 0: no limit.
+    max_rerenders_per_job_hour: int = 30
+
+
+@dataclass(frozen=True)
+class QuotaSettings:
+    """Per-owner quotas (worker.jobs.usage); 0: no limit."""
+
+    storage_bytes: int = 20 * 1024**3
+    unfinished_jobs: int = 20
+    audio_seconds_per_day: float = 172_800.0  # estimated output submitted in any 24 hours
+    # Worker seconds spent building an owner's voice prompts in any 24 hours; over it, uploads are refused.
+    build_seconds_per_day: float = 3_600.0
+
+
+@dataclass(frozen=True)
+class SpeechSettings:
+    """POST /v1/audio/speech (worker.jobs.speech): the longest input it speaks, how long the API waits
+    for the first chunk (a voice's prompt build included) and then for each next one, and how many
+    requests one owner may have rendering or waiting at once (more are answered 429 with Retry-After,
+    so that one owner's loop cannot fill the render slots)."""
+
+    max_chars: int = 4_096
+    wait_seconds: float = 60.0
+    per_owner: int = 2
+
+
+@dataclass(frozen=True)
+class TaskSettings:
+    """How workers take, hold and retry work."""
+
+    chunks_per_task: int = 8
+    # Render tasks sent and not yet done, across all workers (worker.jobs.scheduler): enough to keep every
+    # worker busy, few enough that a new owner's job is not queued behind a whole book. Raise it with
+    # the number of rendering processes (about twice their total).
+    render_tasks_in_flight: int = 4
+    chunk_lease_seconds: int = 300
+    stitch_lease_seconds: int = 1800
+    max_chunk_attempts: int = 3
+    sweep_interval_seconds: float = 30.0
+    queued_grace_seconds: int = 60
+    pending_requeue_seconds: int = 600
+    # How long a new pool process may take to come up, warm-up included (loading a model onto a GPU takes
+    # longer than Celery's 4 s default, which killed every replacement of a dead GPU pool process).
+    worker_start_timeout: float = 300.0
+    task_soft_time_limit: int = 600
+    task_time_limit: int = 900
+    mp3_bitrate_kbps: int = 128
+
+
+@dataclass(frozen=True)
+class VoiceSettings:
+    """Voice prompt builds, the prompt cache and the reference analysers."""
+
+    build_lease_seconds: int = 600
+    # Voice prompt builds sent and not yet ended (worker.voices.builds): in all, and per owner. Keep the
+    # total below the number of rendering processes, so that builds never take every process and another
+    # owner's chunks still render; further builds wait in the database and are sent as one ends.
+    builds_in_flight: int = 2
+    builds_per_owner: int = 1
+    cache_max_bytes: int = 256 * 1024 * 1024  # per worker process
+    # Reference recordings are decoded and checked in helper processes of each API process (never on its
+    # request loop): how many at once, and how long one may take before it is killed (webapi.voices).
+    reference_analysers: int = field(default=2, metadata=_flat("reference_analysers"))
+    reference_analysis_seconds: float = field(default=60.0, metadata=_flat("reference_analysis_seconds"))
+
+
+@dataclass(frozen=True)
+class WebhookSettings:
+    """Webhook deliveries and the address rules every outbound URL follows."""
+
+    max_attempts: int = 8
+    allow_private: bool = False  # allow webhooks to loopback/private addresses (tests, LANs)
+    # Ports a webhook URL may name besides its scheme's own, comma-separated; empty: 80 and 443 (any port
+    # with allow_private).
+    ports: str = ""
+
+    @property
+    def port_set(self) -> frozenset[int] | None:
+        """``ports`` parsed (None: the default rule); validate() has checked it."""
+        if not self.ports.strip():
+            return None
+        return frozenset(int(part) for part in self.ports.split(",") if part.strip())
+
+
+@dataclass(frozen=True)
+class CastLlmSettings:
+    """Optional LLM attribution (worker/cast_llm.py, docs/scripts.md): any OpenAI-compatible
+    chat-completions URL (vLLM, Ollama, ...); empty: off. Only lines the rules leave unknown or below the
+    threshold are sent, in batches, within a total budget per plan; the model only labels, it never
+    changes the text. The URL follows the webhook address rules; allow_private lifts the address rule
+    for it alone (a model served on the operator's own network)."""
+
+    url: str = ""
+    model: str = ""
+    key: str = ""  # sent as a bearer token when set
+    allow_private: bool = False
+    timeout_seconds: float = 10.0  # to connect, and for each read
+    budget_seconds: float = 20.0  # all of one plan's requests together
+    batch_lines: int = 20  # lines per request
+    max_lines: int = 400  # lines sent per plan (the least sure first)
+    threshold: float = 0.6  # lines attributed with less confidence than this are sent
+
+
+@dataclass(frozen=True)
+class AudiobookshelfSettings:
+    """Delivery into an owner's Audiobookshelf (worker/audiobookshelf.py, docs/api.md): the server's URL
+    follows the webhook address rules; allow_private lifts the address rule for it alone (a server on the
+    operator's own network). Each read or write waits at most timeout_seconds, a whole upload at most
+    upload_seconds; a 5xx or a timeout is tried again after retry_seconds, then twice as long each time,
+    up to max_attempts attempts in all."""
+
+    allow_private: bool = False
+    timeout_seconds: float = 30.0
+    upload_seconds: float = 1800.0
+    retry_seconds: float = 5.0
+    max_attempts: int = 5
+
+
+@dataclass(frozen=True)
+class SecuritySettings:
+    """Tome's own secret and what it signs."""
+
+    # Tome's own secret (TOME_SECRET_KEY, at least 32 characters): encrypts stored third-party tokens
+    # (integrations) and signs short-lived file URLs. `make run` creates one under data_dir on first start;
+    # empty elsewhere: what needs it answers 409 naming the setting.
+    secret_key: str = ""
+    # How long a signed file link (POST /v1/jobs/{id}/files/{name}/link) works: long enough to listen
+    # through a chapter, short enough that a link copied out of a page soon stops working.
+    file_link_seconds: int = 3600
+    # Bearer token Prometheus sends to GET /metrics (admin API keys work too); empty: admin keys only.
+    metrics_token: str = ""
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    """Where `make run` serves the API, and how fast one key may call it."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000
+    rate_limit_per_minute: int = field(default=600, metadata=_flat("rate_limit_per_minute"))  # 0 disables
+
+
+@dataclass(frozen=True)
+class ObservabilitySettings:
+    """Logs and metrics (docs/observability.md): "text" or "json" log lines; how often each process
+    writes the metrics it gathered (cache counters, histograms) to the database (0: at once)."""
+
+    log_format: str = "text"
+    metrics_flush_seconds: float = 10.0
+
+
+@dataclass(frozen=True)
+class QaSettings:
+    """The transcript check's recogniser (docs/qa.md): "pocketsphinx" (embedded, English, CPU) or
+    "whisper" (worker/qa/whisper.py: a Whisper checkpoint in whisper_dir, on whisper_device; empty:
+    cuda:0 when CUDA is available, else cpu)."""
+
+    recogniser: str = "pocketsphinx"
+    whisper_dir: str = ""
+    whisper_device: str = ""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Tome's settings, one frozen section each (see the module docstring for the flat names)."""
+
+    storage: StorageSettings = field(default_factory=StorageSettings)
+    broker: BrokerSettings = field(default_factory=BrokerSettings)
+    limits: LimitSettings = field(default_factory=LimitSettings)
+    quotas: QuotaSettings = field(default_factory=QuotaSettings, metadata={"prefix": "quota_"})
+    speech: SpeechSettings = field(default_factory=SpeechSettings, metadata={"prefix": "speech_"})
+    tasks: TaskSettings = field(default_factory=TaskSettings)
+    voices: VoiceSettings = field(default_factory=VoiceSettings, metadata={"prefix": "voice_"})
+    webhooks: WebhookSettings = field(default_factory=WebhookSettings, metadata={"prefix": "webhook_"})
+    cast_llm: CastLlmSettings = field(default_factory=CastLlmSettings, metadata={"prefix": "cast_llm_"})
+    audiobookshelf: AudiobookshelfSettings = field(
+        default_factory=AudiobookshelfSettings, metadata={"prefix": "audiobookshelf_"}
+    )
+    security: SecuritySettings = field(default_factory=SecuritySettings)
+    api: ApiSettings = field(default_factory=ApiSettings, metadata={"prefix": "api_"})
+    observability: ObservabilitySettings = field(default_factory=ObservabilitySettings)
+    qa: QaSettings = field(default_factory=QaSettings, metadata={"prefix": "qa_"})
+    engines: EngineSettings = field(default_factory=EngineSettings)
+
     @property
     def layout(self) -> Layout:
-        """Where every file lives under ``data_dir``."""
-        return Layout.under(self.data_dir)
+        """Where every file lives under ``storage.data_dir``."""
+        return Layout.under(self.storage.data_dir)
 
     def open_storage(self) -> Storage:
-        """The storage backend ``storage`` names (no request is made: see ``Storage.ping``)."""
+        """The storage backend ``storage.backend`` names (no request is made: see ``Storage.ping``)."""
+        s = self.storage
         return open_storage(
-            self.storage,
+            s.backend,
             self.layout,
-            bucket=self.s3_bucket,
-            prefix=self.s3_prefix,
-            endpoint_url=self.s3_endpoint_url,
-            region=self.s3_region,
-            part_bytes=self.s3_part_mib * 1024 * 1024,
-            public_endpoint_url=self.s3_public_endpoint_url,
+            bucket=s.s3_bucket,
+            prefix=s.s3_prefix,
+            endpoint_url=s.s3_endpoint_url,
+            region=s.s3_region,
+            part_bytes=s.s3_part_mib * 1024 * 1024,
+            public_endpoint_url=s.s3_public_endpoint_url,
         )
 
     @property
-    def webhook_port_set(self) -> frozenset[int] | None:
-        """``webhook_ports`` parsed (None: the default rule); validate() has checked it."""
-        if not self.webhook_ports.strip():
-            return None
-        return frozenset(int(part) for part in self.webhook_ports.split(",") if part.strip())
-
-    @property
     def sqlalchemy_url(self) -> str:
-        return self.database_url or f"sqlite:///{self.layout.database}"
+        return self.storage.database_url or f"sqlite:///{self.layout.database}"
 
     @property
     def broker_folder(self) -> Path:
         return self.layout.broker
+
+    def with_overrides(self, **flat: Any) -> Settings:
+        """A copy with some settings replaced, named by their flat names (``max_chunks_per_job=3``);
+        TypeError on a name that is no setting. Not validated: :func:`load_settings` validates."""
+        settings = self
+        for name, value in flat.items():
+            path = FLAT_SETTINGS.get(name)
+            if path is None:
+                raise TypeError(f"unknown setting {name!r} (no TOME_{name.upper()})")
+            settings = _replace_path(settings, path, value)
+        return settings
+
+    def flat_value(self, name: str) -> Any:
+        """The setting whose flat name is ``name`` (KeyError if none)."""
+        value: Any = self
+        for part in FLAT_SETTINGS[name]:
+            value = getattr(value, part)
+        return value
 
     def validate(self) -> Settings:
         """Refuse settings that would lose or duplicate work (see README, "Reliability")."""
@@ -250,16 +383,17 @@ class Settings:
 
     def _validate_tasks(self) -> None:
         """Time limits, leases and batch sizes that keep every task's work done once."""
-        if not self.task_soft_time_limit < self.task_time_limit:
+        t = self.tasks
+        if not t.task_soft_time_limit < t.task_time_limit:
             raise ConfigError("TOME_TASK_SOFT_TIME_LIMIT must be below TOME_TASK_TIME_LIMIT")
-        if not self.task_time_limit < self.visibility_timeout:
+        if not t.task_time_limit < self.broker.visibility_timeout:
             raise ConfigError(
                 "TOME_TASK_TIME_LIMIT must be below TOME_VISIBILITY_TIMEOUT, or the broker redelivers "
                 "tasks that are still running"
             )
-        if not self.worker_start_timeout > 0:
+        if not t.worker_start_timeout > 0:
             raise ConfigError("TOME_WORKER_START_TIMEOUT must be a positive number of seconds")
-        if min(self.chunks_per_task, self.max_chunk_attempts, self.render_tasks_in_flight) < 1:
+        if min(t.chunks_per_task, t.max_chunk_attempts, t.render_tasks_in_flight) < 1:
             raise ConfigError(
                 "TOME_CHUNKS_PER_TASK, TOME_MAX_CHUNK_ATTEMPTS and TOME_RENDER_TASKS_IN_FLIGHT "
                 "must be at least 1"
@@ -267,76 +401,72 @@ class Settings:
 
     def _validate_voices(self) -> None:
         """Voice builds in flight and the reference analysers."""
-        if not 1 <= self.voice_builds_per_owner <= self.voice_builds_in_flight:
+        v = self.voices
+        if not 1 <= v.builds_per_owner <= v.builds_in_flight:
             raise ConfigError(
                 "TOME_VOICE_BUILDS_PER_OWNER must be at least 1 and at most TOME_VOICE_BUILDS_IN_FLIGHT"
             )
-        if self.reference_analysers < 1 or not self.reference_analysis_seconds > 0:
+        if v.reference_analysers < 1 or not v.reference_analysis_seconds > 0:
             raise ConfigError("TOME_REFERENCE_ANALYSERS and TOME_REFERENCE_ANALYSIS_SECONDS must be positive")
 
     def _validate_secrets(self) -> None:
         """The secret key's length and the signed file links' lifetime."""
-        if self.secret_key and len(self.secret_key) < MIN_SECRET_KEY_CHARS:
+        s = self.security
+        if s.secret_key and len(s.secret_key) < MIN_SECRET_KEY_CHARS:
             raise ConfigError(
                 f"TOME_SECRET_KEY must be at least {MIN_SECRET_KEY_CHARS} characters "
                 "(e.g. python -c 'import secrets; print(secrets.token_urlsafe(32))')"
             )
-        if not MIN_FILE_LINK_SECONDS <= self.file_link_seconds <= MAX_FILE_LINK_SECONDS:
+        if not MIN_FILE_LINK_SECONDS <= s.file_link_seconds <= MAX_FILE_LINK_SECONDS:
             raise ConfigError(
                 f"TOME_FILE_LINK_SECONDS must be {MIN_FILE_LINK_SECONDS} to {MAX_FILE_LINK_SECONDS} (a day)"
             )
 
     def _validate_speech(self) -> None:
         """The speech endpoint's limits and the output estimates' speaking rate."""
-        if min(self.speech_max_chars, self.speech_per_owner) < 1 or not self.speech_wait_seconds > 0:
+        s = self.speech
+        if min(s.max_chars, s.per_owner) < 1 or not s.wait_seconds > 0:
             raise ConfigError(
                 "TOME_SPEECH_MAX_CHARS, TOME_SPEECH_PER_OWNER and TOME_SPEECH_WAIT_SECONDS must be positive"
             )
-        if not (self.speech_chars_per_second > 0 and 0 < self.max_pause_share <= 1):
+        if not (self.limits.speech_chars_per_second > 0 and 0 < self.limits.max_pause_share <= 1):
             raise ConfigError("TOME_SPEECH_CHARS_PER_SECOND must be positive, TOME_MAX_PAUSE_SHARE in (0, 1]")
 
     def _validate_engines(self) -> None:
-        """The engines' and quotas' numbers (none negative) and the Qwen3 runner."""
-        if self.qwen3_runner not in ("fast", "reference"):
-            raise ConfigError(f"TOME_QWEN3_RUNNER={self.qwen3_runner!r}: use fast or reference")
-        for name in (
-            "qwen3_max_batch",
-            "qwen3_max_new_tokens",
-            "fish_max_new_tokens",
-            "paced_seconds_per_chunk",
-            "paced_warm_up_seconds",
-            "paced_max_reference_seconds",
-            "paced_seconds_per_build",
-            "max_rerenders_per_job_hour",
-            "quota_build_seconds_per_day",
-        ):
-            if getattr(self, name) < 0:
-                raise ConfigError(f"TOME_{name.upper()} must not be negative")
+        """Each engine's section (its own rules), then the quotas' numbers that must not be negative."""
+        try:
+            self.engines.validate()
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from exc
+        if self.limits.max_rerenders_per_job_hour < 0:
+            raise ConfigError("TOME_MAX_RERENDERS_PER_JOB_HOUR must not be negative")
+        if self.quotas.build_seconds_per_day < 0:
+            raise ConfigError("TOME_QUOTA_BUILD_SECONDS_PER_DAY must not be negative")
 
     def _validate_network(self) -> None:
         """Webhook ports, log format, metrics flushing and the API's port."""
+        ports_text = self.webhooks.ports
         try:
-            ports = self.webhook_port_set
+            ports = self.webhooks.port_set
         except ValueError as exc:
-            raise ConfigError(
-                f"TOME_WEBHOOK_PORTS={self.webhook_ports!r}: comma-separated port numbers"
-            ) from exc
+            raise ConfigError(f"TOME_WEBHOOK_PORTS={ports_text!r}: comma-separated port numbers") from exc
         if ports is not None and not all(0 < port < 65536 for port in ports):
-            raise ConfigError(f"TOME_WEBHOOK_PORTS={self.webhook_ports!r}: ports are 1-65535")
-        if self.log_format not in ("text", "json"):
-            raise ConfigError(f"TOME_LOG_FORMAT={self.log_format!r}: text or json")
-        if not 0 <= self.metrics_flush_seconds <= 3600:
+            raise ConfigError(f"TOME_WEBHOOK_PORTS={ports_text!r}: ports are 1-65535")
+        if self.observability.log_format not in ("text", "json"):
+            raise ConfigError(f"TOME_LOG_FORMAT={self.observability.log_format!r}: text or json")
+        if not 0 <= self.observability.metrics_flush_seconds <= 3600:
             raise ConfigError("TOME_METRICS_FLUSH_SECONDS must be between 0 and 3600")
-        if not 0 < self.api_port < 65536:
+        if not 0 < self.api.port < 65536:
             raise ConfigError("TOME_API_PORT must be a TCP port (1-65535)")
 
     def _validate_audiobookshelf(self) -> None:
         """Delivery into Audiobookshelf: time limits and attempts."""
+        a = self.audiobookshelf
         if not (
-            self.audiobookshelf_timeout_seconds > 0
-            and self.audiobookshelf_upload_seconds > 0
-            and self.audiobookshelf_retry_seconds >= 0
-            and 1 <= self.audiobookshelf_max_attempts <= 20
+            a.timeout_seconds > 0
+            and a.upload_seconds > 0
+            and a.retry_seconds >= 0
+            and 1 <= a.max_attempts <= 20
         ):
             raise ConfigError(
                 "TOME_AUDIOBOOKSHELF_TIMEOUT_SECONDS and TOME_AUDIOBOOKSHELF_UPLOAD_SECONDS must be "
@@ -345,41 +475,43 @@ class Settings:
             )
 
     def _validate_cast_llm(self) -> None:
-        if not (self.cast_llm_timeout_seconds > 0 and self.cast_llm_budget_seconds > 0):
+        c = self.cast_llm
+        if not (c.timeout_seconds > 0 and c.budget_seconds > 0):
             raise ConfigError(
                 "TOME_CAST_LLM_TIMEOUT_SECONDS and TOME_CAST_LLM_BUDGET_SECONDS must be positive"
             )
-        if not (1 <= self.cast_llm_batch_lines <= 200 and 0 <= self.cast_llm_max_lines <= 10_000):
+        if not (1 <= c.batch_lines <= 200 and 0 <= c.max_lines <= 10_000):
             raise ConfigError("TOME_CAST_LLM_BATCH_LINES must be 1-200, TOME_CAST_LLM_MAX_LINES 0-10000")
-        if not 0 <= self.cast_llm_threshold <= 1:
+        if not 0 <= c.threshold <= 1:
             raise ConfigError("TOME_CAST_LLM_THRESHOLD must be between 0 and 1")
-        if not self.cast_llm_url:
+        if not c.url:
             return
-        if not self.cast_llm_model:
+        if not c.model:
             raise ConfigError("TOME_CAST_LLM_URL needs TOME_CAST_LLM_MODEL (the model the endpoint serves)")
         from worker.webhooks import WebhookRefused, check_url  # imports models: only when an LLM is set
 
         try:
-            check_url(self.cast_llm_url, self.cast_llm_allow_private, allowed_ports=self.webhook_port_set)
+            check_url(c.url, c.allow_private, allowed_ports=self.webhooks.port_set)
         except WebhookRefused as exc:
             message = str(exc).replace("webhook_url", "the URL")
             raise ConfigError(
-                f"TOME_CAST_LLM_URL={self.cast_llm_url[:200]!r}: {message} (TOME_CAST_LLM_ALLOW_PRIVATE=true "
+                f"TOME_CAST_LLM_URL={c.url[:200]!r}: {message} (TOME_CAST_LLM_ALLOW_PRIVATE=true "
                 "allows a model on a private or loopback address)"
             ) from exc
 
     def _validate_storage(self) -> None:
-        if self.storage not in ("local", "s3"):
-            raise ConfigError(f"TOME_STORAGE={self.storage!r}: local or s3")
-        if self.storage == "s3" and not self.s3_bucket:
+        s = self.storage
+        if s.backend not in ("local", "s3"):
+            raise ConfigError(f"TOME_STORAGE={s.backend!r}: local or s3")
+        if s.backend == "s3" and not s.s3_bucket:
             raise ConfigError("TOME_STORAGE=s3 needs TOME_S3_BUCKET (the bucket's name)")
-        if not 5 <= self.s3_part_mib <= 5120:
+        if not 5 <= s.s3_part_mib <= 5120:
             raise ConfigError("TOME_S3_PART_MIB must be 5-5120 (S3's part size limits)")
-        if not 0 <= self.s3_presign_seconds <= 7 * 24 * 3600:
+        if not 0 <= s.s3_presign_seconds <= 7 * 24 * 3600:
             raise ConfigError("TOME_S3_PRESIGN_SECONDS must be 0 (proxy) to 604800 (S3's limit)")
         for name, url in (
-            ("TOME_S3_ENDPOINT_URL", self.s3_endpoint_url),
-            ("TOME_S3_PUBLIC_ENDPOINT_URL", self.s3_public_endpoint_url),
+            ("TOME_S3_ENDPOINT_URL", s.s3_endpoint_url),
+            ("TOME_S3_PUBLIC_ENDPOINT_URL", s.s3_public_endpoint_url),
         ):
             if url and not _is_endpoint_url(url):
                 raise ConfigError(
@@ -388,57 +520,91 @@ class Settings:
 
     def _validate_queues(self) -> None:
         # Queue names end up in ``celery worker --queues a,b``, which splits on commas.
+        b = self.broker
         named = (
-            ("TOME_QUEUE", self.queue),
-            ("TOME_GPU_QUEUE", self.gpu_queue),
-            ("TOME_CONTROL_QUEUE", self.control_queue_name),
-            ("TOME_STITCH_QUEUE", self.stitch_queue_name),
+            ("TOME_QUEUE", b.queue),
+            ("TOME_GPU_QUEUE", b.gpu_queue),
+            ("TOME_CONTROL_QUEUE", b.control_queue_name),
+            ("TOME_STITCH_QUEUE", b.stitch_queue_name),
         )
         for name, value in named:
             if value != value.strip() or "," in value or any(c.isspace() for c in value):
                 raise ConfigError(f"{name}={value!r}: a queue name has no commas or spaces")
-        if not self.queue:
+        if not b.queue:
             raise ConfigError("TOME_QUEUE must not be empty")
         # An error, not "treat as unset": whoever sets TOME_GPU_QUEUE means to keep GPU workers on GPU work,
         # and a GPU worker started with ``--queues <TOME_GPU_QUEUE>`` would silently take every stitch and
         # webhook too. Leave TOME_GPU_QUEUE empty to run everything on one queue.
-        if self.gpu_queue == self.queue:
+        if b.gpu_queue == b.queue:
             raise ConfigError(
-                f"TOME_GPU_QUEUE={self.gpu_queue!r} is the same queue as TOME_QUEUE: GPU workers would also "
+                f"TOME_GPU_QUEUE={b.gpu_queue!r} is the same queue as TOME_QUEUE: GPU workers would also "
                 "take stitching and webhooks. Give it another name, or leave it empty for one queue"
             )
-        if self.control_queue_name in (self.queue, self.gpu_queue):
+        if b.control_queue_name in (b.queue, b.gpu_queue):
             raise ConfigError(
-                f"TOME_CONTROL_QUEUE={self.control_queue!r}: a queue of its own (not TOME_QUEUE or "
+                f"TOME_CONTROL_QUEUE={b.control_queue!r}: a queue of its own (not TOME_QUEUE or "
                 "TOME_GPU_QUEUE), so that a worker serving only it never takes render work"
             )
-        if self.stitch_queue_name in (self.queue, self.gpu_queue, self.control_queue_name):
+        if b.stitch_queue_name in (b.queue, b.gpu_queue, b.control_queue_name):
             raise ConfigError(
-                f"TOME_STITCH_QUEUE={self.stitch_queue!r}: a queue of its own (not TOME_QUEUE, "
+                f"TOME_STITCH_QUEUE={b.stitch_queue!r}: a queue of its own (not TOME_QUEUE, "
                 "TOME_GPU_QUEUE or TOME_CONTROL_QUEUE), so that stitches never hold the control worker"
             )
 
     def _validate_recogniser(self) -> None:
-        if self.qa_recogniser not in RECOGNISERS:
-            raise ConfigError(
-                f"TOME_QA_RECOGNISER={self.qa_recogniser!r}: use one of {', '.join(RECOGNISERS)}"
-            )
-        if self.qa_whisper_device:
-            from worker.engines.base import is_device  # worker.engines imports this module (and numpy)
+        q = self.qa
+        if q.recogniser not in RECOGNISERS:
+            raise ConfigError(f"TOME_QA_RECOGNISER={q.recogniser!r}: use one of {', '.join(RECOGNISERS)}")
+        if q.whisper_device:
+            from worker.engines.base import is_device
 
-            if not is_device(self.qa_whisper_device):
-                raise ConfigError(
-                    f"TOME_QA_WHISPER_DEVICE={self.qa_whisper_device!r}: use cpu, cuda or cuda:N"
-                )
-        if self.qa_recogniser == "whisper":
-            if not self.qa_whisper_dir:
+            if not is_device(q.whisper_device):
+                raise ConfigError(f"TOME_QA_WHISPER_DEVICE={q.whisper_device!r}: use cpu, cuda or cuda:N")
+        if q.recogniser == "whisper":
+            if not q.whisper_dir:
                 raise ConfigError("TOME_QA_RECOGNISER=whisper needs TOME_QA_WHISPER_DIR (a local checkpoint)")
             from worker.qa.whisper import RecogniserError, check_model_dir  # numpy-only; only when chosen
 
             try:
-                check_model_dir(Path(self.qa_whisper_dir))
+                check_model_dir(Path(q.whisper_dir))
             except RecogniserError as exc:
                 raise ConfigError(f"TOME_QA_WHISPER_DIR: {exc}") from exc
+
+
+def _flat_paths(
+    section: Any, prefix: str = "", path: tuple[str, ...] = ()
+) -> Iterator[tuple[str, tuple[str, ...]]]:
+    """(flat name, path) of every leaf under ``section`` (a dataclass instance)."""
+    for f in fields(section):
+        value = getattr(section, f.name)
+        if is_dataclass(value):
+            yield from _flat_paths(value, f.metadata.get("prefix", ""), (*path, f.name))
+        else:
+            yield f.metadata.get("flat", prefix + f.name), (*path, f.name)
+
+
+def _flat_settings() -> dict[str, tuple[str, ...]]:
+    table: dict[str, tuple[str, ...]] = {}
+    for name, path in _flat_paths(Settings()):
+        if name in table:
+            raise RuntimeError(f"two settings are named {name!r}: {table[name]} and {path}")
+        table[name] = path
+    return table
+
+
+def _replace_path(section: Any, path: tuple[str, ...], value: Any) -> Any:
+    head, *rest = path
+    inner = _replace_path(getattr(section, head), tuple(rest), value) if rest else value
+    return replace(section, **{head: inner})
+
+
+# Every setting's flat name (its variable's, less TOME_, in lower case) and its path in Settings.
+FLAT_SETTINGS: Mapping[str, tuple[str, ...]] = _flat_settings()
+
+
+def env_name(flat: str) -> str:
+    """The variable a setting is read from."""
+    return f"TOME_{flat.upper()}"
 
 
 RECOGNISERS = ("pocketsphinx", "whisper")
@@ -460,18 +626,16 @@ def _convert(raw: str, default: Any, name: str) -> Any:
 
 
 def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
-    """Settings from ``TOME_<FIELD>`` variables (``environ`` defaults to ``os.environ``), then overrides."""
+    """Settings from the ``TOME_*`` variables (``environ`` defaults to ``os.environ``), then overrides
+    named by their flat names (``data_dir=...``; TypeError on an unknown name), validated."""
     env = os.environ if environ is None else environ
-    values: dict[str, Any] = {}
     defaults = Settings()
-    for f in fields(Settings):
-        name = f"TOME_{f.name.upper()}"
+    values: dict[str, Any] = {}
+    for flat in FLAT_SETTINGS:
+        name = env_name(flat)
         if name in env:
-            values[f.name] = _convert(env[name], getattr(defaults, f.name), name)
-    settings = replace(defaults, **values)
-    if overrides:
-        settings = replace(settings, **overrides)
-    return settings.validate()
+            values[flat] = _convert(env[name], defaults.flat_value(flat), name)
+    return defaults.with_overrides(**values, **overrides).validate()
 
 
 def _is_endpoint_url(url: str) -> bool:

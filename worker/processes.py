@@ -6,7 +6,6 @@ processes that the end-to-end tests, the chaos battery and the benchmarks start 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import signal
 import subprocess
@@ -16,7 +15,7 @@ import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from worker.config import Settings
+from worker.config import FLAT_SETTINGS, Settings, env_name
 
 READY_TIMEOUT = 60.0
 
@@ -24,8 +23,8 @@ READY_TIMEOUT = 60.0
 def settings_env(settings: Settings) -> dict[str, str]:
     """This process's environment with every TOME_* variable replaced by ``settings``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOME_")}
-    for field in dataclasses.fields(Settings):
-        env[f"TOME_{field.name.upper()}"] = str(getattr(settings, field.name))
+    for flat in FLAT_SETTINGS:
+        env[env_name(flat)] = str(settings.flat_value(flat))
     return env
 
 
@@ -39,22 +38,27 @@ STITCH_CONCURRENCY = 2  # the stitch worker: one owner's long stitch leaves a pr
 
 def all_queues(settings: Settings) -> list[str]:
     """Every queue Tome sends to: what a worker that runs everything consumes (``make run``'s render
-    worker, the tests' workers). The control worker consumes ``settings.control_queue_name`` alone, the
-    stitch worker ``settings.stitch_queue_name`` alone."""
-    named = (settings.queue, settings.gpu_queue, settings.control_queue_name, settings.stitch_queue_name)
+    worker, the tests' workers). The control worker consumes ``settings.broker.control_queue_name`` alone, the
+    stitch worker ``settings.broker.stitch_queue_name`` alone."""
+    named = (
+        settings.broker.queue,
+        settings.broker.gpu_queue,
+        settings.broker.control_queue_name,
+        settings.broker.stitch_queue_name,
+    )
     return list(dict.fromkeys(q for q in named if q))
 
 
 def control_worker_command(settings: Settings, *extra: str) -> list[str]:
     """The small worker that serves only the control queue (plan, start, sweep), so that those never
     wait for a render batch or a stitch to end (worker.celery_app.task_routes). It loads no engine."""
-    return worker_command(CONTROL_CONCURRENCY, [settings.control_queue_name], *extra)
+    return worker_command(CONTROL_CONCURRENCY, [settings.broker.control_queue_name], *extra)
 
 
 def stitch_worker_command(settings: Settings, *extra: str) -> list[str]:
     """The worker that serves only the stitch queue, so that a finished book's stitch does not wait
     for a render batch to end (the render workers take stitches too, when they free up)."""
-    return worker_command(STITCH_CONCURRENCY, [settings.stitch_queue_name], *extra)
+    return worker_command(STITCH_CONCURRENCY, [settings.broker.stitch_queue_name], *extra)
 
 
 def worker_command(concurrency: int, queues: Sequence[str], *extra: str) -> list[str]:
@@ -122,7 +126,8 @@ class WorkerProcess:
     """``celery -A worker.main worker`` as a child process; ``beat=True`` adds the sweeper schedule.
 
     It consumes every queue (:func:`all_queues`) unless ``queues`` names others (e.g. only
-    ``settings.gpu_queue``, as a GPU worker does in production, or only ``settings.control_queue_name``).
+    ``settings.broker.gpu_queue``, as a GPU worker does in production, or only
+    ``settings.broker.control_queue_name``).
     """
 
     def __init__(

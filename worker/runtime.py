@@ -38,7 +38,7 @@ class Runtime:
         return make_session_factory(self.db)
 
     def engine(self, name: str | None = None) -> Engine:
-        return get_engine(name or self.settings.engine, self.settings)
+        return get_engine(name or self.settings.engines.default, self.settings)
 
     @cached_property
     def layout(self) -> Layout:

@@ -118,7 +118,8 @@ def _remove_orphans_when_due(rt: Runtime, now: datetime) -> int:
     """:func:`remove_stored_orphans` at most every ORPHAN_INTERVAL in this process."""
     if rt.storage.kind == "local":
         return 0
-    where = f"{rt.settings.s3_endpoint_url}/{rt.settings.s3_bucket}/{rt.settings.s3_prefix}"
+    storage = rt.settings.storage
+    where = f"{storage.s3_endpoint_url}/{storage.s3_bucket}/{storage.s3_prefix}"
     last = _orphans_listed.get(where)
     if last is not None and timedelta(0) <= now - last < ORPHAN_INTERVAL:
         return 0
@@ -128,7 +129,7 @@ def _remove_orphans_when_due(rt: Runtime, now: datetime) -> int:
 
 def _restart_queued_jobs(rt: Runtime, enqueue: Enqueue, now: datetime) -> int:
     """Queued jobs nobody started (a lost message, or a wait for a voice whose wake-up was lost)."""
-    quiet_since = now - timedelta(seconds=rt.settings.queued_grace_seconds)
+    quiet_since = now - timedelta(seconds=rt.settings.tasks.queued_grace_seconds)
     with unit_of_work(rt.sessions) as session:
         queued = jobs.take_quiet_queued(session, quiet_since, now)
     for job_id in queued:
@@ -140,12 +141,12 @@ def _resend_overdue_chunks(rt: Runtime, enqueue: Enqueue, now: datetime, report:
     """Chunks whose lease expired (their worker died) are sent again, or fail the job once they have used
     every attempt; pending chunks whose message may be lost are sent again."""
     settings = rt.settings
-    sent_before = now - timedelta(seconds=settings.pending_requeue_seconds)
+    sent_before = now - timedelta(seconds=settings.tasks.pending_requeue_seconds)
     with rt.sessions() as session:
         overdue = jobs.overdue_chunks(session, now, sent_before)
     resend: dict[uuid.UUID, list[int]] = defaultdict(list)
     for chunk in overdue:
-        if chunk.running and chunk.attempts >= settings.max_chunk_attempts:
+        if chunk.running and chunk.attempts >= settings.tasks.max_chunk_attempts:
             error = (
                 f"chunk {chunk.seq} failed after {chunk.attempts} attempts "
                 "(its worker was lost or timed out each time)"
@@ -167,7 +168,7 @@ def _resume_stitches(rt: Runtime, enqueue: Enqueue, now: datetime, report: Sweep
         expired = jobs.expired_stitches(session, now)
     for job_id in complete:
         report.stitches_started += maybe_begin_stitch(rt, job_id, enqueue)
-    lease = timedelta(seconds=rt.settings.stitch_lease_seconds)
+    lease = timedelta(seconds=rt.settings.tasks.stitch_lease_seconds)
     for job_id in expired:
         with unit_of_work(rt.sessions) as session:
             token = jobs.reissue_stitch(session, job_id, lease, now)
@@ -183,18 +184,18 @@ def _resume_chapters(rt: Runtime, enqueue: Enqueue, now: datetime, report: Sweep
         unclaimed, expired = jobs.chapters_to_resume(session, now)
     for job_id, chapter in unclaimed:
         report.chapters_started += begin_chapter(rt, job_id, chapter, enqueue)
-    lease = timedelta(seconds=rt.settings.stitch_lease_seconds)
+    lease = timedelta(seconds=rt.settings.tasks.stitch_lease_seconds)
     for job_id, chapter in expired:
         with unit_of_work(rt.sessions) as session:
             row = session.get(JobChapter, (job_id, chapter))
             used = row.attempts if row is not None else 0
             token = None
-            if used < rt.settings.max_chunk_attempts:
+            if used < rt.settings.tasks.max_chunk_attempts:
                 token = jobs.reissue_chapter(session, job_id, chapter, lease, now)
         if token is not None:
             enqueue(STITCH_CHAPTER, [str(job_id), chapter, token])
             report.chapters_reissued += 1
-        elif used >= rt.settings.max_chunk_attempts:
+        elif used >= rt.settings.tasks.max_chunk_attempts:
             position = row.position if row is not None else chapter
             error = (
                 f"chapter {position} could not be stitched in {used} attempts "
@@ -224,7 +225,7 @@ def _sweep_voices(rt: Runtime, enqueue: Enqueue, now: datetime, report: SweepRep
 
 
 def _resend_webhooks(rt: Runtime, enqueue: Enqueue, now: datetime) -> int:
-    attempts = rt.settings.webhook_max_attempts
+    attempts = rt.settings.webhooks.max_attempts
     with rt.sessions() as session:
         due = list(
             session.scalars(
@@ -245,7 +246,7 @@ def _resend_webhooks(rt: Runtime, enqueue: Enqueue, now: datetime) -> int:
         uploads = list(
             session.scalars(
                 select(Job.id)
-                .where(audiobookshelf_due(now, rt.settings.audiobookshelf_max_attempts))
+                .where(audiobookshelf_due(now, rt.settings.audiobookshelf.max_attempts))
                 .limit(500)
             )
         )

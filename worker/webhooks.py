@@ -383,7 +383,7 @@ def deliver_chapter(rt: Runtime, job_id: uuid.UUID, chapter: int, *, resolver: R
         return body, row.webhook_attempts, message_id(job_id, "job.chapter_ready", job.revision, chapter)
 
     def claim(session: Session) -> bool:
-        due = chapter_due_filter(utcnow(), rt.settings.webhook_max_attempts)
+        due = chapter_due_filter(utcnow(), rt.settings.webhooks.max_attempts)
         return state.claim_chapter_webhook(session, job_id, chapter, due, utcnow() + CLAIM)
 
     def outcome(session: Session, error: str | None, attempts: int) -> None:
@@ -442,7 +442,7 @@ def deliver_flags(rt: Runtime, job_id: uuid.UUID, *, resolver: Resolver = resolv
         body = json.dumps(flagged_payload(job, flagged), separators=(",", ":")).encode()
         return body, job.flags_webhook_attempts, message_id(job_id, FLAGGED_EVENT, job.revision)
 
-    due = flags_due_filter(utcnow(), rt.settings.webhook_max_attempts)
+    due = flags_due_filter(utcnow(), rt.settings.webhooks.max_attempts)
     claim, outcome = _job_event(job_id, state.FLAGGED_EVENT, due)
     return _deliver_claimed(rt, job_id, "flagged webhook", claim, event, outcome, resolver)
 
@@ -490,7 +490,7 @@ def deliver_delivery_event(rt: Runtime, job_id: uuid.UUID, *, resolver: Resolver
         body = json.dumps(data, separators=(",", ":")).encode()
         return body, job.delivery_webhook_attempts, message_id(job_id, str(data["event"]), job.revision)
 
-    due = delivery_event_due_filter(utcnow(), rt.settings.webhook_max_attempts)
+    due = delivery_event_due_filter(utcnow(), rt.settings.webhooks.max_attempts)
     claim, outcome = _job_event(job_id, state.DELIVERY_EVENT, due)
     return _deliver_claimed(rt, job_id, "delivery webhook", claim, event, outcome, resolver)
 
@@ -518,7 +518,7 @@ def deliver(rt: Runtime, job_id: uuid.UUID, *, resolver: Resolver = resolve) -> 
         return body, job.webhook_attempts, message_id(job_id, f"job.{job.status}", job.revision)
 
     claim, outcome = _job_event(
-        job_id, state.END_EVENT, due_filter(utcnow(), rt.settings.webhook_max_attempts)
+        job_id, state.END_EVENT, due_filter(utcnow(), rt.settings.webhooks.max_attempts)
     )
     return _deliver_claimed(rt, job_id, "webhook", claim, event, outcome, resolver)
 
@@ -574,8 +574,8 @@ def _deliver_claimed(
     error, cause = _attempt(
         url,
         _Message(body, secrets, msg_id),
-        settings.webhook_allow_private,
-        settings.webhook_port_set,
+        settings.webhooks.allow_private,
+        settings.webhooks.port_set,
         resolver,
     )
     with unit_of_work(rt.sessions) as session:

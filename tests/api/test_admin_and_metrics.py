@@ -173,7 +173,7 @@ def test_reupload_replaces_audio_and_rebuilds(
     assert replaced["cache_status"] == "pending"
     assert replaced["audio_sha256"] != voice["audio_sha256"]
     assert _build(app, voice["id"]) == "built"
-    folder = tome_of(app).settings.data_dir / "voices" / voice["id"]
+    folder = tome_of(app).settings.storage.data_dir / "voices" / voice["id"]
     assert len(list(folder.glob("reference-*.wav"))) == 1, "the old recording is removed"
     assert len(list(folder.glob("prompt-*.safetensors"))) == 1, "the old prompt is removed"
     empty = client.put(f"/v1/voices/{voice['id']}", data={}, headers=user, content_type="multipart/form-data")

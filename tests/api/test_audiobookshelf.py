@@ -13,7 +13,6 @@ import time
 import uuid
 import zipfile
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -344,8 +343,8 @@ def test_a_refused_token_fails_at_once_without_a_retry(
 def retry_app(request: pytest.FixtureRequest, settings: Settings) -> Iterator[Flask]:
     """An app allowing three attempts, on SQLite and on PostgreSQL (the claim is a conditional update)."""
     base = settings if request.param == "sqlite" else request.getfixturevalue("pg_settings")
-    chosen = replace(
-        base, secret_key=SECRET, audiobookshelf_allow_private=True, audiobookshelf_max_attempts=3
+    chosen = base.with_overrides(
+        secret_key=SECRET, audiobookshelf_allow_private=True, audiobookshelf_max_attempts=3
     )
     with app_on(chosen) as app:
         yield app
@@ -426,7 +425,7 @@ def test_a_private_address_the_operator_no_longer_allows_fails_the_delivery_with
     job = _submit(client, alice, reference_audio[0], deliver={"audiobookshelf": TARGET})
     state = tome_of(abs_app)
     # The operator withdraws the permission for private addresses: the stored loopback URL is refused.
-    strict = Runtime.sharing(replace(state.settings, audiobookshelf_allow_private=False), state.db)
+    strict = Runtime.sharing(state.settings.with_overrides(audiobookshelf_allow_private=False), state.db)
     inline = Inline(strict)
     inline.enqueue(START_JOB, [job["id"]])
     inline.run()

@@ -60,7 +60,7 @@ def test_second_user_gets_404_or_403_on_every_endpoint_for_the_first_users_objec
         headers=user,
     ).json
     rotated = client.post("/v1/keys/current/webhook-secret", json={}, headers=user).json
-    long_script = "Hello there. " * (tome_of(app).settings.inline_plan_max_chars // 13 + 1)
+    long_script = "Hello there. " * (tome_of(app).settings.limits.inline_plan_max_chars // 13 + 1)
     preview = client.post(
         "/v1/scripts/preview", json={"script": long_script, "voice": voice["id"]}, headers=user
     )

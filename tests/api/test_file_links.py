@@ -309,8 +309,8 @@ def test_without_a_secret_key_links_are_a_409_naming_the_setting(
 
 
 def test_the_link_lifetime_setting_is_bounded() -> None:
-    assert load_settings({}).file_link_seconds == 3600
-    assert load_settings({"TOME_FILE_LINK_SECONDS": "600"}).file_link_seconds == 600
+    assert load_settings({}).security.file_link_seconds == 3600
+    assert load_settings({"TOME_FILE_LINK_SECONDS": "600"}).security.file_link_seconds == 600
     for wrong in ("0", "5", "86401"):
         with pytest.raises(ConfigError, match="TOME_FILE_LINK_SECONDS"):
             load_settings({"TOME_FILE_LINK_SECONDS": wrong})

@@ -85,7 +85,7 @@ def test_files_and_folders_are_private_to_the_service(
     app: Flask, client: FlaskClient, user: dict[str, str], reference_audio: tuple[bytes, str]
 ) -> None:
     job_id = _finished_job(app, client, user, reference_audio[0])
-    data_dir = tome_of(app).settings.data_dir.resolve()
+    data_dir = tome_of(app).settings.storage.data_dir.resolve()
     checked = 0
     for path in [*data_dir.rglob("*")]:
         mode = stat.S_IMODE(path.lstat().st_mode)

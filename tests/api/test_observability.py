@@ -204,7 +204,7 @@ def test_metrics_show_build_info_and_queue_depth_of_the_broker(
 ) -> None:
     settings = tome_of(app).settings
     before = client.get("/metrics", headers=admin).get_data(as_text=True)
-    for queue in (settings.queue, settings.control_queue_name):
+    for queue in (settings.broker.queue, settings.broker.control_queue_name):
         assert _sample(before, "tome_queue_depth", queue=queue) == 0
     assert _sample(before, "tome_build_info", engine="espeak") == 1
     upload_voice(client, user, reference_audio[0])
@@ -212,7 +212,7 @@ def test_metrics_show_build_info_and_queue_depth_of_the_broker(
     after = client.get("/metrics", headers=admin).get_data(as_text=True)
     folder = settings.broker_folder / "queue"
     # the build on the work queue, the job's start on the control queue
-    for queue in (settings.queue, settings.control_queue_name):
+    for queue in (settings.broker.queue, settings.broker.control_queue_name):
         waiting = len(list(folder.glob(f"*.{queue}.msg")))
         assert waiting >= 1, queue
         assert _sample(after, "tome_queue_depth", queue=queue) == waiting
@@ -275,7 +275,7 @@ def test_readyz_names_the_storage_when_the_data_directory_is_gone(
 ) -> None:
     database = tmp_path / "elsewhere.db"
     app = make_app(database_url=f"sqlite:///{database}")
-    shutil.rmtree(tome_of(app).settings.data_dir)
+    shutil.rmtree(tome_of(app).settings.storage.data_dir)
     response = app.test_client().get("/readyz")
     assert response.status_code == 503
     assert "storage" in response.json["down"]

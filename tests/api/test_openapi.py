@@ -154,7 +154,12 @@ def test_the_document_leaks_no_secret(make_app: Callable[..., Flask]) -> None:
     key = mint_key(app, owner="alice", name="t", admin=True)
     text = app.test_client().get("/openapi.json").get_data(as_text=True)
     settings = tome_of(app).settings
-    for secret in (key, settings.metrics_token, settings.sqlalchemy_url, str(settings.data_dir)):
+    for secret in (
+        key,
+        settings.security.metrics_token,
+        settings.sqlalchemy_url,
+        str(settings.storage.data_dir),
+    ):
         assert secret not in text
 
 

@@ -134,7 +134,7 @@ def test_a_preview_whose_worker_died_fails_saying_so(setup: tuple[Flask, dict[st
     preview_id = uuid.UUID(_post(client, user).json["preview"])
     rt = tome_of(app).runtime
     sessions = tome_of(app).sessions
-    taken = utcnow() - timedelta(seconds=rt.settings.task_time_limit + 1)
+    taken = utcnow() - timedelta(seconds=rt.settings.tasks.task_time_limit + 1)
     sessions.execute(
         update(Preview).where(Preview.id == preview_id).values(status="running", created_at=taken)
     )
@@ -184,7 +184,7 @@ def test_a_preview_whose_message_was_lost_is_sent_again_by_the_sweeper(
     rt = tome_of(app).runtime
     sent: list[tuple[str, list[Any]]] = []
     assert resend_queued_previews(rt, lambda *m: sent.append(m), utcnow()) == 0  # within its grace
-    later = utcnow() + timedelta(seconds=rt.settings.queued_grace_seconds + 1)
+    later = utcnow() + timedelta(seconds=rt.settings.tasks.queued_grace_seconds + 1)
     assert resend_queued_previews(rt, lambda *m: sent.append(m), later) == 1
     assert sent == [(PREVIEW_SCRIPT, [preview_id])]
     assert preview_script(rt, uuid.UUID(preview_id)) == PreviewOutcome.READY

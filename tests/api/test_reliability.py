@@ -156,7 +156,7 @@ def test_outputs_expire_and_the_job_says_so(
     done = client.get(f"/v1/jobs/{job['id']}", headers=headers).json
     assert done["status"] == "succeeded"
     assert client.get(done["output"]["url"], headers=headers).status_code == 200
-    folder = state.settings.data_dir / "jobs" / job["id"]
+    folder = state.settings.storage.data_dir / "jobs" / job["id"]
     assert folder.is_dir()
 
     assert expire_outputs(state.runtime, utcnow()) == 0, "not yet"
@@ -248,7 +248,7 @@ def test_kept_chunks_are_bounded_per_owner_oldest_jobs_first(
         inline.enqueue(START_JOB, [job["id"]])
         inline.run()
         ids.append(job["id"])
-    folders = [state.settings.data_dir / "jobs" / job_id for job_id in ids]
+    folders = [state.settings.storage.data_dir / "jobs" / job_id for job_id in ids]
     assert all(f.is_dir() for f in folders)
     # ... which are over it too: every ended job's chunks go, the book with them (expired now)
     assert expire_chunks(state.runtime, utcnow()) == 2
@@ -274,7 +274,7 @@ def test_a_failed_jobs_chunks_expire_too(
         assert inline.run(max_messages=1) == 1
     assert client.post(f"/v1/jobs/{job['id']}/cancel", headers=headers).status_code == 200
     inline.run()
-    folder = state.settings.data_dir / "jobs" / job["id"]
+    folder = state.settings.storage.data_dir / "jobs" / job["id"]
     assert any((folder / "chunks").iterdir())
     assert expire_chunks(state.runtime, utcnow()) == 0, "not yet"
     assert expire_chunks(state.runtime, utcnow() + timedelta(seconds=61)) == 1

@@ -411,13 +411,13 @@ def test_a_rerender_whose_worker_is_lost_every_time_keeps_the_previous_take(
     assert answer.status_code == 202, answer.json
     job_id = uuid.UUID(job["id"])
     clock = utcnow()
-    for attempt in range(1, rt.settings.max_chunk_attempts + 1):
-        clock += timedelta(seconds=rt.settings.chunk_lease_seconds + 100)
+    for attempt in range(1, rt.settings.tasks.max_chunk_attempts + 1):
+        clock += timedelta(seconds=rt.settings.tasks.chunk_lease_seconds + 100)
         lost = [m for m in inline.queue if m[0] == RENDER_CHUNKS]  # lost with the worker that took it
         inline.queue = deque(m for m in inline.queue if m not in lost)
         with unit_of_work(rt.sessions) as session:  # a worker takes the chunk ... and is killed
             _, claimed = claim_chunks(
-                session, job_id, [seq], timedelta(seconds=60), rt.settings.max_chunk_attempts, clock
+                session, job_id, [seq], timedelta(seconds=60), rt.settings.tasks.max_chunk_attempts, clock
             )
             assert [c.seq for c in claimed] == [seq], f"attempt {attempt} could not claim"
         report = sweep(rt, inline.enqueue, now=clock + timedelta(seconds=61))

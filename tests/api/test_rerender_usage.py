@@ -4,7 +4,6 @@ rendered again at most TOME_MAX_RERENDERS_PER_JOB_HOUR times an hour (429 with R
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -29,7 +28,7 @@ def test_six_rerenders_move_usage_and_the_seventh_is_a_429_with_retry_after(
 
     app, client, user, inline, job = _finished(make, reference_audio, format="wav")
     seq = _storm_seq(client, user, job)
-    per_take = len(_chunk(app, job["id"], seq).text) / tome_of(app).settings.speech_chars_per_second
+    per_take = len(_chunk(app, job["id"], seq).text) / tome_of(app).settings.limits.speech_chars_per_second
     before = _audio_used(client, user)
     for n in range(1, LIMIT + 1):
         started = client.post(f"/v1/jobs/{job['id']}/chunks/{seq}/rerender", headers=user)
@@ -55,7 +54,7 @@ def test_a_rerender_over_the_daily_audio_quota_is_a_429(
     seq = _storm_seq(client, user, job)
     used = _audio_used(client, user)
     state = tome_of(app)
-    state.settings = dataclasses.replace(state.settings, quota_audio_seconds_per_day=used + 1.0)
+    state.settings = state.settings.with_overrides(quota_audio_seconds_per_day=used + 1.0)
     refused = client.post(f"/v1/jobs/{job['id']}/chunks/{seq}/rerender", headers=user)
     assert refused.status_code == 429, refused.json
     assert refused.json["error"]["code"] == "quota_audio_per_day"

@@ -571,7 +571,7 @@ def test_an_owner_beyond_its_share_of_speech_gets_a_429_and_no_job(
 def test_an_owner_beyond_its_share_of_speech_gets_a_429_on_postgres(
     tmp_path: Path, reference_audio: tuple[bytes, str], pg_settings: Settings
 ) -> None:
-    _beyond_the_share(tmp_path, reference_audio, database_url=pg_settings.database_url)
+    _beyond_the_share(tmp_path, reference_audio, database_url=pg_settings.storage.database_url)
 
 
 def _beyond_the_share(tmp_path: Path, reference_audio: tuple[bytes, str], **overrides: Any) -> None:

@@ -50,7 +50,7 @@ def test_usage_counts_references_chunks_and_outputs_of_the_caller_only(
     data = tome_of(app).settings.layout
     on_disk = _files_bytes(data.jobs) + sum(p.stat().st_size for p in data.voices.rglob("reference-*.wav"))
     assert done["stored_bytes"]["used"] == on_disk  # chunks, output and reference, to the byte
-    assert done["stored_bytes"]["quota"] == tome_of(app).settings.quota_storage_bytes
+    assert done["stored_bytes"]["quota"] == tome_of(app).settings.quotas.storage_bytes
     theirs = client.get("/v1/usage", headers=other_user).json
     assert theirs["stored_bytes"]["used"] == 0
     assert theirs["audio_seconds_24h"]["used"] == 0

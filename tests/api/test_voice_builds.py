@@ -175,7 +175,7 @@ def test_bad_audio_is_a_422_from_the_analyser_and_leaves_nothing(
     assert answer.status_code == 422, answer.json
     assert answer.json["error"]["field"] == "audio"
     assert answer.json["error"]["code"].startswith("audio_"), answer.json
-    voices = Path(tome_of(app).settings.data_dir) / "voices"
+    voices = Path(tome_of(app).settings.storage.data_dir) / "voices"
     assert not voices.exists() or not any(voices.iterdir())
 
 

@@ -83,7 +83,7 @@ def test_a_hopeless_reference_is_a_fast_422_naming_audio(
     assert upload_voice(client, user, audio, ref_text=TRANSCRIPT, force="true").status_code == 422
     assert elapsed < 1.0
     assert client.get("/v1/voices", headers=user).json["voices"] == []
-    voices = settings.data_dir / "voices"
+    voices = settings.storage.data_dir / "voices"
     assert not voices.exists() or not [p for p in voices.rglob("*") if p.is_file()]
 
 

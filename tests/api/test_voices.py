@@ -24,7 +24,7 @@ def test_upload_voice_returns_pending_voice_and_stores_reference(
     assert voice["name"] == "Grace"
     assert voice["cache_status"] == "pending"
     assert voice["audio_duration"] > 1.0
-    stored = list((settings.data_dir / "voices" / voice["id"]).glob("*.wav"))
+    stored = list((settings.storage.data_dir / "voices" / voice["id"]).glob("*.wav"))
     assert len(stored) == 1
     assert client.get(f"/v1/voices/{voice['id']}", headers=user).json["id"] == voice["id"]
     assert [v["id"] for v in client.get("/v1/voices", headers=user).json["voices"]] == [voice["id"]]
@@ -39,7 +39,7 @@ def test_duplicate_name_is_409_and_delete_frees_it(
     assert again.status_code == 409
     assert again.json["error"]["field"] == "name"
     assert client.delete(f"/v1/voices/{first['id']}", headers=user).status_code == 204
-    assert not (settings.data_dir / "voices" / first["id"]).exists()
+    assert not (settings.storage.data_dir / "voices" / first["id"]).exists()
     assert client.get(f"/v1/voices/{first['id']}", headers=user).status_code == 404
     assert upload_voice(client, user, audio).status_code == 202
 
@@ -69,8 +69,10 @@ def test_bad_audio_is_rejected_with_a_named_problem_and_nothing_stored(
         assert 400 <= response.status_code < 500, label
         assert response.json["error"]["field"] == "audio", label
         assert response.json["error"]["code"].startswith("audio_"), (label, response.json)
-    assert not (settings.data_dir / "voices").exists() or not list((settings.data_dir / "voices").iterdir())
-    assert list((settings.data_dir / "uploads").glob("*")) == []
+    assert not (settings.storage.data_dir / "voices").exists() or not list(
+        (settings.storage.data_dir / "voices").iterdir()
+    )
+    assert list((settings.storage.data_dir / "uploads").glob("*")) == []
 
 
 def test_oversized_upload_is_413(make_app: Callable[..., Flask]) -> None:

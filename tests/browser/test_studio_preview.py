@@ -23,8 +23,8 @@ def _book(chars: int) -> str:
 def test_a_long_scripts_preview_is_polled_and_shown(
     studio: Studio, stack: Stack, worker: WorkerProcess, reference_audio: tuple[bytes, str]
 ) -> None:
-    book = _book(stack.settings.inline_plan_max_chars + 2_000)
-    assert len(book) > stack.settings.inline_plan_max_chars  # a worker plans its preview
+    book = _book(stack.settings.limits.inline_plan_max_chars + 2_000)
+    assert len(book) > stack.settings.limits.inline_plan_max_chars  # a worker plans its preview
     with stack.api(stack.alice) as api:
         files = {"audio": ("reference.wav", reference_audio[0], "audio/wav")}
         voice = api.post(

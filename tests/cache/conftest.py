@@ -37,7 +37,7 @@ def make_runtime(data_dir: Path) -> Runtime:
 
 
 def voice_folder(rt: Runtime, voice_id: uuid.UUID) -> Path:
-    return rt.settings.data_dir.resolve() / "voices" / str(voice_id)
+    return rt.settings.storage.data_dir.resolve() / "voices" / str(voice_id)
 
 
 def write_reference(rt: Runtime, voice_id: uuid.UUID, samples: Samples, sample_rate: int) -> tuple[Path, str]:

@@ -493,7 +493,7 @@ class VoiceCacheMachine(RuleBasedStateMachine):
     @invariant()
     def check_everything(self) -> None:
         now = utcnow()
-        data_dir = self.rt.settings.data_dir.resolve()
+        data_dir = self.rt.settings.storage.data_dir.resolve()
         for tracked in self.voices:
             voice = get_voice(self.rt, tracked.voice_id)
             folder = voice_folder(self.rt, tracked.voice_id)
@@ -782,7 +782,7 @@ def test_a_claim_is_exclusive_until_its_lease_expires(rt: Runtime, voice_id: uui
     assert claim_build(rt, voice_id) == BuildOutcome.BUSY
     lease = get_voice(rt, voice_id).cache_lease_until
     assert lease is not None
-    assert lease > utcnow() + timedelta(seconds=rt.settings.voice_build_lease_seconds - 60)
+    assert lease > utcnow() + timedelta(seconds=rt.settings.voices.build_lease_seconds - 60)
 
 
 def test_reupload_during_a_build_discards_its_result_and_the_next_build_uses_the_new_audio(

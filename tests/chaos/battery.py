@@ -364,7 +364,7 @@ def run_scenario(
     log: Callable[[str], None] = print,
 ) -> Figures:
     figures = Figures(name)
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    settings.storage.data_dir.mkdir(parents=True, exist_ok=True)
     upgrade_head(settings.sqlalchemy_url)
     app = create_app({"settings": settings})
     api = Api(app, {"Authorization": f"Bearer {mint_key(app, 'chaos', 'k', admin=False)}"}, figures)
@@ -403,7 +403,7 @@ def run_scenario(
                 took = _seconds(job["finished_at"]) - _seconds(job["created_at"])
                 figures.max_terminal_s = max(figures.max_terminal_s, took)
         verify_outputs(app, jobs, figures)
-        figures.temp_files = count_temp_files(settings.data_dir.resolve())
+        figures.temp_files = count_temp_files(settings.storage.data_dir.resolve())
     finally:
         beat.stop()
         for worker in workers:

@@ -443,7 +443,7 @@ def _app(folder: Path, **overrides: Any) -> Flask:
     settings = load_settings(
         {}, data_dir=folder, rate_limit_per_minute=0, speech_wait_seconds=SPEECH_WAIT_S, **overrides
     )
-    settings.data_dir.mkdir(parents=True)
+    settings.storage.data_dir.mkdir(parents=True)
     upgrade_head(settings.sqlalchemy_url)
     return create_app({"settings": settings})
 

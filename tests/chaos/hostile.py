@@ -476,8 +476,8 @@ def _escape_names(data_dir: Path, tag: str) -> tuple[list[str], list[Path], list
 
 def build_corpus(settings: Settings, tag: str) -> Corpus:
     """The hostile items for an app with these settings. ``tag`` makes the escape targets unique."""
-    limit = settings.max_upload_bytes
-    script_limit = settings.max_script_chars
+    limit = settings.limits.max_upload_bytes
+    script_limit = settings.limits.max_script_chars
     valid = tone_wav()
     items: list[HostileItem] = []
 
@@ -550,7 +550,7 @@ def build_corpus(settings: Settings, tag: str) -> Corpus:
     ]
 
     # --- uploads: file names that try to escape (the audio fails late, after it was saved) ----------
-    names, targets, guarded = _escape_names(settings.data_dir.resolve(), tag)
+    names, targets, guarded = _escape_names(settings.storage.data_dir.resolve(), tag)
     short = tone_wav(seconds=0.2)  # decodes, then fails the length check: saved first, refused after
     for name in names:
         items.append(_upload(f"file name {name[:48]!r}{'...' if len(name) > 48 else ''}", short, name))
@@ -609,7 +609,7 @@ def build_corpus(settings: Settings, tag: str) -> Corpus:
     ]
 
     # --- jobs --------------------------------------------------------------------------------------------
-    max_chars = settings.max_script_chars
+    max_chars = settings.limits.max_script_chars
     items += [
         _job(
             "job: XML entity bomb as the script (text; accepted without expansion)",
@@ -1183,7 +1183,7 @@ def run_hostile(app: Flask, headers: Mapping[str, str], corpus: Corpus | None = 
     """Send every corpus item (see the module docstring) and report statuses, times and memory."""
     started = time.perf_counter()
     settings: Settings = tome_of(app).settings
-    data_dir = settings.data_dir.resolve()
+    data_dir = settings.storage.data_dir.resolve()
     tag = os.urandom(4).hex()
     corpus = corpus or build_corpus(settings, tag)
     memory_headers = {

@@ -110,7 +110,7 @@ def test_hostile_corpus_is_refused_quickly_with_bounded_memory(
     assert report.violations() == [], "\n".join(report.violations())
     assert len(report.results) >= 80
     assert len({r.label for r in report.results}) == len(report.results)
-    uploads = _settings(app).data_dir / "uploads"
+    uploads = _settings(app).storage.data_dir / "uploads"
     assert not uploads.exists() or not any(uploads.iterdir())
     assert report.slowest().cpu_s < TIME_LIMIT_S
     assert report.heaviest().peak_bytes < MEMORY_LIMIT
@@ -126,7 +126,7 @@ def test_hostile_file_names_never_reach_the_file_system(
     assert len(accepted) == 1, report.summary()
     voices = app.test_client().get("/v1/voices", headers=user).get_json()["voices"]
     assert any(v["name"].startswith("escape ") for v in voices)
-    data_dir = _settings(app).data_dir.resolve()
+    data_dir = _settings(app).storage.data_dir.resolve()
     stored = [p for p in (data_dir / "voices").rglob("*") if p.is_file() or p.is_symlink()]
     assert len(stored) >= len(voices) > 1
     for path in stored:

@@ -93,7 +93,7 @@ def check_output(app: Flask, client: FlaskClient, headers: dict[str, str], job: 
     rate = pieces[0][1]
     expected = sum(len(p[0]) for p in pieces) / rate + sum(pauses.seconds(c.pause_after) for c in chunks)
 
-    tmp = Path(state.settings.data_dir) / f"download.{job['output']['format']}"
+    tmp = Path(state.settings.storage.data_dir) / f"download.{job['output']['format']}"
     tmp.write_bytes(download.data)
     decoded = decode_to_pcm(tmp, rate)
     duration = len(decoded) / rate

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import json
 from pathlib import Path
@@ -58,7 +57,7 @@ def test_with_json_logs_the_apis_lines_carry_the_request_and_job_ids(
     and the job it created."""
     key = mint_key(app, owner="alice", name="test", admin=False)
     _seed_voice(app, key, reference_audio)
-    as_json = dataclasses.replace(settings, log_format="json")
+    as_json = settings.with_overrides(log_format="json")
     with running_api(as_json, tmp_path, lambda bind: api_command(bind, workers=1)) as server:
         headers = {
             "Authorization": f"Bearer {key}",

@@ -108,10 +108,10 @@ def _stack(settings: Settings, folder: Path, reference_audio: tuple[bytes, str])
     with app_on(settings) as app:
         render = WorkerProcess(settings, folder, concurrency=2)
         control = WorkerProcess(
-            settings, folder, concurrency=CONTROL_CONCURRENCY, queues=[settings.control_queue_name]
+            settings, folder, concurrency=CONTROL_CONCURRENCY, queues=[settings.broker.control_queue_name]
         )
         stitch = WorkerProcess(
-            settings, folder, concurrency=STITCH_CONCURRENCY, queues=[settings.stitch_queue_name]
+            settings, folder, concurrency=STITCH_CONCURRENCY, queues=[settings.broker.stitch_queue_name]
         )
         try:
             render.wait_ready()

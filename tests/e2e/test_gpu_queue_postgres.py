@@ -9,7 +9,6 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -32,7 +31,7 @@ SUCCEEDED = re.compile(r"celery\.app\.trace: Task (tome\.\w+)\[[0-9a-f-]+\] succ
 @pytest.fixture
 def gpu_settings(pg_settings: Settings) -> Settings:
     # Named after the test's private default queue, so parallel runs on the same Redis never meet.
-    return replace(pg_settings, gpu_queue=f"{pg_settings.queue}-gpu").validate()
+    return pg_settings.with_overrides(gpu_queue=f"{pg_settings.broker.queue}-gpu").validate()
 
 
 @pytest.fixture
@@ -51,11 +50,15 @@ def test_engine_tasks_run_only_on_the_gpu_queue_worker(
     reference_audio: tuple[bytes, str],
     start_worker: Callable[..., WorkerProcess],
 ) -> None:
-    gpu = start_worker(gpu_settings, concurrency=1, queues=[gpu_settings.gpu_queue])
+    gpu = start_worker(gpu_settings, concurrency=1, queues=[gpu_settings.broker.gpu_queue])
     cpu = start_worker(
         gpu_settings,
         concurrency=1,
-        queues=[gpu_settings.queue, gpu_settings.control_queue_name, gpu_settings.stitch_queue_name],
+        queues=[
+            gpu_settings.broker.queue,
+            gpu_settings.broker.control_queue_name,
+            gpu_settings.broker.stitch_queue_name,
+        ],
     )
     client = gpu_app.test_client()
     headers = bearer(mint_key(gpu_app, "alice", "k", admin=False))

@@ -17,7 +17,6 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -95,8 +94,8 @@ def test_epubs_and_large_previews_do_not_stall_another_tenant(
 ) -> None:
     # No rate limit: the victim polls as fast as it is answered, which on a quiet machine passes 600 a minute
     # (the limit's 429 is not what this test measures).
-    settings = replace(
-        pg_settings, max_script_chars=SCRIPT_LIMIT, inline_plan_max_chars=10_000, rate_limit_per_minute=0
+    settings = pg_settings.with_overrides(
+        max_script_chars=SCRIPT_LIMIT, inline_plan_max_chars=10_000, rate_limit_per_minute=0
     ).validate()
     with app_on(settings) as app:
         attacker = mint_key(app, owner="attacker", name="a", admin=False)
@@ -174,7 +173,7 @@ def test_epubs_and_large_previews_do_not_stall_another_tenant(
             assert sorted(a.status for a in answers) == [202, 202, 202, 202], [a.body[:300] for a in answers]
             assert len(results) == 4, results
             # the inline preview of the same input, from an app that plans it in the request
-            with app_on(replace(settings, inline_plan_max_chars=SCRIPT_LIMIT)) as inline_app:
+            with app_on(settings.with_overrides(inline_plan_max_chars=SCRIPT_LIMIT)) as inline_app:
                 inline = inline_app.test_client().post(
                     "/v1/scripts/preview", data=preview_body, headers=auth, content_type="application/json"
                 )

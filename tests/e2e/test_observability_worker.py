@@ -4,7 +4,6 @@ in memory (a flush interval far longer than the test) and written, exact, when t
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import time
@@ -58,8 +57,8 @@ def test_worker_logs_json_with_the_request_id_and_flushes_exact_metrics_when_it_
     reference_audio: tuple[bytes, str],
     start_worker: Callable[..., Any],
 ) -> None:
-    worker_settings = dataclasses.replace(
-        settings, log_format="json", metrics_flush_seconds=3600, chunks_per_task=1
+    worker_settings = settings.with_overrides(
+        log_format="json", metrics_flush_seconds=3600, chunks_per_task=1
     )
     worker = start_worker(worker_settings, concurrency=2)
     voice = upload_voice(client, user, reference_audio[0], ref_text=reference_audio[1])

@@ -45,13 +45,17 @@ def test_book_renders_on_postgres_and_redis(
 def test_job_whose_worker_dies_mid_chunk_is_finished_by_another_worker(
     pg_settings: Settings, reference_audio: tuple[bytes, str], start_worker: Callable[..., Any]
 ) -> None:
-    from dataclasses import replace
-
     # espeak-paced: espeak's audio at 0.05 s a chunk, so that a claimed batch stays running long enough to
     # be killed mid-way (plain espeak renders a batch in milliseconds, and the chunk seen running could
     # finish before the kill landed: then nothing was left to take over).
-    fast = replace(pg_settings, engine="espeak-paced", chunk_lease_seconds=3, sweep_interval_seconds=1.0,
-                   pending_requeue_seconds=4, queued_grace_seconds=4, chunks_per_task=4)  # fmt: skip
+    fast = pg_settings.with_overrides(
+        engine="espeak-paced",
+        chunk_lease_seconds=3,
+        sweep_interval_seconds=1.0,
+        pending_requeue_seconds=4,
+        queued_grace_seconds=4,
+        chunks_per_task=4,
+    )
     pace = {"TOME_PACED_SECONDS_PER_CHUNK": "0.05"}
     with app_on(fast) as pg_app:
         _kill_mid_chunk_then_finish(pg_app, fast, pace, reference_audio, start_worker)
@@ -99,5 +103,5 @@ def _kill_mid_chunk_then_finish(
         select(Chunk.attempts).where(Chunk.job_id == uuid.UUID(job["id"]))
     ).all()
     assert max(attempts) >= 2, "no chunk was taken over from the dead worker"
-    files = sorted(p.name for p in (fast.data_dir / "jobs" / job["id"] / "chunks").iterdir())
+    files = sorted(p.name for p in (fast.storage.data_dir / "jobs" / job["id"] / "chunks").iterdir())
     assert len(files) == job["progress"]["chunks_total"], "a chunk was written twice or a stale copy was kept"

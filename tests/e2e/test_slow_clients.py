@@ -221,7 +221,7 @@ def test_uploads_near_the_limit_range_downloads_and_both_logs_still_work(
     key = mint_key(app, owner="alice", name="test", admin=False)
     auth = {"Authorization": f"Bearer {key}"}
     seed_voice(app, key, reference_audio)
-    limit = settings.max_upload_bytes
+    limit = settings.limits.max_upload_bytes
     with running_api(settings, tmp_path) as server:
         # An upload just under the limit reaches the app whole: it is refused for what it is, not its size.
         boundary = "b0undary"

@@ -13,7 +13,6 @@ import os
 import signal
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 
 import pytest
 from flask import Flask
@@ -32,7 +31,7 @@ WARM_UP_SECONDS = 6.0
 
 @pytest.fixture
 def paced_settings(pg_settings: Settings) -> Settings:
-    return replace(pg_settings, engine="espeak-paced")
+    return pg_settings.with_overrides(engine="espeak-paced")
 
 
 @pytest.fixture

@@ -42,7 +42,7 @@ def _paced(settings: Settings) -> Settings:
         {},
         **{
             **{
-                f: getattr(settings, f)
+                f: settings.flat_value(f)
                 for f in ("data_dir", "database_url", "broker_url", "queue", "control_queue")
             },
             "engine": "espeak-paced",

@@ -65,8 +65,8 @@ def test_a_start_never_waits_for_another_owners_stitches(
         voices[name] = voice.json["id"]
     # The render worker consumes TOME_QUEUE alone here (in production it takes stitches too): nothing
     # consumes the stitch queue until the stitch worker starts.
-    start_worker(settings, concurrency=1, queues=[settings.queue])
-    start_worker(settings, concurrency=CONTROL_CONCURRENCY, queues=[settings.control_queue_name])
+    start_worker(settings, concurrency=1, queues=[settings.broker.queue])
+    start_worker(settings, concurrency=CONTROL_CONCURRENCY, queues=[settings.broker.control_queue_name])
     for name, headers in owners.items():
         url = f"/v1/voices/{voices[name]}"
         _until(functools.partial(_ready, client, headers, url), "a voice's prompt was not built")
@@ -80,17 +80,19 @@ def test_a_start_never_waits_for_another_owners_stitches(
     for job_id in books:
         stitching = functools.partial(_is, client, owners["alice"], job_id, "stitching")
         _until(stitching, "a book was not rendered")
-    assert _waiting(settings, settings.stitch_queue_name) == len(books)
+    assert _waiting(settings, settings.broker.stitch_queue_name) == len(books)
 
     # bob's job is started and rendered all the same: no control process is held by a stitch.
     small = submit_job(client, owners["bob"], "narrator", script="Just one line.", output={"format": "wav"})
     assert small.status_code == 202, small.json
     _until(lambda: _status(client, owners["bob"], small.json["id"]) == "stitching", "bob's job waited")
     assert [_status(client, owners["alice"], j) for j in books] == ["stitching"] * len(books)
-    assert _waiting(settings, settings.control_queue_name) == 0, "the control worker took every control task"
-    assert _waiting(settings, settings.stitch_queue_name) == len(books) + 1
+    assert _waiting(settings, settings.broker.control_queue_name) == 0, (
+        "the control worker took every control task"
+    )
+    assert _waiting(settings, settings.broker.stitch_queue_name) == len(books) + 1
 
-    start_worker(settings, concurrency=STITCH_CONCURRENCY, queues=[settings.stitch_queue_name])
+    start_worker(settings, concurrency=STITCH_CONCURRENCY, queues=[settings.broker.stitch_queue_name])
     for owner, job_id in [*(("alice", j) for j in books), ("bob", small.json["id"])]:
         assert wait_terminal(client, owners[owner], job_id, timeout=TIMEOUT)["status"] == "succeeded"
-    assert _waiting(settings, settings.stitch_queue_name) == 0
+    assert _waiting(settings, settings.broker.stitch_queue_name) == 0

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -29,11 +28,13 @@ pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 def shared(pg_settings: Settings, s3_server: S3Server) -> Settings:
     """What the hosts share: the database, the broker (private queues) and a fresh bucket."""
     bucket = s3_server.new_bucket()
-    return replace(pg_settings, gpu_queue=f"{pg_settings.queue}-gpu", **s3_overrides(s3_server, bucket))
+    return pg_settings.with_overrides(
+        gpu_queue=f"{pg_settings.broker.queue}-gpu", **s3_overrides(s3_server, bucket)
+    )
 
 
 def _host(shared: Settings, root: Path) -> Settings:
-    return replace(shared, data_dir=root).validate()
+    return shared.with_overrides(data_dir=root).validate()
 
 
 @pytest.fixture
@@ -52,9 +53,11 @@ def test_one_host_renders_the_other_stitches_and_the_api_serves_from_the_bucket(
 ) -> None:
     renderer = _host(shared, tmp_path / "render-host")
     stitcher = _host(shared, tmp_path / "stitch-host")
-    gpu = start_worker(renderer, concurrency=1, queues=[shared.gpu_queue])
+    gpu = start_worker(renderer, concurrency=1, queues=[shared.broker.gpu_queue])
     cpu = start_worker(
-        stitcher, concurrency=1, queues=[shared.queue, shared.control_queue_name, shared.stitch_queue_name]
+        stitcher,
+        concurrency=1,
+        queues=[shared.broker.queue, shared.broker.control_queue_name, shared.broker.stitch_queue_name],
     )
     client = api.test_client()
     headers = bearer(mint_key(api, "alice", "k", admin=False))
@@ -68,7 +71,7 @@ def test_one_host_renders_the_other_stitches_and_the_api_serves_from_the_bucket(
     assert re.search(r"Task tome\.\w*stitch\w*\[[0-9a-f-]+\] succeeded", cpu.log()), cpu.log()[-3000:]
     assert "stitch" not in " ".join(re.findall(r"Task (tome\.\w+)\[[^\]]+\] succeeded", gpu.log()))
 
-    keys = s3_server.keys(shared.s3_bucket)
+    keys = s3_server.keys(shared.storage.s3_bucket)
     assert any(k.startswith(f"jobs/{done['id']}/output-") for k in keys), keys
     assert any(k.startswith(f"voices/{done['voice_id']}/prompt-") for k in keys), keys
     whole = client.get(done["output"]["url"], headers=headers).data

@@ -5,7 +5,6 @@ cause, and a rebuild is queued at once instead of answering busy until the build
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable
 from typing import Any
@@ -35,10 +34,10 @@ def _eventually(what: str, done: Callable[[], bool]) -> None:
 def test_a_build_that_raises_fails_the_voice_and_its_job_at_once_and_can_be_rebuilt(
     settings: Settings, reference_audio: tuple[bytes, str], start_worker: Callable[..., Any]
 ) -> None:
-    failing = dataclasses.replace(
-        settings, engine="espeak-paced", paced_seconds_per_chunk=0.0, paced_max_reference_seconds=1.0
+    failing = settings.with_overrides(
+        engine="espeak-paced", paced_seconds_per_chunk=0.0, paced_max_reference_seconds=1.0
     )
-    assert failing.voice_build_lease_seconds >= 300  # what a build that kept its claim would cost
+    assert failing.voices.build_lease_seconds >= 300  # what a build that kept its claim would cost
     with app_on(failing) as app:
         client = app.test_client()
         user = bearer(mint_key(app, "vera", "k", admin=False))
@@ -57,7 +56,7 @@ def test_a_build_that_raises_fails_the_voice_and_its_job_at_once_and_can_be_rebu
         assert failed["cache_status"] == "failed"
         assert failed["cache_error"].startswith(CAUSE), failed["cache_error"]
         for text in (failed["cache_error"], ended["error"]):
-            assert str(failing.data_dir) not in text
+            assert str(failing.storage.data_dir) not in text
 
         rebuild = client.post(f"/v1/admin/voices/{voice.json['id']}/cache", json={}, headers=admin)
         assert rebuild.status_code == 202, rebuild.json

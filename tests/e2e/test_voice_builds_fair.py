@@ -10,7 +10,6 @@ embedded recogniser knows English only) is skipped, so her builds cost this shar
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import statistics
 import threading
@@ -103,13 +102,12 @@ def test_long_references_neither_stall_other_tenants_nor_take_every_worker_and_a
     start_worker: Callable[..., Any],
     tmp_path: Path,
 ) -> None:
-    slow = dataclasses.replace(
-        stack_settings,
+    slow = stack_settings.with_overrides(
         engine="espeak-paced",
         paced_seconds_per_chunk=0.2,
         paced_seconds_per_build=BUILD_SECONDS,
     )
-    assert (slow.voice_builds_per_owner, slow.voice_builds_in_flight) == (1, 2)  # the defaults under test
+    assert (slow.voices.builds_per_owner, slow.voices.builds_in_flight) == (1, 2)  # the defaults under test
     audio = _long_reference(tmp_path, REFERENCE_SECONDS)
     with app_on(slow) as app, running_api(slow, tmp_path, lambda bind: api_command(bind, workers=1)) as api:
         client = app.test_client()

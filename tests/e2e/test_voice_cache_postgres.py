@@ -8,7 +8,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +32,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
 
 @pytest.fixture
 def pg_app(pg_settings: Settings) -> Iterator[Flask]:
-    settings = replace(
-        pg_settings, voice_build_lease_seconds=3, sweep_interval_seconds=1.0, queued_grace_seconds=2
+    settings = pg_settings.with_overrides(
+        voice_build_lease_seconds=3, sweep_interval_seconds=1.0, queued_grace_seconds=2
     )
     with app_on(settings) as app:
         yield app
@@ -119,7 +118,7 @@ def test_render_encodes_once_and_each_process_reads_the_file_at_most_once(
 ) -> None:
     # The app's 3 s build lease is for the lease tests; here a build outlasting it on a loaded machine would
     # be taken over and counted twice, which is what leases are for, not what this test is about.
-    settings = replace(_settings(pg_app), chunks_per_task=1, voice_build_lease_seconds=120)
+    settings = _settings(pg_app).with_overrides(chunks_per_task=1, voice_build_lease_seconds=120)
     workers = [start_worker(settings, concurrency=2), start_worker(settings, concurrency=1)]
     client = pg_app.test_client()
     user = bearer(mint_key(pg_app, "alice", "k", admin=False))
@@ -155,7 +154,7 @@ def test_build_killed_mid_encode_is_retried_after_its_lease(
     start_worker(_settings(pg_app), concurrency=1, beat=True)
     _wait_status(pg_app, voice["id"], {"ready"}, timeout=120)
     assert _counter(pg_app, counters.BUILDS) == 1
-    folder = _settings(pg_app).data_dir / "voices" / voice["id"]
+    folder = _settings(pg_app).storage.data_dir / "voices" / voice["id"]
     assert len(list(folder.glob("prompt-*.safetensors"))) == 1
 
 
@@ -169,7 +168,7 @@ def test_voice_deleted_during_its_build_stays_deleted_and_leaves_no_files(
     voice = upload_voice(client, user, audio, ref_text=text).json
     _wait_status(pg_app, voice["id"], {"processing"})
     assert client.delete(f"/v1/voices/{voice['id']}", headers=user).status_code == 204
-    folder = _settings(pg_app).data_dir / "voices" / voice["id"]
+    folder = _settings(pg_app).storage.data_dir / "voices" / voice["id"]
     deadline = time.monotonic() + 60
     while _counter(pg_app, counters.BUILDS) < 1:  # the build finishes, then must throw its result away
         assert time.monotonic() < deadline

@@ -65,7 +65,7 @@ def engine(tiny_dir: Path) -> FishEngine:
             "TOME_FISH_MAX_NEW_TOKENS": str(MAX_NEW),
         }
     )
-    engine = registry._fish_factory(settings)
+    engine = registry.create_engine("fish-speech", settings)
     assert isinstance(engine, FishEngine)
     return engine
 
@@ -146,7 +146,7 @@ def test_missing_files_and_bad_settings_are_engine_errors(tiny_dir: Path, tmp_pa
     with pytest.raises(ConfigError, match="TOME_FISH_MAX_NEW_TOKENS"):
         load_settings({"TOME_FISH_MAX_NEW_TOKENS": "-1"})
     with pytest.raises(EngineError, match="TOME_FISH_MODEL_DIR"):
-        registry._fish_factory(load_settings({}))
+        registry.create_engine("fish-speech", load_settings({}))
 
 
 def test_prompt_is_the_reference_codes_and_transcript(

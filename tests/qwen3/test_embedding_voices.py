@@ -161,7 +161,7 @@ def test_hostile_embedding_files_are_refused_and_nothing_is_kept(
     assert response.json["error"]["field"] == "embedding", label
     assert message in response.json["error"]["message"], (label, response.json)
     assert client.get("/v1/voices", headers=user).json["voices"] == []
-    voices = tome_of(app).settings.data_dir / "voices"
+    voices = tome_of(app).settings.storage.data_dir / "voices"
     assert not voices.exists() or not any(voices.rglob("*.safetensors")), label
 
 

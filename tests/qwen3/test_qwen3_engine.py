@@ -67,7 +67,7 @@ def engine(tiny_dir: Path) -> Qwen3Engine:
     settings = load_settings(
         {"TOME_QWEN3_MODEL_DIR": str(tiny_dir), "TOME_QWEN3_DEVICE": "cpu", "TOME_QWEN3_RUNNER": "reference"}
     )
-    engine = registry._qwen3_factory(settings)
+    engine = registry.create_engine("qwen3-tts", settings)
     assert isinstance(engine, Qwen3Engine)
     return engine
 
@@ -123,7 +123,7 @@ def test_construction_does_not_hash_the_checkpoint(tiny_dir: Path, tmp_path: Pat
 
 def test_missing_model_dir_is_an_engine_error(tmp_path: Path) -> None:
     with pytest.raises(EngineError, match="TOME_QWEN3_MODEL_DIR"):
-        registry._qwen3_factory(load_settings({}))
+        registry.create_engine("qwen3-tts", load_settings({}))
     with pytest.raises(EngineError):
         Qwen3Engine(tmp_path)  # exists, but holds no checkpoint
 
@@ -304,7 +304,7 @@ def test_device_setting_is_checked(tiny_dir: Path) -> None:
         Qwen3Engine(tiny_dir, device="auto")
     settings = load_settings({"TOME_QWEN3_MODEL_DIR": str(tiny_dir), "TOME_QWEN3_DEVICE": "gpu0"})
     with pytest.raises(EngineError, match="gpu0"):
-        registry._qwen3_factory(settings)
+        registry.create_engine("qwen3-tts", settings)
 
 
 def test_real_checkpoint_layout_sizes_a_frame(tiny_dir: Path) -> None:
@@ -324,7 +324,7 @@ def test_real_checkpoint_layout_sizes_a_frame(tiny_dir: Path) -> None:
 
 def test_engine_settings_are_checked(tiny_dir: Path) -> None:
     env = {"TOME_QWEN3_MODEL_DIR": str(tiny_dir), "TOME_QWEN3_DEVICE": "cpu", "TOME_QWEN3_MAX_BATCH": "4"}
-    engine = registry._qwen3_factory(load_settings(env))
+    engine = registry.create_engine("qwen3-tts", load_settings(env))
     assert isinstance(engine, Qwen3Engine)
     assert engine.max_batch_size == 4
     for bad in ("-2", "many"):

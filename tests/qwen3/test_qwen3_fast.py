@@ -249,11 +249,11 @@ def test_stream_decoder_across_the_codec_windows(engine: Qwen3Engine) -> None:
 
 def test_the_runner_is_a_setting(tiny_dir: Path) -> None:
     settings = load_settings({"TOME_QWEN3_MODEL_DIR": str(tiny_dir), "TOME_QWEN3_DEVICE": "cpu"})
-    built = registry._qwen3_factory(settings)
+    built = registry.create_engine("qwen3-tts", settings)
     assert isinstance(built, Qwen3Engine)
     assert built.runner == "fast"
     settings = load_settings({"TOME_QWEN3_MODEL_DIR": str(tiny_dir), "TOME_QWEN3_RUNNER": "reference"})
-    built = registry._qwen3_factory(settings)
+    built = registry.create_engine("qwen3-tts", settings)
     assert isinstance(built, Qwen3Engine)
     assert built.runner == "reference"
     with pytest.raises(ConfigError, match="TOME_QWEN3_RUNNER"):

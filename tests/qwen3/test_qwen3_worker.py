@@ -9,7 +9,6 @@ process start, builds each voice's prompt once, and renders the job. Then:
 
 from __future__ import annotations
 
-import dataclasses
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -139,7 +138,7 @@ def test_two_voice_job_renders_through_real_workers_and_reuses_prompts(
         # A new process rendering one chunk per task: prompts read from their files, never encoded, and
         # every chunk reproduces its first rendering (batched before, alone now).
         first_worker.stop()
-        start_worker(dataclasses.replace(settings, chunks_per_task=1), extra_env=engine_env)
+        start_worker(settings.with_overrides(chunks_per_task=1), extra_env=engine_env)
         third = _render(client, user, "Third")
         after_third = _counts(app)
         assert after_third[counters.BUILDS] == 2

@@ -32,7 +32,7 @@ def storage_overrides(request: pytest.FixtureRequest) -> dict[str, Any]:
 
 @pytest.fixture
 def storage(settings: Settings) -> Storage:
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    settings.storage.data_dir.mkdir(parents=True, exist_ok=True)
     store = settings.open_storage()
     check_storage(store)
     return store
@@ -212,8 +212,8 @@ def test_storage_settings_are_checked() -> None:
         with pytest.raises(ConfigError, match="TOME_S3_ENDPOINT_URL"):
             load_settings({"TOME_S3_ENDPOINT_URL": bad})
     good = "https://files.example.test:8443/s3"
-    assert load_settings({"TOME_S3_PUBLIC_ENDPOINT_URL": good}).s3_public_endpoint_url == good
-    assert load_settings({}).storage == "local"
+    assert load_settings({"TOME_S3_PUBLIC_ENDPOINT_URL": good}).storage.s3_public_endpoint_url == good
+    assert load_settings({}).storage.backend == "local"
 
 
 def test_wav_header_from_the_first_bytes(tmp_path: Path) -> None:

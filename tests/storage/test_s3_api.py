@@ -155,14 +155,16 @@ def test_expiry_and_orphan_clean_up_reach_the_bucket(
     assert any("/output-" in k for k in before)
     assert any("/chunks/" in k for k in before)
     # the book expires: everything of the job but its chunks (kept for reuse) leaves the bucket
-    later = utcnow() + timedelta(seconds=rt.settings.output_ttl_seconds + 60)
+    later = utcnow() + timedelta(seconds=rt.settings.storage.output_ttl_seconds + 60)
     assert expire_outputs(rt, later) == 1
     after = s3_server.keys(bucket, prefix)
     assert after
     assert all("/chunks/" in k for k in after), after
     assert client.get(job["output"]["url"] or f"/v1/jobs/{job['id']}/audio", headers=user).status_code == 410
     # later still, the chunks go too (the whole job folder)
-    report = sweep(rt, lambda *_: None, utcnow() + timedelta(seconds=rt.settings.chunk_ttl_seconds + 3600))
+    report = sweep(
+        rt, lambda *_: None, utcnow() + timedelta(seconds=rt.settings.storage.chunk_ttl_seconds + 3600)
+    )
     assert report.chunk_folders_removed == 1
     assert s3_server.keys(bucket, prefix) == []
     # orphans: objects of a job the database never committed, and of a deleted voice
@@ -198,7 +200,7 @@ def test_a_missing_bucket_stops_the_api_at_start_and_degrades_healthz_later(
     reference_audio: tuple[bytes, str],
 ) -> None:
     settings = load_settings({}, data_dir=tmp_path / "gone", **s3_overrides(s3_server, "never-created"))
-    settings.data_dir.mkdir(parents=True)
+    settings.storage.data_dir.mkdir(parents=True)
     with pytest.raises(StorageUnavailable, match=r"'never-created'.*does not exist"):
         create_app({"settings": settings})
     app, bucket = make_s3_app()

@@ -81,7 +81,7 @@ def migrate(url: str) -> None:
 
 @contextlib.contextmanager
 def app_on(settings: Settings) -> Iterator[Flask]:
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    settings.storage.data_dir.mkdir(parents=True, exist_ok=True)
     migrate(settings.sqlalchemy_url)
     with closing(create_app({"settings": settings})) as app:
         yield app

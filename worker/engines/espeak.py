@@ -33,6 +33,7 @@ from worker.engines import espeak_binding as binding
 from worker.engines.base import EngineError, SpeakerPrompt, SynthesisRequest, Waveform, WordMark
 from worker.engines.base import rate_scale as requested_rate
 from worker.engines.pitch import HOP_S, count_words, f0_statistics, speech_seconds, track_pitch
+from worker.engines.spec import EngineSpec, NoSettings
 
 __all__ = [
     "ANALYSIS_VERSION",
@@ -502,3 +503,11 @@ def word_marks(
             marks.append(WordMark(at, stop, a, b))
             at = stop
     return marks
+
+
+def create(settings: NoSettings) -> EspeakEngine:
+    """The engine as the registry builds it (it has no settings)."""
+    return EspeakEngine()
+
+
+SPEC = EngineSpec("espeak", NoSettings, create, qa_profile="rule-based")

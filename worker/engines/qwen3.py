@@ -43,6 +43,7 @@ from worker.engines.base import (
     rate_scale,
 )
 from worker.engines.reference import check_sample_rate, mono_reference, sine_reference
+from worker.engines.spec import EngineSpec, require_not_negative
 from worker.engines.stand_ins import stand_ins
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -53,7 +54,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "PROMPT_LAYOUT",
+    "SPEC",
     "Qwen3Engine",
+    "Qwen3Settings",
     "import_qwen_tts",
     "load_model",
     "model_identity",
@@ -743,3 +746,33 @@ def change_rate(wave: Waveform, rate: float) -> Waveform:
 
     stretched = np.asarray(librosa.effects.time_stretch(wave.astype(np.float32), rate=rate))
     return cast(Waveform, np.clip(stretched, -1.0, 1.0).astype(np.float32))
+
+
+@dataclass(frozen=True)
+class Qwen3Settings:
+    """``settings.engines.qwen3``: the ``TOME_QWEN3_*`` variables (docs/operations.md)."""
+
+    model_dir: str = ""  # the checkpoint directory; required by this engine
+    device: str = ""  # cpu, cuda or cuda:N; empty: cuda:0 when CUDA is available, else cpu
+    max_batch: int = 0  # rows in flight (fast runner) or per generate call; 0: from free GPU memory
+    max_new_tokens: int = 0  # cap on codec frames per chunk (12.5 a second); 0: the model's own
+    runner: str = "fast"  # one of RUNNERS
+
+    def validate(self) -> None:
+        if self.runner not in RUNNERS:
+            raise ValueError(f"{RUNNER_SETTING}={self.runner!r}: use {' or '.join(RUNNERS)}")
+        require_not_negative(self, "qwen3_", ("max_batch", "max_new_tokens"))
+
+
+def create(settings: Qwen3Settings) -> Qwen3Engine:
+    """The engine as the registry builds it (empty and 0 settings: the engine's own defaults)."""
+    return Qwen3Engine(
+        settings.model_dir or None,
+        device=settings.device or None,
+        max_batch=settings.max_batch or None,
+        max_new_tokens=settings.max_new_tokens or None,
+        runner=settings.runner,
+    )
+
+
+SPEC = EngineSpec("qwen3-tts", Qwen3Settings, create, qa_profile="neural", key="qwen3")

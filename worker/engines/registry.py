@@ -1,11 +1,11 @@
 """Engine registry: one engine instance per process per name, created on first use (pure module).
 
-Factories are registered by name and take the settings (each picks its own fields, so that the engine
-classes take plain arguments and read no environment). :func:`get_engine` builds the engine the first
-time a process asks for it and caches it. A forked child (Celery prefork) inherits the parent's cache,
-so the cache remembers the pid that filled it and is discarded when :func:`os.getpid` differs. Importing
-this module loads no engine and no native library: each built-in engine is registered as a factory that
-imports its module when called.
+Factories are registered by name and take the settings; the engines of :data:`worker.engines.catalog.ENGINES`
+are registered at import, each handed its own section of ``settings.engines`` (so that the engine classes
+take plain arguments and read no environment). :func:`get_engine` builds the engine the first time a
+process asks for it and caches it. A forked child (Celery prefork) inherits the parent's cache, so the
+cache remembers the pid that filled it and is discarded when :func:`os.getpid` differs. No model and no
+native library is loaded before a factory runs.
 """
 
 from __future__ import annotations
@@ -13,13 +13,18 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from worker.config import Settings
 from worker.engines.base import Engine
+from worker.engines.catalog import ENGINES
+from worker.engines.spec import EngineSpec
 
-__all__ = ["EngineFactory", "available_engines", "get_engine", "register"]
+if TYPE_CHECKING:
+    from worker.config import Settings  # the settings import this package's catalog
 
-EngineFactory = Callable[[Settings], Engine]
+__all__ = ["EngineFactory", "available_engines", "create_engine", "get_engine", "register"]
+
+EngineFactory = Callable[["Settings"], Engine]
 
 _factories: dict[str, EngineFactory] = {}
 _instances: dict[str, Engine] = {}
@@ -69,66 +74,35 @@ def get_engine(name: str, settings: Settings | None = None) -> Engine:
         if factory is None:
             known = ", ".join(sorted(_factories)) or "none"
             raise KeyError(f"unknown TTS engine {name!r} (available: {known})")
-        engine = factory(settings or Settings())
+        engine = factory(settings or _default_settings())
         _instances[name] = engine
         return engine
 
 
-def _espeak_factory(settings: Settings) -> Engine:
-    from worker.engines.espeak import EspeakEngine
+def create_engine(name: str, settings: Settings | None = None) -> Engine:
+    """A new engine registered as ``name``, built from ``settings`` and not cached (tests, benchmarks).
 
-    return EspeakEngine()
-
-
-register("espeak", _espeak_factory)
-
-
-def _paced_factory(settings: Settings) -> Engine:
-    from worker.engines.paced import PacedEspeakEngine
-
-    return PacedEspeakEngine(
-        settings.paced_seconds_per_chunk,
-        settings.paced_warm_up_seconds,
-        settings.paced_max_reference_seconds,
-        settings.paced_seconds_per_build,
-    )
+    Raises KeyError for an unknown name.
+    """
+    with _lock:
+        factory = _factories.get(name)
+    if factory is None:
+        raise KeyError(f"unknown TTS engine {name!r}")
+    return factory(settings or _default_settings())
 
 
-register("espeak-paced", _paced_factory)
+def _default_settings() -> Settings:
+    from worker.config import Settings  # worker.config imports this package's catalog
+
+    return Settings()
 
 
-def _constant_factory(settings: Settings) -> Engine:
-    from worker.engines.constant import ConstantEngine
+def _catalog_factory(spec: EngineSpec[Any]) -> EngineFactory:
+    def factory(settings: Settings) -> Engine:
+        return spec.create(settings.engines.section(spec))
 
-    return ConstantEngine()
-
-
-register("constant", _constant_factory)
+    return factory
 
 
-def _qwen3_factory(settings: Settings) -> Engine:
-    from worker.engines.qwen3 import Qwen3Engine
-
-    return Qwen3Engine(
-        settings.qwen3_model_dir or None,
-        device=settings.qwen3_device or None,
-        max_batch=settings.qwen3_max_batch or None,
-        max_new_tokens=settings.qwen3_max_new_tokens or None,
-        runner=settings.qwen3_runner,
-    )
-
-
-register("qwen3-tts", _qwen3_factory)
-
-
-def _fish_factory(settings: Settings) -> Engine:
-    from worker.engines.fish import FishEngine
-
-    return FishEngine(
-        settings.fish_model_dir or None,
-        device=settings.fish_device or None,
-        max_new_tokens=settings.fish_max_new_tokens or None,
-    )
-
-
-register("fish-speech", _fish_factory)
+for _spec in ENGINES:
+    register(_spec.name, _catalog_factory(_spec))

@@ -21,7 +21,7 @@ def batches(seqs: Sequence[int], size: int) -> list[list[int]]:
 
 def send_chunks(rt: Runtime, job_id: uuid.UUID, seqs: Sequence[int], enqueue: Enqueue) -> int:
     """Record that these chunks were sent (committed first), then send them in render batches."""
-    groups = batches(sorted(seqs), rt.settings.chunks_per_task)
+    groups = batches(sorted(seqs), rt.settings.tasks.chunks_per_task)
     with unit_of_work(rt.sessions) as session:
         state.mark_enqueued(session, job_id, list(seqs))
     for group in groups:

@@ -49,7 +49,7 @@ def maybe_stitch_chapters(rt: Runtime, job_id: uuid.UUID, seqs: Iterable[int], e
 
 def begin_chapter(rt: Runtime, job_id: uuid.UUID, chapter: int, enqueue: Enqueue) -> bool:
     """Send the chapter's stitch if this call won its claim (every chunk of it done)."""
-    lease = timedelta(seconds=rt.settings.stitch_lease_seconds)
+    lease = timedelta(seconds=rt.settings.tasks.stitch_lease_seconds)
     with unit_of_work(rt.sessions) as session:
         token = state.claim_chapter(session, job_id, chapter, lease, utcnow())
     if token is None:

@@ -54,7 +54,7 @@ def expire_chunks(rt: Runtime, now: datetime) -> int:
         ):
             chunks[chunk.job_id].append((chunk.content_key, int(chunk.audio_bytes or 0)))
     shared = rt.storage.kind == "local"
-    cutoff = now - timedelta(seconds=settings.chunk_ttl_seconds)
+    cutoff = now - timedelta(seconds=settings.storage.chunk_ttl_seconds)
     weight: dict[str, int] = defaultdict(int)
     weighed: dict[str, set[str]] = defaultdict(set)  # per owner: the content keys counted already
     due: list[uuid.UUID] = []
@@ -67,7 +67,7 @@ def expire_chunks(rt: Runtime, now: datetime) -> int:
             weight[row.owner] += size
         if (row.finished_at is not None and row.finished_at < cutoff) or weight[
             row.owner
-        ] > settings.chunk_keep_bytes:
+        ] > settings.storage.chunk_keep_bytes:
             due.append(row.id)
     for job_id in due[:500]:
         with unit_of_work(rt.sessions) as session:

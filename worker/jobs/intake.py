@@ -101,7 +101,7 @@ def plan_request_of(
             bool(read.get("front_matter", False)),
             bool(read.get("back_matter", False)),
             read.get("footnotes", "skip"),
-            rt.settings.max_script_chars,
+            rt.settings.limits.max_script_chars,
         ),
         lexicons=tuple(options.get("lexicons", [])),
         engine=engine,

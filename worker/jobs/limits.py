@@ -27,11 +27,11 @@ class JobLimits:
     @classmethod
     def of(cls, settings: Settings) -> JobLimits:
         return cls(
-            max_audio_seconds=settings.max_job_audio_seconds,
-            max_chapters=settings.max_job_chapters,
-            max_chunks=settings.max_chunks_per_job,
-            max_pause_share=settings.max_pause_share,
-            chars_per_second=settings.speech_chars_per_second,
+            max_audio_seconds=settings.limits.max_job_audio_seconds,
+            max_chapters=settings.limits.max_job_chapters,
+            max_chunks=settings.limits.max_chunks_per_job,
+            max_pause_share=settings.limits.max_pause_share,
+            chars_per_second=settings.limits.speech_chars_per_second,
         )
 
 

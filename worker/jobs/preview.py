@@ -196,7 +196,7 @@ def preview_script(rt: Runtime, preview_id: uuid.UUID) -> PreviewOutcome:
         pauses=Pauses(**options.get("pauses", {})),
         speed=float(options.get("speed", 1.0)),
         with_cast=isinstance(options.get("cast"), dict),
-        chars_per_second=rt.settings.speech_chars_per_second,
+        chars_per_second=rt.settings.limits.speech_chars_per_second,
         max_chunk_chars=rt.engine(row.engine).max_chunk_chars,
     )
     body = json.dumps(preview_body(ask, script_plan), separators=(",", ":"))
@@ -239,7 +239,7 @@ def fail_preview(rt: Runtime, preview_id: uuid.UUID, message: str) -> None:
 def expire_previews(rt: Runtime, now: datetime) -> int:
     """Remove the previews past their expiry (returns how many), and fail those a worker took longer ago
     than a task may run (its process died): their clients get an answer rather than a wait."""
-    overdue = now - timedelta(seconds=rt.settings.task_time_limit)
+    overdue = now - timedelta(seconds=rt.settings.tasks.task_time_limit)
     with unit_of_work(rt.sessions) as session:
         removed = session.execute(delete(Preview).where(Preview.expires_at < now))
         stuck = list(
@@ -257,7 +257,7 @@ def expire_previews(rt: Runtime, now: datetime) -> int:
 def resend_queued_previews(rt: Runtime, enqueue: Enqueue, now: datetime) -> int:
     """Send the task again for previews queued longer than the grace period (a lost message): the
     database, not the broker, says what is waiting. A duplicate finds the preview taken and skips it."""
-    quiet_since = now - timedelta(seconds=rt.settings.queued_grace_seconds)
+    quiet_since = now - timedelta(seconds=rt.settings.tasks.queued_grace_seconds)
     with rt.sessions() as session:
         waiting = list(
             session.scalars(

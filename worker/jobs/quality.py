@@ -144,9 +144,9 @@ class Take:
 def recogniser(settings: Settings | None = None) -> Recogniser:
     """This process's recogniser for the transcript check, as ``settings`` choose (the embedded
     pocketsphinx without them); one instance per choice, loaded once."""
-    if settings is None or settings.qa_recogniser == "pocketsphinx":
+    if settings is None or settings.qa.recogniser == "pocketsphinx":
         return _recogniser("pocketsphinx", "", "")
-    return _recogniser(settings.qa_recogniser, settings.qa_whisper_dir, settings.qa_whisper_device)
+    return _recogniser(settings.qa.recogniser, settings.qa.whisper_dir, settings.qa.whisper_device)
 
 
 @functools.cache

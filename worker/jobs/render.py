@@ -236,7 +236,7 @@ def _advance(batch: _Batch, done: list[int], left: int | None) -> None:
 
 
 def _renew_leases(rt: Runtime, chunk_ids: list[int], token: str) -> int:
-    lease = timedelta(seconds=rt.settings.chunk_lease_seconds)
+    lease = timedelta(seconds=rt.settings.tasks.chunk_lease_seconds)
     with unit_of_work(rt.sessions) as session:
         return state.renew_leases(session, chunk_ids, token, lease, utcnow())
 
@@ -371,8 +371,8 @@ def _claim(rt: Runtime, job_id: uuid.UUID, seqs: list[int]) -> tuple[str, list[s
             session,
             job_id,
             seqs,
-            timedelta(seconds=settings.chunk_lease_seconds),
-            settings.max_chunk_attempts,
+            timedelta(seconds=settings.tasks.chunk_lease_seconds),
+            settings.tasks.max_chunk_attempts,
             utcnow(),
         )
 

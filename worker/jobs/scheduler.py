@@ -79,8 +79,8 @@ def _front(front: bool) -> Iterator[None]:
 
 def schedule(rt: Runtime, enqueue: Enqueue, max_tasks: int | None = None) -> int:
     """Send render tasks while there is room; returns how many were sent."""
-    per_task = rt.settings.chunks_per_task
-    room = rt.settings.render_tasks_in_flight * per_task
+    per_task = rt.settings.tasks.chunks_per_task
+    room = rt.settings.tasks.render_tasks_in_flight * per_task
     sent = 0
     with rt.sessions() as session:
         in_flight = dict(

@@ -252,7 +252,7 @@ def _speak(rt: Runtime, job_id: uuid.UUID, enqueue: Enqueue) -> SpeakOutcome:
         return SpeakOutcome.FAILED
     engine = rt.engine(engine_name)
     seqs = [row.seq for row in pending]
-    for group in [seqs[:1], *actions.batches(seqs[1:], rt.settings.chunks_per_task)]:
+    for group in [seqs[:1], *actions.batches(seqs[1:], rt.settings.tasks.chunks_per_task)]:
         outcome = _render_group(rt, job_id, engine, group, prompts, rate_scale)
         if outcome is not None:
             return outcome
@@ -270,10 +270,10 @@ def _render_group(
     rate_scale: float,
 ) -> SpeakOutcome | None:
     """Claim, render in one engine call and store one batch; an outcome when the task must stop."""
-    lease = timedelta(seconds=rt.settings.speech_wait_seconds)
+    lease = timedelta(seconds=rt.settings.speech.wait_seconds)
     with unit_of_work(rt.sessions) as session:
         token, claimed = state.claim_chunks(
-            session, job_id, seqs, lease, rt.settings.max_chunk_attempts, utcnow()
+            session, job_id, seqs, lease, rt.settings.tasks.max_chunk_attempts, utcnow()
         )
     if not claimed:
         return None  # another delivery of this task has them

@@ -32,7 +32,7 @@ def maybe_begin_stitch(rt: Runtime, job_id: uuid.UUID, enqueue: Enqueue) -> bool
     """Send the stitch if this call won running -> stitching (every chunk done)."""
     with unit_of_work(rt.sessions) as session:
         token = state.begin_stitch(
-            session, job_id, timedelta(seconds=rt.settings.stitch_lease_seconds), utcnow()
+            session, job_id, timedelta(seconds=rt.settings.tasks.stitch_lease_seconds), utcnow()
         )
     if token is None:
         return False
@@ -105,7 +105,7 @@ def stitch_job(rt: Runtime, job_id: uuid.UUID, token: str, enqueue: Enqueue) -> 
             duration=result.duration,
             chapters=chapters,
             now=now,
-            expires_at=now + timedelta(seconds=rt.settings.output_ttl_seconds),
+            expires_at=now + timedelta(seconds=rt.settings.storage.output_ttl_seconds),
             files=[f.to_json() for f in built.files],
             extra_bytes=_cover_bytes(rt.storage, source.options),
         )

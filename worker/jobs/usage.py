@@ -59,11 +59,11 @@ class Quotas:
     @classmethod
     def of(cls, settings: Settings) -> Quotas:
         return cls(
-            settings.quota_storage_bytes,
-            settings.quota_unfinished_jobs,
-            settings.quota_audio_seconds_per_day,
-            settings.max_rerenders_per_job_hour,
-            settings.quota_build_seconds_per_day,
+            settings.quotas.storage_bytes,
+            settings.quotas.unfinished_jobs,
+            settings.quotas.audio_seconds_per_day,
+            settings.limits.max_rerenders_per_job_hour,
+            settings.quotas.build_seconds_per_day,
         )
 
 

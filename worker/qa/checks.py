@@ -28,10 +28,14 @@ import numpy as np
 import numpy.typing as npt
 
 from worker.engines import pitch
+from worker.engines.catalog import ENGINES, qa_profile
+from worker.engines.spec import QaProfile
 from worker.qa.signal import longest_run, resample, runs
 
 __all__ = [
     "DEFAULT_POLICIES",
+    "NEURAL_POLICY",
+    "PROFILE_POLICIES",
     "Check",
     "NoiseFigures",
     "QaPolicy",
@@ -59,9 +63,10 @@ _ANALYSIS_RATE = 16000
 
 @dataclass(frozen=True)
 class QaPolicy:
-    """Thresholds of the chunk QA. The defaults are espeak's (:data:`DEFAULT_POLICIES` has the others);
-    a job may override any of them. How each default was chosen is in the comment beside it; the clean
-    espeak figures quoted come from ``bench/qa.py``'s calibration set (a different seed from its test).
+    """Thresholds of the chunk QA. The defaults are the rule-based profile's, set on the default engine's
+    formant speech (:data:`PROFILE_POLICIES` has the others); a job may override any of them. How each
+    default was chosen is in the comment beside it; the clean rule-based figures quoted come from
+    ``bench/qa.py``'s calibration set (a different seed from its test).
     """
 
     # audio / silence: -50 dBFS is the render step's own silence threshold (worker.audio.trim_silence).
@@ -72,7 +77,7 @@ class QaPolicy:
     clip_level: float = 0.999
     max_clipped_share: float = 0.001
     # duration: speech may be this much shorter / longer than expected, plus ``duration_slack_s`` either
-    # way (a word or two of granularity, which matters in one-line chunks). Clean espeak chunks measured
+    # way (a word or two of granularity, which matters in one-line chunks). Clean rule-based chunks measured
     # 0.71-1.13 of the expected duration at their voice's rate (1st-99th percentile 0.82-1.11), the
     # spread of letters per second between texts.
     max_short: float = 0.25
@@ -80,25 +85,26 @@ class QaPolicy:
     duration_slack_s: float = 0.4
     # With no measured rate, speech outside this span of letters per second is not plausible speech.
     plausible_chars_per_second: tuple[float, float] = (5.0, 30.0)
-    # pauses: clean espeak's longest internal silence measured 0.55 s (sentence ends, dialogue quotes).
+    # pauses: clean rule-based chunks' longest internal silence measured 0.55 s (sentence ends, quotes).
     max_pause_s: float = 1.2
-    # edges: unvoiced onsets and codas ("s", "st") last under 0.35 s in clean espeak.
+    # edges: unvoiced onsets and codas ("s", "st") last under 0.35 s in clean rule-based chunks.
     max_edge_s: float = 0.5
-    # noise: clean espeak's longest unvoiced stretch measured 0.32 s ("sts", "fts" with their closures)
-    # before the sound mask widened; with it, 0.44 s twice on calibration seed 113 (0.39 s on 111),
+    # noise: clean rule-based chunks' longest unvoiced stretch measured 0.32 s ("sts", "fts" with their
+    # closures) before the sound mask widened; with it, 0.44 s twice on calibration seed 113 (0.39 s on 111),
     # while no injected fault there was caught by this check alone at 0.5 s or less (short bursts are
     # hiss or rumble).
     max_noise_s: float = 0.5
     # hiss: unvoiced frames whose spectrum is flat (flatness above ``hiss_flatness``; white noise measures
-    # ~0.56, fricatives stay under it, their power sits in a high band). Clean espeak's longest run of
-    # them measured 0.05 s (set 21; 0.03 s set 7); white noise bursts 0.3 s and more.
+    # ~0.56, fricatives stay under it, their power sits in a high band). Clean rule-based chunks'
+    # longest run of them measured 0.05 s (set 21; 0.03 s set 7); white noise bursts 0.3 s and more.
     hiss_flatness: float = 0.4
     max_hiss_s: float = 0.15
     # rumble: unvoiced frames with more than ``rumble_low_share`` of their power below 1 kHz: no unvoiced
     # speech sound has that (fricatives and bursts are high-frequency), pink and brown noise do. Clean
-    # espeak measured at most 0.21 s (voicing onsets the pitch tracker calls unvoiced) before the sound
-    # mask widened; with it, up to 0.26 s on calibration seeds 111 and 113 (about 0.3 s was read on 21
-    # and 101), while the shortest pink bursts injected there (0.33 s) measured 0.37 s: 0.3 s between.
+    # rule-based chunks measured at most 0.21 s (voicing onsets the pitch tracker calls unvoiced) before
+    # the sound mask widened; with it, up to 0.26 s on calibration seeds 111 and 113 (about 0.3 s was
+    # read on 21 and 101), while the shortest pink bursts injected there (0.33 s) measured 0.37 s: 0.3 s
+    # between.
     rumble_low_share: float = 0.4
     max_rumble_s: float = 0.3
     # noise, hiss and rumble look at the unvoiced frames that hold *sound*: active speech, or any frame
@@ -106,16 +112,16 @@ class QaPolicy:
     # detector's threshold follows the chunk's own quietest frames (10 dB above its 10th percentile),
     # which in a chunk with few pauses sits inside the speech: a noise burst 17-20 dB below the speech
     # then counted as a pause and no check looked at it (7 of 17 missed on bench seed 43). Any sound
-    # 40 dB below the speech is still heard; a clean espeak chunk's pauses are digital silence.
+    # 40 dB below the speech is still heard; a clean rule-based chunk's pauses are digital silence.
     sound_range_db: float = 40.0
     # ending: the last ``end_window_s`` of the audio at most ``max_end_level_db`` re the speech level. A
     # rendering ends on a decay or in silence; one cut off (a decoder stopped at its length limit, a
-    # stream closed early) stops mid-sound, which is also a click. Clean espeak chunks measured at most
+    # stream closed early) stops mid-sound, which is also a click. Clean rule-based chunks measured at most
     # -23.6 dB (calibration seed 105, 300 chunks; the median ends in digital silence); 218 of 300 cut
     # renderings end above -20 dB (the rest stop in a pause, where the words check sees what is missing).
     end_window_s: float = 0.002
     max_end_level_db: float = -20.0
-    # pitch: clean espeak chunks measured -1.6 to +0.2 semitones from their prompt's F0 (the worst a
+    # pitch: clean rule-based chunks measured -1.6 to +0.2 semitones from their prompt's F0 (the worst a
     # chunk of a few words); 3 semitones is a different voice (a male and a female voice are ~12 apart).
     max_pitch_shift_st: float = 3.0
     # level: 6 dB is a loudness jump any listener notices between consecutive chunks.
@@ -123,13 +129,13 @@ class QaPolicy:
     # pitch needs this much voiced speech: the median of a word or two follows its intonation.
     min_voiced_s: float = 0.5
     # ... and under ``short_voiced_s`` of it (a heading, a one-line reply) the median still follows the
-    # phrase's fall: 420 clean espeak phrases of 2-6 words in four voices measured -4.7 to +1.0 semitones
+    # phrase's fall: 420 clean rule-based phrases of 2-6 words in four voices measured -4.7 to +1.0 semitones
     # ("Chapter seventy-one" -4.2 at 0.8 s voiced), against -1.6 to +0.2 for longer chunks; from 1.0 s of
     # voiced speech on, -1.5 at worst. Short speech is held to ``max_pitch_shift_short_st``, which still
     # tells most voices apart (a male and a female voice are ~12 semitones apart).
     short_voiced_s: float = 1.0
     max_pitch_shift_short_st: float = 6.0
-    # transcript (worker.qa.transcript), each just beyond the worst clean espeak chunk of the calibration
+    # transcript (worker.qa.transcript), each just beyond the worst clean rule-based chunk of the calibration
     # set (80 chunks, four voices): word error rate above ``max_wer`` with at least ``min_errors`` errors
     # (clean worst 0.19), or half the words wrong; ``max_missing_run`` consecutive expected words missing
     # (clean worst 3); the last ``max_missing_tail`` words missing (clean worst 2, once); a phrase of two
@@ -142,13 +148,13 @@ class QaPolicy:
     max_missing_tail: int = 3
     max_unexplained_s: float = 0.45
     # In a chunk of at most ``max_exact_words`` scored words (a heading, a one-line sentence), any word
-    # missing fails: the constrained recogniser heard every word of all 75 clean espeak chunks of up to
+    # missing fails: the constrained recogniser heard every word of all 75 clean rule-based chunks of up to
     # 14 words on calibration seeds 7 and 21, while a dropped word there ("Chapter" of "Chapter
     # twenty-one", 1 error in 3) stayed under ``min_errors``.
     max_exact_words: int = 10
-    # speaker (worker.qa.speaker; engines with a speaker encoder: Qwen3-TTS): cosine similarity of the
+    # speaker (worker.qa.speaker; engines with a speaker encoder): cosine similarity of the
     # chunk's speaker embedding to the voice's at least this. 0 = off: the score is measured and recorded
-    # on every chunk, never held to a limit. Not calibrated: only a tiny random-weight Qwen3 checkpoint
+    # on every chunk, never held to a limit. Not calibrated: only a tiny random-weight neural checkpoint
     # exists here (every input scores 0.98-1.0 on it), so a job sets it from its own engine's figures.
     min_speaker_similarity: float = 0.0
     # The voice's own floor (:class:`VoiceFloor`, measured on its clean calibration renderings): the
@@ -156,7 +162,7 @@ class QaPolicy:
     # calibration figure plus ``floor_slack_s``; a chunk of at most ``short_line_words`` words (a
     # heading, a one-line sentence) is held to the figures of the voice's calibration headings. Set on
     # the calibration voices of bench/voice_set.py only: on the three whose floor rises above these
-    # defaults (low and telephone voices, whose espeak rendering dips into creak), the worst rumble and
+    # defaults (low and telephone voices, whose rule-based rendering dips into creak), the worst rumble and
     # heading edge of 30 clean chunks each stayed within 1.25 x the calibration worst + 0.05 s (rumble
     # 0.56 s against a floor of 0.60 s; a "Chapter one" edge of 0.83 s against a headings floor of
     # 0.83 s); the worst unvoiced stretch (noise) did not on one voice (0.80 s against a limit of
@@ -201,9 +207,9 @@ class QaPolicy:
         return replace(self, **overrides)  # type: ignore[arg-type]
 
 
-# Per-engine defaults. Neural engines vary their pacing and pauses more than espeak (and breathe):
-# wider duration, pause and edge limits, a looser transcript test (a stronger recogniser is expected
-# there, but pocketsphinx on natural speech mishears more than on espeak's clean formants).
+# The neural profile's defaults. Neural engines vary their pacing and pauses more than rule-based ones
+# (and breathe): wider duration, pause and edge limits, a looser transcript test (a stronger recogniser is
+# expected there, but pocketsphinx on natural speech mishears more than on clean formants).
 NEURAL_POLICY = QaPolicy(
     max_short=0.35,
     max_long=0.40,
@@ -227,25 +233,23 @@ NEURAL_POLICY = QaPolicy(
     max_end_level_db=-10.0,
     max_exact_words=0,
 )
-DEFAULT_POLICIES: Mapping[str, QaPolicy] = {
-    "espeak": QaPolicy(),
-    "espeak-paced": QaPolicy(),
-    "qwen3-tts": NEURAL_POLICY,
-    "fish-speech": NEURAL_POLICY,  # a neural voice cloner too; no weights here to calibrate it apart
-}
+# Each QA profile's defaults; an engine declares its profile (worker.engines.spec).
+PROFILE_POLICIES: Mapping[QaProfile, QaPolicy] = {"rule-based": QaPolicy(), "neural": NEURAL_POLICY}
+# Each listed engine's defaults, by engine name.
+DEFAULT_POLICIES: Mapping[str, QaPolicy] = {spec.name: PROFILE_POLICIES[spec.qa_profile] for spec in ENGINES}
 
 
 def is_rule_based(engine: str) -> bool:
-    """Whether ``engine`` reads by rule (espeak's family: formant speech, every word it is given), as
-    opposed to a neural voice cloner."""
-    return engine.startswith("espeak")
+    """Whether ``engine`` reads by rule (formant speech, every word it is given), as opposed to a
+    neural voice cloner: its declared QA profile (an engine not in the catalog is neural)."""
+    return qa_profile(engine) == "rule-based"
 
 
 def policy_for(engine: str, overrides: Mapping[str, object] | None = None) -> QaPolicy:
-    """The engine's default policy, with a job's overrides. An engine without one of its own gets
-    espeak's if it is rule-based, else the neural one: espeak's thresholds were set on speech that never
-    breathes, hesitates or varies its pauses."""
-    base = DEFAULT_POLICIES.get(engine) or (QaPolicy() if is_rule_based(engine) else NEURAL_POLICY)
+    """The policy of the engine's QA profile, with a job's overrides. An engine not in the catalog gets
+    the neural one: the rule-based thresholds were set on speech that never breathes, hesitates or
+    varies its pauses."""
+    base = PROFILE_POLICIES[qa_profile(engine)]
     return base.with_overrides(overrides) if overrides else base
 
 
@@ -345,7 +349,7 @@ class SpeakingRate:
 
     @classmethod
     def from_words_per_minute(cls, words_per_minute: float) -> SpeakingRate:
-        """From a prompt's figure (espeak's ``words_per_minute``), measured the same way."""
+        """From a prompt's figure (the rule-based engine's ``words_per_minute``), measured the same way."""
         return cls(words_per_minute / 60.0, "words")
 
     def expected_seconds(self, text: str) -> float:

@@ -122,18 +122,18 @@ def _room(session: Session, now: datetime) -> _Room:
 def _send(rt: Runtime, enqueue: Enqueue) -> list[uuid.UUID]:
     settings = rt.settings
     now = utcnow()
-    until = now + timedelta(seconds=settings.voice_build_lease_seconds)
+    until = now + timedelta(seconds=settings.voices.build_lease_seconds)
     chosen: list[uuid.UUID] = []
     with unit_of_work(rt.sessions) as session:
         room = _room(session, now)
         estimate = usage.build_estimate(session, now)
-        free = settings.voice_builds_in_flight - sum(room.in_flight.values())
+        free = settings.voices.builds_in_flight - sum(room.in_flight.values())
         while free > 0:
-            owner = room.next_owner(settings.voice_builds_per_owner)
+            owner = room.next_owner(settings.voices.builds_per_owner)
             if owner is None:
                 break
             if owner not in room.waiting:
-                room.waiting[owner] = _oldest(session, owner, now, settings.voice_builds_per_owner)
+                room.waiting[owner] = _oldest(session, owner, now, settings.voices.builds_per_owner)
                 room.headroom[owner] = quota_left(session, owner, now, settings)
                 if not room.waiting[owner]:  # another sender took them meanwhile
                     continue

@@ -90,7 +90,7 @@ def process_lru(max_bytes: int) -> PromptLru:
 def claim_build(rt: Runtime, voice_id: uuid.UUID, force: bool = False) -> BuildClaim | BuildOutcome:
     """Take the voice's build lease, or say why not."""
     engine = rt.engine()
-    lease = timedelta(seconds=rt.settings.voice_build_lease_seconds)
+    lease = timedelta(seconds=rt.settings.voices.build_lease_seconds)
     with unit_of_work(rt.sessions) as session:
         voice = session.get(Voice, voice_id)
         if voice is None or voice.deleted_at is not None:
@@ -345,7 +345,7 @@ def prompt_of_row(rt: Runtime, voice_id: uuid.UUID, row: Row[Any] | None) -> Loa
     key = cache_key(engine.name, engine.version, row.audio_sha256, row.ref_text)
     if row.cache_status != CacheStatus.READY or row.cache_key != key or not row.cache_path:
         raise VoiceNotReady(str(voice_id))
-    lru = process_lru(rt.settings.voice_cache_max_bytes)
+    lru = process_lru(rt.settings.voices.cache_max_bytes)
     prompt = lru.get(key)
     if prompt is not None:
         counters.add_batched(rt.sessions, engine.name, {counters.HITS: 1})  # no write per hit

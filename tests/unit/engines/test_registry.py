@@ -110,6 +110,6 @@ def test_the_paced_engine_takes_its_pace_from_the_settings() -> None:
     from worker.engines.paced import PacedEspeakEngine
 
     settings = load_settings({"TOME_PACED_SECONDS_PER_CHUNK": "0.5", "TOME_PACED_WARM_UP_SECONDS": "2"})
-    engine = registry._paced_factory(settings)
+    engine = registry.create_engine("espeak-paced", settings)
     assert isinstance(engine, PacedEspeakEngine)
     assert (engine.seconds_per_chunk, engine.warm_up_seconds) == (0.5, 2.0)

@@ -13,10 +13,12 @@ from worker.engines import SynthesisRequest
 from worker.engines.espeak import DEFAULT_F0_MEDIAN_HZ, DEFAULT_WORDS_PER_MINUTE, EspeakEngine
 from worker.qa.checks import (
     DEFAULT_POLICIES,
+    NEURAL_POLICY,
     QaPolicy,
     QaResult,
     SpeakingRate,
     check_audio,
+    is_rule_based,
     measure_speaking_rate,
     median_f0,
     policy_for,
@@ -227,9 +229,13 @@ def test_policies() -> None:
     assert policy_for("qwen3-tts") == DEFAULT_POLICIES["qwen3-tts"]
     assert policy_for("qwen3-tts").max_pause_s > QaPolicy().max_pause_s
     # every neural engine gets the neural defaults (Fish Speech breathes and pauses as Qwen3 does), an
-    # unknown one too; only espeak's family keeps the thresholds set on formant speech
+    # engine outside the catalog too, whatever its name; only the engines that declare the rule-based
+    # profile keep the thresholds set on formant speech
     assert policy_for("fish-speech") == policy_for("qwen3-tts") == policy_for("some-new-cloner")
-    assert policy_for("espeak-paced") == policy_for("espeak-ng-variant") == QaPolicy()
+    assert policy_for("espeak-ng-variant") == policy_for("constant") == NEURAL_POLICY
+    assert policy_for("espeak-paced") == QaPolicy()
+    assert is_rule_based("espeak-paced")
+    assert not is_rule_based("constant")
     assert policy_for("espeak", {"max_pause_s": 3.0}).max_pause_s == 3.0
     with pytest.raises(ValueError, match="unknown QA thresholds: nope"):
         policy_for("espeak", {"nope": 1})

@@ -163,7 +163,7 @@ def test_off_by_default_and_the_url_follows_the_webhook_rules(chat: ChatServer) 
         {"TOME_CAST_LLM_URL": chat.url, "TOME_CAST_LLM_MODEL": "m", "TOME_CAST_LLM_ALLOW_PRIVATE": "true"}
     )
     assert LlmSettings.of(allowed) == LlmSettings(chat.url, "m")
-    assert not allowed.webhook_allow_private  # the LLM's permission opens nothing for webhooks
+    assert not allowed.webhooks.allow_private  # the LLM's permission opens nothing for webhooks
 
 
 def test_a_character_the_model_leaves_silent_stays_in_the_cast(chat: ChatServer, rules: Cast) -> None:

@@ -58,7 +58,7 @@ def queue_of(app: Celery, name: str) -> str:
 
 def test_without_gpu_queue_every_task_but_the_control_and_stitch_ones_goes_to_the_default_queue() -> None:
     settings = load_settings({})
-    assert settings.gpu_queue == ""
+    assert settings.broker.gpu_queue == ""
     routes = celery_config(settings)["task_routes"]
     assert {name for name, route in routes.items() if "queue" in route} == set(CONTROL_TASKS + STITCH_TASKS)
     app = make_celery(settings)
@@ -100,10 +100,10 @@ def test_engine_tasks_are_registered_task_names() -> None:
 def _queue_of_kind(spec: TaskSpec, env: dict[str, str]) -> str:
     settings = load_settings(env)
     return {
-        QueueKind.CONTROL: settings.control_queue_name,
-        QueueKind.STITCH: settings.stitch_queue_name,
-        QueueKind.ENGINE: settings.gpu_queue or settings.queue,
-        QueueKind.DEFAULT: settings.queue,
+        QueueKind.CONTROL: settings.broker.control_queue_name,
+        QueueKind.STITCH: settings.broker.stitch_queue_name,
+        QueueKind.ENGINE: settings.broker.gpu_queue or settings.broker.queue,
+        QueueKind.DEFAULT: settings.broker.queue,
     }[spec.queue]
 
 
@@ -186,7 +186,7 @@ def test_gpu_queue_equal_to_the_default_queue_is_refused() -> None:
     with pytest.raises(ConfigError, match="same queue"):
         load_settings({"TOME_QUEUE": "work", "TOME_GPU_QUEUE": "work"})
     with pytest.raises(ConfigError):
-        celery_config(Settings(queue="q", gpu_queue="q"))  # celery_config validates too
+        celery_config(Settings().with_overrides(queue="q", gpu_queue="q"))  # celery_config validates too
 
 
 @pytest.mark.parametrize("env", [{"TOME_GPU_QUEUE": "gpu,tome"}, {"TOME_GPU_QUEUE": "gpu 1"},
@@ -219,8 +219,8 @@ def test_every_worker_command_consumes_the_control_queue_and_the_control_worker_
     command = stitch_worker_command(settings)
     assert command[command.index("--queues") + 1] == "tome.stitch"
     work = load_settings({"TOME_QUEUE": "work"})  # private with it
-    assert (work.control_queue_name, work.stitch_queue_name) == ("work.control", "work.stitch")
-    assert load_settings({"TOME_STITCH_QUEUE": "joins"}).stitch_queue_name == "joins"
+    assert (work.broker.control_queue_name, work.broker.stitch_queue_name) == ("work.control", "work.stitch")
+    assert load_settings({"TOME_STITCH_QUEUE": "joins"}).broker.stitch_queue_name == "joins"
 
 
 def test_speech_per_owner_must_be_positive() -> None:

@@ -149,7 +149,7 @@ def test_the_sweeper_removes_old_partial_messages_and_nothing_else(tmp_path: Pat
         os.utime(path, (two_hours_ago, two_hours_ago))
     before = {p.name for p in queue_folder.rglob("*")} - {p.name for p in stale}
 
-    assert remove_stale_temp_files(settings.data_dir.resolve(), utcnow() - TEMP_FILE_AGE) == 2
+    assert remove_stale_temp_files(settings.storage.data_dir.resolve(), utcnow() - TEMP_FILE_AGE) == 2
     assert {p.name for p in queue_folder.rglob("*")} == before
     assert any(name.endswith(".msg") and not name.startswith(".") for name in before)
 

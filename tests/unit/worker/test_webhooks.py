@@ -6,7 +6,6 @@ words, and count every attempt."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import re
 import socket
@@ -167,7 +166,7 @@ def make_rt(tmp_path: Path) -> Iterator[Callable[..., Runtime]]:
 
     def make(**overrides: Any) -> Runtime:
         settings = load_settings({}, data_dir=tmp_path / f"var-{uuid.uuid4().hex[:8]}", **overrides)
-        settings.data_dir.mkdir(parents=True)
+        settings.storage.data_dir.mkdir(parents=True)
         migrate(settings.sqlalchemy_url)
         made.append(Runtime(settings))
         return made[-1]
@@ -443,7 +442,7 @@ def test_delivery_applies_the_port_rule_and_the_webhook_ports_setting(
     assert webhook_state(rt, job_id)[:2] == (1, "refused: port not allowed")
     assert network.connects == []
 
-    rt.settings = dataclasses.replace(rt.settings, webhook_ports=ports).validate()
+    rt.settings = rt.settings.with_overrides(webhook_ports=ports).validate()
     make_due(rt, job_id)
     assert webhooks.deliver(rt, job_id) == "delivered"
     assert receiver.requests[0][1]["Host"] == f"{PUBLIC}:8443"
