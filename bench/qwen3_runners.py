@@ -2,10 +2,13 @@
 
 ``python -m bench.qwen3 --model-dir DIR --device cpu|cuda --runner fast,reference --batches 1,4,16
 --frames N --json OUT`` (without ``--model-dir``: the tests' tiny random checkpoint, built in a temp dir).
-For each runner and batch size n: one engine with ``max_batch = n`` and ``max_new_tokens = N``, one
-warm-up call, then ``--repeats`` timed ``synthesize`` calls of n requests (two voices alternating, request
-i always the same text and seed), the median kept. The runners and sizes are interleaved in each repeat,
-so both see the same machine. Figures per row:
+Runners: ``fast`` and ``reference`` (``TOME_QWEN3_RUNNER``), and ``fast-compiled``, the fast runner with
+its step through ``torch.compile`` (``Qwen3Engine.compile_loop``). For each runner and batch size n: one
+engine with ``max_batch = n`` and ``max_new_tokens = N``, one untimed first call at every n (its seconds
+are ``first_call_s``: allocations, and for ``fast-compiled`` the compile), then ``--repeats`` timed
+``synthesize`` calls of n requests (two voices alternating, request i always the same text and seed), the
+median kept. The runners and sizes are interleaved in each repeat, so all see the same machine. Figures
+per row:
 
 - ``ms_per_frame``: wall milliseconds per generated frame of one stream: wall / the frames of the call's
   longest request (a batch runs until its longest row ends, in both runners);
@@ -40,6 +43,8 @@ from bench.qwen3 import parse_batches, reference, requests
 from worker.engines.qwen3 import RUNNERS, Qwen3Engine, import_qwen_tts
 
 FRAMES_PER_SECOND = 12.5
+COMPILED = "fast-compiled"  # the fast runner with its step through torch.compile (Qwen3Engine.compile_loop)
+BENCH_RUNNERS = (*RUNNERS, COMPILED)
 
 
 @dataclass(frozen=True)
@@ -54,13 +59,16 @@ class RunnerRow:
     wall_s: float
     frames: int  # frames of the longest request of a call (median call): the steps every row waits for
     generate_ms_per_frame: float  # ms_per_frame without the codec decoder's share
+    first_call_s: float  # the untimed first call at this n (allocations; for fast-compiled, the compile)
 
 
 def parse_runners(text: str) -> tuple[str, ...]:
     names = tuple(part.strip() for part in text.split(",") if part.strip())
-    unknown = [name for name in names if name not in RUNNERS]
+    unknown = [name for name in names if name not in BENCH_RUNNERS]
     if not names or unknown:
-        raise ValueError(f"runners are a comma-separated subset of {', '.join(RUNNERS)}, not {text!r}")
+        raise ValueError(
+            f"runners are a comma-separated subset of {', '.join(BENCH_RUNNERS)}, not {text!r}"
+        )
     return names
 
 
@@ -106,6 +114,14 @@ def _decode_timer(engine: Qwen3Engine) -> Iterator[list[float]]:
         del decoder.forward  # the instance attribute; the class's forward shows through again
 
 
+def _engine(model_dir: Path, device: str, frames: int, name: str) -> Qwen3Engine:
+    engine = Qwen3Engine(
+        model_dir, device=device, max_new_tokens=frames, runner="fast" if name == COMPILED else name
+    )
+    engine.compile_loop = name == COMPILED
+    return engine
+
+
 def compare(
     model_dir: Path,
     device: str,
@@ -124,9 +140,7 @@ def compare(
         if cuda:
             torch.cuda.synchronize(device)
 
-    engines = {
-        name: Qwen3Engine(model_dir, device=device, max_new_tokens=frames, runner=name) for name in runners
-    }
+    engines = {name: _engine(model_dir, device, frames, name) for name in runners}
     first = engines[runners[0]]
     rate = 16_000
     prompts = [
@@ -137,9 +151,13 @@ def compare(
     decoding: dict[tuple[str, int], list[float]] = {}
     produced: dict[tuple[str, int], list[tuple[float, int]]] = {}
     firsts: dict[str, float] = {}
+    first_calls: dict[tuple[str, int], float] = {}
     for name, engine in engines.items():
-        engine.max_batch_size = 2
-        engine.synthesize(requests(prompts, 2, frames))  # warm-up: allocations, kernels, graphs
+        for n in batches:  # warm-up at every n: allocations, kernels, graphs, compiles
+            engine.max_batch_size = n
+            began = time.perf_counter()
+            engine.synthesize(requests(prompts, n, frames))
+            first_calls[(name, n)] = time.perf_counter() - began
         if 1 in batches:
             firsts[name] = _first_audio(engine, requests(prompts, 1, frames)[0], sync)
     for _ in range(repeats):
@@ -179,6 +197,7 @@ def compare(
                     wall_s=wall,
                     frames=steps,
                     generate_ms_per_frame=(wall - decode) * 1000 / per_stream,
+                    first_call_s=first_calls[(name, n)],
                 )
             )
     return rows
@@ -187,27 +206,28 @@ def compare(
 def table(rows: Sequence[RunnerRow]) -> str:
     lines = [
         "| runner | n | ms per frame | without decoder | audio s per wall s | RTF | first audio s "
-        "| peak MiB |",
-        "|---|---|---|---|---|---|---|---|",
+        "| peak MiB | first call s |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         first = "" if row.first_audio_s is None else f"{row.first_audio_s:.3f}"
         lines.append(
             f"| {row.runner} | {row.n} | {row.ms_per_frame:.1f} | {row.generate_ms_per_frame:.1f} | "
             f"{row.audio_s_per_wall_s:.2f} | "
-            f"{row.rtf:.2f} | {first} | {row.peak_mib:.0f} |"
+            f"{row.rtf:.2f} | {first} | {row.peak_mib:.0f} | {row.first_call_s:.1f} |"
         )
     return "\n".join(lines)
 
 
-def speedups(rows: Sequence[RunnerRow]) -> dict[int, tuple[float, float]]:
-    """(reference / fast ms per frame, the same without the decoder), per batch size measured with both."""
+def speedups(rows: Sequence[RunnerRow]) -> dict[tuple[str, int], tuple[float, float]]:
+    """(reference / runner ms per frame, the same without the decoder), per runner other than the
+    reference and batch size measured with both."""
     by = {(r.runner, r.n): r for r in rows}
     out = {}
     for runner, n in by:
-        if runner == "fast" and ("reference", n) in by:
-            fast, ref = by[("fast", n)], by[("reference", n)]
-            out[n] = (
+        if runner != "reference" and ("reference", n) in by:
+            fast, ref = by[(runner, n)], by[("reference", n)]
+            out[(runner, n)] = (
                 ref.ms_per_frame / max(fast.ms_per_frame, 1e-9),
                 ref.generate_ms_per_frame / max(fast.generate_ms_per_frame, 1e-9),
             )
@@ -238,9 +258,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores, median of {args.repeats}"
     )
     print(table(rows))
-    for n, (whole, loop) in speedups(rows).items():
+    for (runner, n), (whole, loop) in speedups(rows).items():
         print(
-            f"n={n}: fast is {whole:.1f}x faster per frame than reference ({loop:.1f}x without the decoder)"
+            f"n={n}: {runner} is {whole:.1f}x faster per frame than reference "
+            f"({loop:.1f}x without the decoder)"
         )
     if args.json:
         args.json.write_text(json.dumps({"rows": [asdict(r) for r in rows]}, indent=2) + "\n")
