@@ -66,9 +66,7 @@ def parse_runners(text: str) -> tuple[str, ...]:
     names = tuple(part.strip() for part in text.split(",") if part.strip())
     unknown = [name for name in names if name not in BENCH_RUNNERS]
     if not names or unknown:
-        raise ValueError(
-            f"runners are a comma-separated subset of {', '.join(BENCH_RUNNERS)}, not {text!r}"
-        )
+        raise ValueError(f"runners are a comma-separated subset of {', '.join(BENCH_RUNNERS)}, not {text!r}")
     return names
 
 
@@ -224,9 +222,9 @@ def speedups(rows: Sequence[RunnerRow]) -> dict[tuple[str, int], tuple[float, fl
     reference and batch size measured with both."""
     by = {(r.runner, r.n): r for r in rows}
     out = {}
-    for runner, n in by:
+    for (runner, n), fast in by.items():
         if runner != "reference" and ("reference", n) in by:
-            fast, ref = by[(runner, n)], by[("reference", n)]
+            ref = by[("reference", n)]
             out[(runner, n)] = (
                 ref.ms_per_frame / max(fast.ms_per_frame, 1e-9),
                 ref.generate_ms_per_frame / max(fast.generate_ms_per_frame, 1e-9),

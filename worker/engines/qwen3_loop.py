@@ -172,11 +172,19 @@ class TalkerLoop:
     """The loop over one loaded qwen-tts model (see the module docstring). Not thread-safe: the engine
     calls it under its generate lock."""
 
-    def __init__(self, model: Any, *, use_graphs: bool | None = None, compile_steps: bool = False) -> None:
+    def __init__(
+        self,
+        model: Any,
+        *,
+        use_graphs: bool | None = None,
+        compile_steps: bool = False,
+        compile_backend: str = "inductor",
+    ) -> None:
         """``model``: a ``Qwen3TTSForConditionalGeneration`` (qwen-tts's ``Qwen3TTSModel.model``);
         ``compile_steps``: where no CUDA graph is captured (a CPU), run the step through ``torch.compile``
-        (inductor fuses its few hundred small operations into a few kernels; each new number of rows in
-        flight or cache length compiles once, minutes on a small CPU, so it pays for long-lived workers)."""
+        with ``compile_backend`` (inductor fuses its few hundred small operations into a few kernels; each
+        new number of rows in flight or cache length compiles once, minutes on a small CPU, so it pays
+        for long-lived workers)."""
         self.model = model
         self.talker = model.talker
         self.cp = self.talker.code_predictor
@@ -231,7 +239,8 @@ class TalkerLoop:
         self.use_graphs = torch.device(self.device).type == "cuda" if use_graphs is None else bool(use_graphs)
         self._states: dict[int, _State] = {}  # by slots (a power of two), each with its graphs
         self.compile_steps = bool(compile_steps)
-        self._compiled_step: Callable[[_State, int], None] | None = None
+        self.compile_backend = compile_backend
+        self.compiled_step: Callable[[_State, int], None] | None = None  # made by the first compiled step
         # Rows in flight at most in the last run (benchmarks, tests).
         self.last_slots = 0
 
@@ -347,6 +356,7 @@ class TalkerLoop:
     def _talker_choice(self, state: _State, logits: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
         """The next first-codebook token of ``rows`` (None: every slot), after the row has generated
         ``state.generated`` tokens."""
+
         def pick(tensor: torch.Tensor) -> torch.Tensor:
             return tensor if rows is None else tensor[rows]
 
@@ -430,9 +440,9 @@ class TalkerLoop:
             if not self.compile_steps:
                 self._step(state, length)
                 return
-            if self._compiled_step is None:
-                self._compiled_step = torch.compile(self._step, dynamic=False)
-            self._compiled_step(state, length)
+            if self.compiled_step is None:
+                self.compiled_step = torch.compile(self._step, dynamic=False, backend=self.compile_backend)
+            self.compiled_step(state, length)
             return
         key = (length, state.warps)
         graph = state.graphs.get(key)
