@@ -19,7 +19,11 @@ per row:
 - ``peak_mib``: on CUDA the peak allocated memory of the calls, on a CPU the process's peak resident size.
 
 Random weights may end a row early (end of speech is a token like any other, and the two runners sample
-different noise): the per-frame figures divide by the longest row's frames, the steps the call took.
+different noise): the per-frame figures divide by the longest row's frames, the steps the call took, but
+the runners' rows then differ in length, and the codec decoder's share (which includes each row's
+reference codes) differs with them. ``--greedy`` makes both runners decode greedily (qwen-tts's generate
+defaults): they then make the same frames, so the timed work is the same (the reference skips its sampling
+processors then, which favours it).
 """
 
 from __future__ import annotations
@@ -112,12 +116,36 @@ def _decode_timer(engine: Qwen3Engine) -> Iterator[list[float]]:
         del decoder.forward  # the instance attribute; the class's forward shows through again
 
 
-def _engine(model_dir: Path, device: str, frames: int, name: str) -> Qwen3Engine:
+def _engine(model_dir: Path, device: str, frames: int, name: str, greedy: bool) -> Qwen3Engine:
     engine = Qwen3Engine(
         model_dir, device=device, max_new_tokens=frames, runner="fast" if name == COMPILED else name
     )
     engine.compile_loop = name == COMPILED
+    if greedy:
+        engine.model.generate_defaults.update(do_sample=False, subtalker_dosample=False)
     return engine
+
+
+def _warm_up(
+    engines: dict[str, Qwen3Engine],
+    prompts: Sequence[Any],
+    batches: Sequence[int],
+    frames: int,
+    sync: Any,
+) -> tuple[dict[tuple[str, int], float], dict[str, float]]:
+    """One untimed call per runner and n (allocations, kernels, graphs, compiles), its seconds; then, when
+    n = 1 is measured, each runner's time to first audio."""
+    first_calls: dict[tuple[str, int], float] = {}
+    firsts: dict[str, float] = {}
+    for name, engine in engines.items():
+        for n in batches:
+            engine.max_batch_size = n
+            began = time.perf_counter()
+            engine.synthesize(requests(prompts, n, frames))
+            first_calls[(name, n)] = time.perf_counter() - began
+        if 1 in batches:
+            firsts[name] = _first_audio(engine, requests(prompts, 1, frames)[0], sync)
+    return first_calls, firsts
 
 
 def compare(
@@ -128,8 +156,10 @@ def compare(
     frames: int,
     *,
     repeats: int = 3,
+    greedy: bool = False,
 ) -> list[RunnerRow]:
-    """One :class:`RunnerRow` per (runner, batch size), in that order."""
+    """One :class:`RunnerRow` per (runner, batch size), in that order; ``greedy``: both runners decode
+    greedily (qwen-tts's generate defaults), so they make the same frames: the same work to time."""
     import torch
 
     cuda = device.startswith("cuda")
@@ -138,7 +168,7 @@ def compare(
         if cuda:
             torch.cuda.synchronize(device)
 
-    engines = {name: _engine(model_dir, device, frames, name) for name in runners}
+    engines = {name: _engine(model_dir, device, frames, name, greedy) for name in runners}
     first = engines[runners[0]]
     rate = 16_000
     prompts = [
@@ -148,16 +178,7 @@ def compare(
     walls: dict[tuple[str, int], list[float]] = {}
     decoding: dict[tuple[str, int], list[float]] = {}
     produced: dict[tuple[str, int], list[tuple[float, int]]] = {}
-    firsts: dict[str, float] = {}
-    first_calls: dict[tuple[str, int], float] = {}
-    for name, engine in engines.items():
-        for n in batches:  # warm-up at every n: allocations, kernels, graphs, compiles
-            engine.max_batch_size = n
-            began = time.perf_counter()
-            engine.synthesize(requests(prompts, n, frames))
-            first_calls[(name, n)] = time.perf_counter() - began
-        if 1 in batches:
-            firsts[name] = _first_audio(engine, requests(prompts, 1, frames)[0], sync)
+    first_calls, firsts = _warm_up(engines, prompts, batches, frames, sync)
     for _ in range(repeats):
         for n in batches:
             for name, engine in engines.items():
@@ -241,6 +262,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--frames", default=48, type=int, help="max_new_tokens of every request")
     parser.add_argument("--repeats", default=3, type=int)
     parser.add_argument("--json", type=Path, help="write {'rows': [...]} here")
+    parser.add_argument(
+        "--greedy", action="store_true", help="greedy decoding: both runners make the same frames"
+    )
     args = parser.parse_args(argv)
     with contextlib.redirect_stdout(io.StringIO()):  # qwen_tts prints a flash-attn banner on import
         import_qwen_tts()
@@ -250,9 +274,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             from tests.qwen3.tiny_checkpoint import build_tiny_checkpoint
 
             model_dir = build_tiny_checkpoint(Path(scratch) / "tiny")
-        rows = compare(model_dir, args.device, args.runner, args.batches, args.frames, repeats=args.repeats)
+        rows = compare(
+            model_dir,
+            args.device,
+            args.runner,
+            args.batches,
+            args.frames,
+            repeats=args.repeats,
+            greedy=args.greedy,
+        )
     print(
-        f"qwen3 runners on {args.device}, {model_dir.name}, {args.frames} frames a request, load "
+        f"qwen3 runners on {args.device}, {model_dir.name}, {args.frames} frames a request"
+        f"{', greedy' if args.greedy else ', sampled'}, load "
         f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores, median of {args.repeats}"
     )
     print(table(rows))
