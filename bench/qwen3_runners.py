@@ -2,10 +2,13 @@
 
 ``python -m bench.qwen3 --model-dir DIR --device cpu|cuda --runner fast,reference --batches 1,4,16
 --frames N --json OUT`` (without ``--model-dir``: the tests' tiny random checkpoint, built in a temp dir).
-For each runner and batch size n: one engine with ``max_batch = n`` and ``max_new_tokens = N``, one
-warm-up call, then ``--repeats`` timed ``synthesize`` calls of n requests (two voices alternating, request
-i always the same text and seed), the median kept. The runners and sizes are interleaved in each repeat,
-so both see the same machine. Figures per row:
+Runners: ``fast`` and ``reference`` (``TOME_QWEN3_RUNNER``), and ``fast-compiled``, the fast runner with
+its step through ``torch.compile`` (``Qwen3Engine.compile_loop``). For each runner and batch size n: one
+engine with ``max_batch = n`` and ``max_new_tokens = N``, one untimed first call at every n (its seconds
+are ``first_call_s``: allocations, and for ``fast-compiled`` the compile), then ``--repeats`` timed
+``synthesize`` calls of n requests (two voices alternating, request i always the same text and seed), the
+median kept. The runners and sizes are interleaved in each repeat, so all see the same machine. Figures
+per row:
 
 - ``ms_per_frame``: wall milliseconds per generated frame of one stream: wall / the frames of the call's
   longest request (a batch runs until its longest row ends, in both runners);
@@ -16,7 +19,11 @@ so both see the same machine. Figures per row:
 - ``peak_mib``: on CUDA the peak allocated memory of the calls, on a CPU the process's peak resident size.
 
 Random weights may end a row early (end of speech is a token like any other, and the two runners sample
-different noise): the per-frame figures divide by the longest row's frames, the steps the call took.
+different noise): the per-frame figures divide by the longest row's frames, the steps the call took, but
+the runners' rows then differ in length, and the codec decoder's share (which includes each row's
+reference codes) differs with them. ``--greedy`` makes both runners decode greedily (qwen-tts's generate
+defaults): they then make the same frames, so the timed work is the same (the reference skips its sampling
+processors then, which favours it).
 """
 
 from __future__ import annotations
@@ -40,6 +47,8 @@ from bench.qwen3 import parse_batches, reference, requests
 from worker.engines.qwen3 import RUNNERS, Qwen3Engine, import_qwen_tts
 
 FRAMES_PER_SECOND = 12.5
+COMPILED = "fast-compiled"  # the fast runner with its step through torch.compile (Qwen3Engine.compile_loop)
+BENCH_RUNNERS = (*RUNNERS, COMPILED)
 
 
 @dataclass(frozen=True)
@@ -54,13 +63,14 @@ class RunnerRow:
     wall_s: float
     frames: int  # frames of the longest request of a call (median call): the steps every row waits for
     generate_ms_per_frame: float  # ms_per_frame without the codec decoder's share
+    first_call_s: float  # the untimed first call at this n (allocations; for fast-compiled, the compile)
 
 
 def parse_runners(text: str) -> tuple[str, ...]:
     names = tuple(part.strip() for part in text.split(",") if part.strip())
-    unknown = [name for name in names if name not in RUNNERS]
+    unknown = [name for name in names if name not in BENCH_RUNNERS]
     if not names or unknown:
-        raise ValueError(f"runners are a comma-separated subset of {', '.join(RUNNERS)}, not {text!r}")
+        raise ValueError(f"runners are a comma-separated subset of {', '.join(BENCH_RUNNERS)}, not {text!r}")
     return names
 
 
@@ -106,6 +116,38 @@ def _decode_timer(engine: Qwen3Engine) -> Iterator[list[float]]:
         del decoder.forward  # the instance attribute; the class's forward shows through again
 
 
+def _engine(model_dir: Path, device: str, frames: int, name: str, greedy: bool) -> Qwen3Engine:
+    engine = Qwen3Engine(
+        model_dir, device=device, max_new_tokens=frames, runner="fast" if name == COMPILED else name
+    )
+    engine.compile_loop = name == COMPILED
+    if greedy:
+        engine.model.generate_defaults.update(do_sample=False, subtalker_dosample=False)
+    return engine
+
+
+def _warm_up(
+    engines: dict[str, Qwen3Engine],
+    prompts: Sequence[Any],
+    batches: Sequence[int],
+    frames: int,
+    sync: Any,
+) -> tuple[dict[tuple[str, int], float], dict[str, float]]:
+    """One untimed call per runner and n (allocations, kernels, graphs, compiles), its seconds; then, when
+    n = 1 is measured, each runner's time to first audio."""
+    first_calls: dict[tuple[str, int], float] = {}
+    firsts: dict[str, float] = {}
+    for name, engine in engines.items():
+        for n in batches:
+            engine.max_batch_size = n
+            began = time.perf_counter()
+            engine.synthesize(requests(prompts, n, frames))
+            first_calls[(name, n)] = time.perf_counter() - began
+        if 1 in batches:
+            firsts[name] = _first_audio(engine, requests(prompts, 1, frames)[0], sync)
+    return first_calls, firsts
+
+
 def compare(
     model_dir: Path,
     device: str,
@@ -114,8 +156,10 @@ def compare(
     frames: int,
     *,
     repeats: int = 3,
+    greedy: bool = False,
 ) -> list[RunnerRow]:
-    """One :class:`RunnerRow` per (runner, batch size), in that order."""
+    """One :class:`RunnerRow` per (runner, batch size), in that order; ``greedy``: both runners decode
+    greedily (qwen-tts's generate defaults), so they make the same frames: the same work to time."""
     import torch
 
     cuda = device.startswith("cuda")
@@ -124,9 +168,7 @@ def compare(
         if cuda:
             torch.cuda.synchronize(device)
 
-    engines = {
-        name: Qwen3Engine(model_dir, device=device, max_new_tokens=frames, runner=name) for name in runners
-    }
+    engines = {name: _engine(model_dir, device, frames, name, greedy) for name in runners}
     first = engines[runners[0]]
     rate = 16_000
     prompts = [
@@ -136,12 +178,7 @@ def compare(
     walls: dict[tuple[str, int], list[float]] = {}
     decoding: dict[tuple[str, int], list[float]] = {}
     produced: dict[tuple[str, int], list[tuple[float, int]]] = {}
-    firsts: dict[str, float] = {}
-    for name, engine in engines.items():
-        engine.max_batch_size = 2
-        engine.synthesize(requests(prompts, 2, frames))  # warm-up: allocations, kernels, graphs
-        if 1 in batches:
-            firsts[name] = _first_audio(engine, requests(prompts, 1, frames)[0], sync)
+    first_calls, firsts = _warm_up(engines, prompts, batches, frames, sync)
     for _ in range(repeats):
         for n in batches:
             for name, engine in engines.items():
@@ -179,6 +216,7 @@ def compare(
                     wall_s=wall,
                     frames=steps,
                     generate_ms_per_frame=(wall - decode) * 1000 / per_stream,
+                    first_call_s=first_calls[(name, n)],
                 )
             )
     return rows
@@ -187,27 +225,28 @@ def compare(
 def table(rows: Sequence[RunnerRow]) -> str:
     lines = [
         "| runner | n | ms per frame | without decoder | audio s per wall s | RTF | first audio s "
-        "| peak MiB |",
-        "|---|---|---|---|---|---|---|---|",
+        "| peak MiB | first call s |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         first = "" if row.first_audio_s is None else f"{row.first_audio_s:.3f}"
         lines.append(
             f"| {row.runner} | {row.n} | {row.ms_per_frame:.1f} | {row.generate_ms_per_frame:.1f} | "
             f"{row.audio_s_per_wall_s:.2f} | "
-            f"{row.rtf:.2f} | {first} | {row.peak_mib:.0f} |"
+            f"{row.rtf:.2f} | {first} | {row.peak_mib:.0f} | {row.first_call_s:.1f} |"
         )
     return "\n".join(lines)
 
 
-def speedups(rows: Sequence[RunnerRow]) -> dict[int, tuple[float, float]]:
-    """(reference / fast ms per frame, the same without the decoder), per batch size measured with both."""
+def speedups(rows: Sequence[RunnerRow]) -> dict[tuple[str, int], tuple[float, float]]:
+    """(reference / runner ms per frame, the same without the decoder), per runner other than the
+    reference and batch size measured with both."""
     by = {(r.runner, r.n): r for r in rows}
     out = {}
-    for runner, n in by:
-        if runner == "fast" and ("reference", n) in by:
-            fast, ref = by[("fast", n)], by[("reference", n)]
-            out[n] = (
+    for (runner, n), fast in by.items():
+        if runner != "reference" and ("reference", n) in by:
+            ref = by[("reference", n)]
+            out[(runner, n)] = (
                 ref.ms_per_frame / max(fast.ms_per_frame, 1e-9),
                 ref.generate_ms_per_frame / max(fast.generate_ms_per_frame, 1e-9),
             )
@@ -223,6 +262,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--frames", default=48, type=int, help="max_new_tokens of every request")
     parser.add_argument("--repeats", default=3, type=int)
     parser.add_argument("--json", type=Path, help="write {'rows': [...]} here")
+    parser.add_argument(
+        "--greedy", action="store_true", help="greedy decoding: both runners make the same frames"
+    )
     args = parser.parse_args(argv)
     with contextlib.redirect_stdout(io.StringIO()):  # qwen_tts prints a flash-attn banner on import
         import_qwen_tts()
@@ -232,15 +274,25 @@ def main(argv: Sequence[str] | None = None) -> int:
             from tests.qwen3.tiny_checkpoint import build_tiny_checkpoint
 
             model_dir = build_tiny_checkpoint(Path(scratch) / "tiny")
-        rows = compare(model_dir, args.device, args.runner, args.batches, args.frames, repeats=args.repeats)
+        rows = compare(
+            model_dir,
+            args.device,
+            args.runner,
+            args.batches,
+            args.frames,
+            repeats=args.repeats,
+            greedy=args.greedy,
+        )
     print(
-        f"qwen3 runners on {args.device}, {model_dir.name}, {args.frames} frames a request, load "
+        f"qwen3 runners on {args.device}, {model_dir.name}, {args.frames} frames a request"
+        f"{', greedy' if args.greedy else ', sampled'}, load "
         f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores, median of {args.repeats}"
     )
     print(table(rows))
-    for n, (whole, loop) in speedups(rows).items():
+    for (runner, n), (whole, loop) in speedups(rows).items():
         print(
-            f"n={n}: fast is {whole:.1f}x faster per frame than reference ({loop:.1f}x without the decoder)"
+            f"n={n}: {runner} is {whole:.1f}x faster per frame than reference "
+            f"({loop:.1f}x without the decoder)"
         )
     if args.json:
         args.json.write_text(json.dumps({"rows": [asdict(r) for r in rows]}, indent=2) + "\n")

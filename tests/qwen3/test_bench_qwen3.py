@@ -70,3 +70,29 @@ def test_parse_batches() -> None:
     for bad in ("", "0,1", "2,1", "1,1", "a"):
         with pytest.raises(ValueError, match="batch sizes must be"):
             qwen3.parse_batches(bad)
+
+
+def test_the_runners_side_by_side_time_the_same_work_when_greedy(tmp_path: Path) -> None:
+    """``python -m bench.qwen3 --greedy``: both runners make the same frames, so the same audio."""
+    from bench import qwen3_runners
+
+    rows = qwen3_runners.compare(
+        build_tiny_checkpoint(tmp_path / "tiny"),
+        "cpu",
+        ("fast", "reference"),
+        (1, 2),
+        8,
+        repeats=1,
+        greedy=True,
+    )
+    assert [(r.runner, r.n) for r in rows] == [("fast", 1), ("fast", 2), ("reference", 1), ("reference", 2)]
+    by = {(r.runner, r.n): r for r in rows}
+    for n in (1, 2):
+        fast, ref = by[("fast", n)], by[("reference", n)]
+        assert fast.frames == ref.frames > 0
+        audio = fast.audio_s_per_wall_s * fast.wall_s
+        assert audio == pytest.approx(ref.audio_s_per_wall_s * ref.wall_s)
+        assert fast.first_call_s > 0
+    assert by[("fast", 1)].first_audio_s is not None
+    assert by[("fast", 2)].first_audio_s is None
+    assert set(qwen3_runners.speedups(rows)) == {("fast", 1), ("fast", 2)}

@@ -103,9 +103,12 @@ def _cases(prompts: Sequence[SpeakerPrompt], caps: Sequence[int]) -> list[tuple[
 
 
 def _assert_same_frames(
-    engine: Qwen3Engine, cases: list[tuple[str, SpeakerPrompt, int]], slots: int
+    engine: Qwen3Engine,
+    cases: list[tuple[str, SpeakerPrompt, int]],
+    slots: int,
+    loop: TalkerLoop | None = None,
 ) -> list[int]:
-    loop = TalkerLoop(engine.model.model)
+    loop = loop or TalkerLoop(engine.model.model)
     rows = [_row(engine, text, prompt, max_new_tokens=cap, **GREEDY) for text, prompt, cap in cases]
     fast = loop.run(rows, slots)
     lengths = []
@@ -132,6 +135,17 @@ def test_greedy_frames_equal_the_reference_with_rows_refilled_mid_batch(
     the next request takes the slot at once."""
     lengths = _assert_same_frames(engine, _cases(prompts, [14, 3, 20, 6, 9]), slots=2)
     assert lengths == [13, 2, 19, 5, 8]  # each row ran to its own cap (random weights rarely end)
+
+
+def test_the_traced_step_gives_the_reference_frames(
+    engine: Qwen3Engine, prompts: list[SpeakerPrompt]
+) -> None:
+    """The step as ``torch.compile`` traces it (Dynamo's graph, functionalised by AOT autograd), run with
+    eager kernels here: inductor's C++ compile of the same graph takes minutes on this machine (the
+    benchmark's ``fast-compiled`` runner pays it)."""
+    loop = TalkerLoop(engine.model.model, compile_steps=True, compile_backend="aot_eager")
+    _assert_same_frames(engine, _cases(prompts, [9, 3, 12]), slots=2, loop=loop)
+    assert loop.compiled_step is not None
 
 
 @pytest.fixture(scope="module")

@@ -354,6 +354,8 @@ class Qwen3Engine:
         # for the fast runner, the rows it kept in flight, and the seconds its loop took (benchmarks).
         self.last_calls: tuple[int, ...] = ()
         self.last_generate_s = 0.0
+        # The fast runner's step through torch.compile where no CUDA graph is captured (TalkerLoop).
+        self.compile_loop = False
 
     @functools.cached_property
     def version(self) -> str:
@@ -613,7 +615,8 @@ class Qwen3Engine:
 
         model = self.model.model
         if self._loop is None or self._loop.model is not model:
-            self._loop = TalkerLoop(model)
+            self._loop = TalkerLoop(model, compile_steps=self.compile_loop)
+        self._loop.compile_steps = self.compile_loop
         return self._loop
 
     def _loop_row(

@@ -31,6 +31,7 @@ from worker.engines.qwen3_sampling import (
     Warps,
     choose,
     gumbel_noise,
+    kth_index,
     repetition_penalty,
     seed_halves,
     vocab_salt,
@@ -171,8 +172,19 @@ class TalkerLoop:
     """The loop over one loaded qwen-tts model (see the module docstring). Not thread-safe: the engine
     calls it under its generate lock."""
 
-    def __init__(self, model: Any, *, use_graphs: bool | None = None) -> None:
-        """``model``: a ``Qwen3TTSForConditionalGeneration`` (qwen-tts's ``Qwen3TTSModel.model``)."""
+    def __init__(
+        self,
+        model: Any,
+        *,
+        use_graphs: bool | None = None,
+        compile_steps: bool = False,
+        compile_backend: str = "inductor",
+    ) -> None:
+        """``model``: a ``Qwen3TTSForConditionalGeneration`` (qwen-tts's ``Qwen3TTSModel.model``);
+        ``compile_steps``: where no CUDA graph is captured (a CPU), run the step through ``torch.compile``
+        with ``compile_backend`` (inductor fuses its few hundred small operations into a few kernels; each
+        new number of rows in flight or cache length compiles once, minutes on a small CPU, so it pays
+        for long-lived workers)."""
         self.model = model
         self.talker = model.talker
         self.cp = self.talker.code_predictor
@@ -213,11 +225,22 @@ class TalkerLoop:
             where = torch.arange(self.codebooks, device=self.device).unsqueeze(0)
             probe = torch.zeros(1, dtype=self.dtype, device=self.device)
             self._cp_cos, self._cp_sin = self.cp.model.rotary_emb(probe, where)
-        self._cp_causal = torch.ones(
-            self.codebooks, self.codebooks, dtype=torch.bool, device=self.device
-        ).tril()
+        causal = torch.ones(self.codebooks, self.codebooks, dtype=torch.bool, device=self.device).tril()
+        # The pass runs at positions 0-1 (the talker's hidden state and the first code), then one position
+        # per code: each call's rotary slices and mask rows are cut here once, not every frame.
+        self._cp_at: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {
+            (start, start + width): (
+                self._cp_cos[:, start : start + width].unsqueeze(1),
+                self._cp_sin[:, start : start + width].unsqueeze(1),
+                causal[start : start + width, : start + width],
+            )
+            for start, width in [(0, 2), *((p, 1) for p in range(2, self.codebooks))]
+        }
         self.use_graphs = torch.device(self.device).type == "cuda" if use_graphs is None else bool(use_graphs)
         self._states: dict[int, _State] = {}  # by slots (a power of two), each with its graphs
+        self.compile_steps = bool(compile_steps)
+        self.compile_backend = compile_backend
+        self.compiled_step: Callable[[_State, int], None] | None = None  # made by the first compiled step
         # Rows in flight at most in the last run (benchmarks, tests).
         self.last_slots = 0
 
@@ -311,15 +334,14 @@ class TalkerLoop:
         """Code-predictor layers over ``hidden`` (rows, q, D_cp) at positions start..start+q-1 of the
         per-frame cache."""
         length = start + hidden.shape[1]
-        cos = self._cp_cos[:, start:length].unsqueeze(1)
-        sin = self._cp_sin[:, start:length].unsqueeze(1)
+        cos, sin, mask = self._cp_at[(start, length)]
 
         def store(index: int, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             state.cp_k[index][:, :, start:length] = keys
             state.cp_v[index][:, :, start:length] = values
             return state.cp_k[index][:, :, :length], state.cp_v[index][:, :, :length]
 
-        return _layers(self.cp.model, hidden, cos, sin, store, self._cp_causal[start:length, :length])
+        return _layers(self.cp.model, hidden, cos, sin, store, mask)
 
     def _talker_mask(self, positions: torch.Tensor, length: int) -> torch.Tensor:
         """(rows, 1, q, length): cache entry j is seen by the query at position p when j <= p (and within
@@ -334,15 +356,19 @@ class TalkerLoop:
     def _talker_choice(self, state: _State, logits: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
         """The next first-codebook token of ``rows`` (None: every slot), after the row has generated
         ``state.generated`` tokens."""
-        sel = slice(None) if rows is None else rows
+
+        def pick(tensor: torch.Tensor) -> torch.Tensor:
+            return tensor if rows is None else tensor[rows]
+
+        generated = pick(state.generated)
         scores = logits.float()
-        scores = repetition_penalty(scores, state.seen[sel], state.penalty[sel])
+        scores = repetition_penalty(scores, pick(state.seen), pick(state.penalty))
         scores = scores.masked_fill(self.suppress, float("-inf"))
-        too_early = (state.generated[sel] < state.min_new[sel]).unsqueeze(1)
+        too_early = (generated < pick(state.min_new)).unsqueeze(1)
         scores = scores.masked_fill(too_early & self.eos_mask, float("-inf"))
-        counter = (state.generated[sel] + 1) * self.codebooks
-        noise = gumbel_noise(state.seed_low[sel], state.seed_high[sel], counter, self.talker_salt)
-        params = _params_of(state.talker_params, sel)
+        counter = (generated + 1) * self.codebooks
+        noise = gumbel_noise(pick(state.seed_low), pick(state.seed_high), counter, self.talker_salt)
+        params = state.talker_params if rows is None else _params_of(state.talker_params, rows)
         return choose(scores, params, noise, state.warps[0])
 
     # -- one frame -------------------------------------------------------------------------------------
@@ -353,7 +379,7 @@ class TalkerLoop:
         active = state.active
         token = state.last_token
         first = self.talker.get_input_embeddings()(token)  # (slots, D)
-        frame = self._code_pass(state, first)  # (slots, codebooks - 1)
+        frame, embedded = self._code_pass(state, first)  # (slots, codebooks - 1), each code's embedding
         # Record the frame of the token fed in: frame number `generated` (1-based) of the row.
         index = (state.generated - 1).clamp(min=0)
         slot_index = torch.arange(slots, device=token.device)
@@ -361,9 +387,7 @@ class TalkerLoop:
         previous = state.frames[slot_index, index]
         state.frames[slot_index, index] = torch.where(active.unsqueeze(1), codes, previous)
         # The next input: the sum of the frame's 16 codebook embeddings and this step's text embedding.
-        tables = self.cp.model.get_input_embeddings()
-        parts = [first] + [tables[group](frame[:, group]) for group in range(self.codebooks - 1)]
-        embeds = torch.stack(parts, dim=1).sum(1)
+        embeds = torch.stack([first, *embedded], dim=1).sum(1)
         step = state.generated - 1
         trailing_index = step.clamp(max=state.trailing.shape[1] - 1)
         text = state.trailing[slot_index, trailing_index]
@@ -387,28 +411,38 @@ class TalkerLoop:
         state.done.copy_(ended)
         state.active.copy_(active & ~ended)
 
-    def _code_pass(self, state: _State, first: torch.Tensor) -> torch.Tensor:
-        """The 15 residual codebooks of every slot's current frame (rows, codebooks - 1)."""
+    def _code_pass(self, state: _State, first: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """The 15 residual codebooks of every slot's current frame (rows, codebooks - 1), and each code's
+        embedding (rows, D): the next pass's input and a part of the frame's talker input."""
         project = self.cp.small_to_mtp_projection
+        tables = self.cp.model.get_input_embeddings()
+        embedded: list[torch.Tensor] = []
         hidden = project(torch.stack([state.last_hidden, first], dim=1))
         codes: list[torch.Tensor] = []
         groups = torch.arange(1, self.codebooks, device=self.device)
         counters = (state.generated * self.codebooks).unsqueeze(1) + groups
         noises = gumbel_noise(state.seed_low, state.seed_high, counters, self.cp_salt)
+        kth = kth_index(state.sub_params, state.warps[1], self.cp_vocab)
         start = 0
         for group in range(self.codebooks - 1):
             out = self._cp_forward(hidden, start, state)
             start += hidden.shape[1]
             logits = self.cp.lm_head[group](out[:, -1]).float()
-            code = choose(logits, state.sub_params, noises[:, group], state.warps[1])
+            code = choose(logits, state.sub_params, noises[:, group], state.warps[1], kth)
             codes.append(code)
+            embedded.append(tables[group](code))
             if group + 1 < self.codebooks - 1:
-                hidden = project(self.cp.model.get_input_embeddings()[group](code).unsqueeze(1))
-        return torch.stack(codes, dim=1)
+                hidden = project(embedded[-1].unsqueeze(1))
+        return torch.stack(codes, dim=1), embedded
 
     def _run_step(self, state: _State, length: int) -> None:
         if not self.use_graphs:
-            self._step(state, length)
+            if not self.compile_steps:
+                self._step(state, length)
+                return
+            if self.compiled_step is None:
+                self.compiled_step = torch.compile(self._step, dynamic=False, backend=self.compile_backend)
+            self.compiled_step(state, length)
             return
         key = (length, state.warps)
         graph = state.graphs.get(key)

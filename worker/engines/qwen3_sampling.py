@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["RowParams", "Warps", "choose", "gumbel_noise", "seed_halves"]
+__all__ = ["RowParams", "Warps", "choose", "gumbel_noise", "kth_index", "seed_halves"]
 
 _MASK32 = 0xFFFF_FFFF
 _NEG_INF = float("-inf")
@@ -111,14 +111,23 @@ class Warps:
         return cls(top_k=max(ks), top_p=any(p < 1.0 for p in top_ps))
 
 
-def warp(scores: torch.Tensor, params: RowParams, warps: Warps) -> torch.Tensor:
-    """Temperature, then top-k, then top-p, per row, as Hugging Face's warpers compute them."""
+def kth_index(params: RowParams, warps: Warps, vocab: int) -> torch.Tensor:
+    """(rows, 1): where each row's k-th largest score sits among the ``warps.top_k`` largest (a function of
+    the parameters alone: a caller choosing several tokens a step with the same parameters computes it
+    once)."""
+    k = torch.where(params.top_k > 0, params.top_k.clamp(max=vocab), torch.full_like(params.top_k, vocab))
+    return (k - 1).clamp(max=warps.top_k - 1).unsqueeze(1)
+
+
+def warp(
+    scores: torch.Tensor, params: RowParams, warps: Warps, kth: torch.Tensor | None = None
+) -> torch.Tensor:
+    """Temperature, then top-k, then top-p, per row, as Hugging Face's warpers compute them (``kth``:
+    :func:`kth_index`, computed here when not given)."""
     vocab = scores.shape[-1]
     scores = scores / params.temperature.unsqueeze(1)
-    k = torch.where(params.top_k > 0, params.top_k.clamp(max=vocab), torch.full_like(params.top_k, vocab))
-    kth = torch.topk(scores, warps.top_k, dim=-1).values.gather(
-        1, (k - 1).clamp(max=warps.top_k - 1).unsqueeze(1)
-    )
+    where = kth_index(params, warps, vocab) if kth is None else kth
+    kth = torch.topk(scores, warps.top_k, dim=-1).values.gather(1, where)
     scores = scores.masked_fill(scores < kth, _NEG_INF)
     if not warps.top_p:
         return scores
@@ -130,10 +139,16 @@ def warp(scores: torch.Tensor, params: RowParams, warps: Warps) -> torch.Tensor:
     return scores.masked_fill(remove, _NEG_INF)
 
 
-def choose(scores: torch.Tensor, params: RowParams, noise: torch.Tensor, warps: Warps) -> torch.Tensor:
+def choose(
+    scores: torch.Tensor,
+    params: RowParams,
+    noise: torch.Tensor,
+    warps: Warps,
+    kth: torch.Tensor | None = None,
+) -> torch.Tensor:
     """The token of each row: greedy rows the argmax of ``scores`` (already processed), sampled rows the
-    argmax of the warped log-probabilities plus ``noise``."""
-    warped = warp(scores, params, warps)
+    argmax of the warped log-probabilities plus ``noise`` (``kth``: as :func:`warp` takes it)."""
+    warped = warp(scores, params, warps, kth)
     sampled = (torch.log_softmax(warped, dim=-1) + noise).masked_fill(warped == _NEG_INF, _NEG_INF)
     picked = torch.where(params.sample.unsqueeze(1), sampled, scores)
     return torch.argmax(picked, dim=-1)
