@@ -68,7 +68,7 @@ format: $(ALL_STAMP)
 # built once); then, alone, the tests marked `serial`, whose claim compares the timings of their own
 # processes. Exit status 5 is pytest's "no tests selected" (PYTEST_ARGS naming only one kind).
 TEST_PROCESSES ?= 4
-PYTEST_PARALLEL = -n $(TEST_PROCESSES) --dist loadfile
+PYTEST_PARALLEL = -n $(TEST_PROCESSES) --dist loadfile --no-loadscope-reorder
 pytest_allowing_none = $(PY) -m pytest $(1) || [ $$? -eq 5 ]
 
 test: lint

@@ -40,9 +40,10 @@ def slow_first(item: pytest.Item) -> int:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under pytest-xdist, the slow directories' tests first (a stable sort: each file's tests stay
-    together and in their order)."""
-    if config.getoption("dist", "no") != "no":
+    """In a pytest-xdist worker (``workerinput``), the slow directories' tests first (a stable sort: each
+    file's tests stay together and in their order); the scheduler hands files out in that order when
+    ``--no-loadscope-reorder`` keeps it from ordering them by their number of tests."""
+    if hasattr(config, "workerinput"):
         items.sort(key=slow_first)
 
 
