@@ -63,12 +63,21 @@ format: $(ALL_STAMP)
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
+# The suite in TEST_PROCESSES pytest-xdist processes (more than the cores: most tests wait on the worker,
+# API and browser processes they start), each test file whole in one process (its module fixtures are
+# built once); then, alone, the tests marked `serial`, whose claim compares the timings of their own
+# processes. Exit status 5 is pytest's "no tests selected" (PYTEST_ARGS naming only one kind).
+TEST_PROCESSES ?= 4
+PYTEST_PARALLEL = -n $(TEST_PROCESSES) --dist loadfile --no-loadscope-reorder
+pytest_allowing_none = $(PY) -m pytest $(1) || [ $$? -eq 5 ]
+
 test: lint
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(call pytest_allowing_none,$(PYTEST_PARALLEL) -m "not serial" $(PYTEST_ARGS))
+	$(call pytest_allowing_none,-m serial $(PYTEST_ARGS))
 
 # The inner loop: lint, then the unit, API and cache tests (no worker processes, no chaos): minutes, not the whole suite.
 test-fast: lint
-	$(PY) -m pytest tests/unit tests/api tests/cache tests/storage tests/test_migrations.py $(PYTEST_ARGS)
+	$(PY) -m pytest $(PYTEST_PARALLEL) tests/unit tests/api tests/cache tests/storage tests/test_migrations.py $(PYTEST_ARGS)
 
 bench: $(ALL_STAMP)
 	$(PY) -m bench

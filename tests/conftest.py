@@ -30,6 +30,25 @@ from worker.config import Settings, load_settings
 from worker.processes import WorkerProcess
 from worker.runtime import Runtime
 
+# The directories whose test files start worker, API, browser or database processes and so take minutes
+# each; under pytest-xdist (make test) they are handed out first, so that the quick files fill the end of
+# the run instead of one slow file starting last and running on alone.
+SLOW_FIRST = ("e2e", "chaos", "browser", "cli", "qwen3", "fish")
+
+
+def slow_first(item: pytest.Item) -> int:
+    parts = item.nodeid.split("/")
+    kind = parts[1] if len(parts) > 2 and parts[0] == "tests" else ""
+    return SLOW_FIRST.index(kind) if kind in SLOW_FIRST else len(SLOW_FIRST)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """In a pytest-xdist worker (``workerinput``), the slow directories' tests first (a stable sort: each
+    file's tests stay together and in their order); the scheduler hands files out in that order when
+    ``--no-loadscope-reorder`` keeps it from ordering them by their number of tests."""
+    if hasattr(config, "workerinput"):
+        items.sort(key=slow_first)
+
 
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:

@@ -17,7 +17,9 @@ from pathlib import Path
 
 from worker.config import FLAT_SETTINGS, Settings, env_name
 
-READY_TIMEOUT = 60.0
+# How long a starting worker may take to say it is ready: importing the engines and the audio stack takes
+# seconds alone, and a minute was passed with several test processes starting workers on two loaded cores.
+READY_TIMEOUT = 180.0
 
 
 def settings_env(settings: Settings) -> dict[str, str]:

@@ -41,7 +41,7 @@ from webapi.cli import mint_key
 from worker.config import Settings, load_settings
 from worker.processes import CONTROL_CONCURRENCY, STITCH_CONCURRENCY, WorkerProcess, api_command
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.serial]  # ratios of idle and loaded runs: run alone
 
 FLOOD_THREADS = 4
 FLOOD_SECONDS = 60.0  # at most; the flood stops as soon as the loaded runs are measured

@@ -30,7 +30,7 @@ from webapi.cli import mint_key
 from worker.config import Settings
 from worker.processes import WorkerProcess, api_command
 
-pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.serial]  # latencies against a baseline
 
 SCRIPT_LIMIT = 150_000  # characters: max_script_chars here (the attack's size scales with it)
 ATTACK_BOUND = 1.0  # seconds another tenant's request may take while the attacks run

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
 README_URL = "http://127.0.0.1:8000"
-LISTEN_TIMEOUT = 120.0
+LISTEN_TIMEOUT = 300.0
 TOUR_TIMEOUT = 240.0
 
 

@@ -174,6 +174,7 @@ def victim_latencies(port: int, key: str, rounds: int = 3) -> list[float]:
     return seconds
 
 
+@pytest.mark.serial  # BOUND is seconds: run alone
 def test_slow_clients_do_not_stall_other_tenants(app: Flask, settings: Settings, tmp_path: Path) -> None:
     """64 slow connections: 48 trickle a header (no key), 16 send whole headers and trickle the body, 8 of
     them with a valid key to an endpoint that reads its body first (POST /v1/jobs). With the sync workers
@@ -263,6 +264,7 @@ def test_uploads_near_the_limit_range_downloads_and_both_logs_still_work(
         server.wait_for(server.stderr, f"webapi.jobs: job {job_id}: accepted")
 
 
+@pytest.mark.serial  # BOUND is seconds: run alone
 def test_slow_uploads_with_a_key_hold_no_database_connection(
     app: Flask, settings: Settings, tmp_path: Path, reference_audio: tuple[bytes, str]
 ) -> None:

@@ -22,7 +22,7 @@ from tests.support.apps import app_on
 from webapi.cli import mint_key
 from worker.config import Settings
 
-pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
+pytestmark = [pytest.mark.e2e, pytest.mark.postgres, pytest.mark.serial]  # BOUND is seconds: run alone
 
 
 def test_slow_clients_on_postgres_and_redis(

@@ -62,7 +62,15 @@ def test_a_build_that_raises_fails_the_voice_and_its_job_at_once_and_can_be_rebu
         assert rebuild.status_code == 202, rebuild.json
         assert rebuild.json["queued"] is True  # not busy: the failed build holds no claim
         # the rebuild runs (and fails again on this engine) at once, not after the build lease
-        _eventually("a second build", lambda: worker.log().count("prompt build failed") == 2)
+        # the worker logs the failure before it stores it: wait for both
+        _eventually(
+            "a second build",
+            lambda: (
+                worker.log().count("prompt build failed") == 2
+                and client.get(f"/v1/voices/{voice.json['id']}", headers=user).json["cache_status"]
+                == "failed"
+            ),
+        )
         again = client.get(f"/v1/voices/{voice.json['id']}", headers=user).json
         assert again["cache_status"] == "failed"
         assert again["cache_error"].startswith(CAUSE)

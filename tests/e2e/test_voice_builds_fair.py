@@ -36,7 +36,7 @@ from webapi.cli import mint_key
 from worker.config import Settings
 from worker.processes import api_command
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.serial]  # ratios of idle and busy runs: run alone
 
 BUILD_SECONDS = 8.0
 REFERENCES = 4
