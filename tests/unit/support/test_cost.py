@@ -50,13 +50,26 @@ def test_a_thread_that_was_already_running_is_not_counted() -> None:
 
 def test_a_thread_the_work_starts_is_counted() -> None:
     meter = CpuMeter()
-    worker = threading.Thread(target=_spin, args=(0.2,))
+    stop = threading.Event()
+
+    def busy() -> None:
+        while not stop.is_set():
+            _spin(0.01)
+
+    worker = threading.Thread(target=busy)
     worker.start()
-    time.sleep(0.05)
-    # read while it still runs (a finished thread's time stays in the process total either way)
-    assert meter.seconds() > 0.02
-    worker.join()
-    assert meter.seconds() >= 0.18
+    try:
+        # Read while it still runs (it spins until told to stop); waited for by the CPU the process used,
+        # not by the clock, so a loaded machine only makes it take longer.
+        process_before, deadline = time.process_time(), time.monotonic() + 60
+        while time.process_time() - process_before < 0.1 and time.monotonic() < deadline:
+            time.sleep(0.005)
+        seen = meter.seconds()
+    finally:
+        stop.set()
+        worker.join()
+    assert seen > 0.05, seen
+    assert meter.seconds() >= seen
 
 
 def test_a_collection_the_work_triggers_does_not_scan_the_heap_that_was_there_before() -> None:
