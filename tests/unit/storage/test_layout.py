@@ -92,7 +92,9 @@ def test_prompt_path_refuses_a_voice_folder_that_is_a_symlink_out_of_the_root(tm
         Layout.under(root).prompt(voice_id, "espeak/1/a/b")
 
 
-@pytest.mark.parametrize("bad", ["../../etc", "not-a-uuid", "", "/tmp/x", f"{uuid.uuid4()}/.."])
+@pytest.mark.parametrize(
+    "bad", ["../../etc", "not-a-uuid", "", "/tmp/x", "5c0ffee0-0000-4000-8000-000000000001/.."]
+)
 def test_prompt_path_refuses_a_voice_id_that_is_not_a_uuid(tmp_path: Path, bad: str) -> None:
     with pytest.raises(ValueError, match="not an id"):
         Layout.under(tmp_path).prompt(bad, "espeak/1/a/b")
