@@ -189,7 +189,7 @@ def _workers(settings: Settings, concurrency: int) -> list[tuple[list[str], int]
         return [(all_queues(settings), concurrency)]
     return [
         ([settings.broker.gpu_queue], 1),
-        ([settings.broker.queue, settings.broker.control_queue_name], concurrency),
+        ([q for q in all_queues(settings) if q != settings.broker.gpu_queue], concurrency),
     ]
 
 
