@@ -1,10 +1,11 @@
 """The engines Tome offers, in one list, and the settings sections they declare (pure module).
 
-Adding an engine: its module ends with an :class:`~worker.engines.spec.EngineSpec` (name, settings
-section, QA profile, factory); list it in :data:`ENGINES`; when it has settings, add its section to
+Adding an engine: its declaration module (``<engine>_spec.py``, light: no numpy) holds an
+:class:`~worker.engines.spec.EngineSpec` (name, settings section, QA profile, a factory that imports the
+engine's module); list it in :data:`ENGINES`; when it has settings, add its section to
 :class:`EngineSettings` under the spec's key (checked at import). The registry, ``TOME_ENGINE``'s
-default, the settings loader and the QA policies are derived from here. Importing this module imports
-each engine's module (numpy only); no model and no native library is loaded until a factory runs.
+default, the settings loader and the QA policies are derived from here. Importing this module loads no
+engine module, numpy, model or native library: reading settings stays light.
 """
 
 from __future__ import annotations
@@ -12,12 +13,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from worker.engines import constant, espeak, fish, paced, qwen3
+from worker.engines import constant_spec, espeak_spec, fish_spec, paced_spec, qwen3_spec
 from worker.engines.spec import EngineSpec, NoSettings, QaProfile
 
 __all__ = ["DEFAULT_ENGINE", "ENGINES", "EngineSettings", "qa_profile", "spec_for"]
 
-ENGINES: tuple[EngineSpec[Any], ...] = (espeak.SPEC, paced.SPEC, constant.SPEC, qwen3.SPEC, fish.SPEC)
+ENGINES: tuple[EngineSpec[Any], ...] = (
+    espeak_spec.SPEC,
+    paced_spec.SPEC,
+    constant_spec.SPEC,
+    qwen3_spec.SPEC,
+    fish_spec.SPEC,
+)
 DEFAULT_ENGINE = ENGINES[0].name
 
 
@@ -27,9 +34,13 @@ class EngineSettings:
     engine's own section (``TOME_<KEY>_<FIELD>``)."""
 
     default: str = field(default=DEFAULT_ENGINE, metadata={"flat": "engine"})
-    qwen3: qwen3.Qwen3Settings = field(default_factory=qwen3.Qwen3Settings, metadata={"prefix": "qwen3_"})
-    fish: fish.FishSettings = field(default_factory=fish.FishSettings, metadata={"prefix": "fish_"})
-    paced: paced.PacedSettings = field(default_factory=paced.PacedSettings, metadata={"prefix": "paced_"})
+    qwen3: qwen3_spec.Qwen3Settings = field(
+        default_factory=qwen3_spec.Qwen3Settings, metadata={"prefix": "qwen3_"}
+    )
+    fish: fish_spec.FishSettings = field(default_factory=fish_spec.FishSettings, metadata={"prefix": "fish_"})
+    paced: paced_spec.PacedSettings = field(
+        default_factory=paced_spec.PacedSettings, metadata={"prefix": "paced_"}
+    )
 
     def section(self, spec: EngineSpec[Any]) -> Any:
         """The section ``spec``'s factory takes (:class:`NoSettings` for an engine without settings)."""

@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from worker.engines.base import SynthesisRequest, Waveform
-from worker.engines.spec import EngineSpec, NoSettings
+from worker.engines.spec import NoSettings
 
 SAMPLE_RATE = 24_000
 TONE_SECONDS = 0.1
@@ -55,7 +55,3 @@ class ConstantEngine:
 def create(settings: NoSettings) -> ConstantEngine:
     """The engine as the registry builds it (it has no settings)."""
     return ConstantEngine()
-
-
-# Its tone is no speech at all; the neural profile is the lenient one.
-SPEC = EngineSpec("constant", NoSettings, create, qa_profile="neural")

@@ -33,7 +33,7 @@ from worker.engines import espeak_binding as binding
 from worker.engines.base import EngineError, SpeakerPrompt, SynthesisRequest, Waveform, WordMark
 from worker.engines.base import rate_scale as requested_rate
 from worker.engines.pitch import HOP_S, count_words, f0_statistics, speech_seconds, track_pitch
-from worker.engines.spec import EngineSpec, NoSettings
+from worker.engines.spec import NoSettings
 
 __all__ = [
     "ANALYSIS_VERSION",
@@ -508,6 +508,3 @@ def word_marks(
 def create(settings: NoSettings) -> EspeakEngine:
     """The engine as the registry builds it (it has no settings)."""
     return EspeakEngine()
-
-
-SPEC = EngineSpec("espeak", NoSettings, create, qa_profile="rule-based")

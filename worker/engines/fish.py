@@ -29,7 +29,6 @@ import threading
 import types
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -46,14 +45,13 @@ from worker.engines.base import (
     is_device,
     rate_scale,
 )
+from worker.engines.fish_spec import FishSettings
 from worker.engines.reference import check_sample_rate, mono_reference, sine_reference
-from worker.engines.spec import EngineSpec, require_not_negative
 from worker.engines.stand_ins import stand_ins
 
 __all__ = [
     "PROMPT_LAYOUT",
     "SAMPLE_RATE",
-    "SPEC",
     "FishEngine",
     "FishSettings",
     "build_codec",
@@ -477,18 +475,6 @@ def _change_rate(wave: Waveform, rate: float) -> Waveform:
     return change_rate(wave, rate)
 
 
-@dataclass(frozen=True)
-class FishSettings:
-    """``settings.engines.fish``: the ``TOME_FISH_*`` variables (docs/operations.md)."""
-
-    model_dir: str = ""  # the OpenAudio S1 checkpoint directory; required by this engine
-    device: str = ""  # cpu, cuda or cuda:N; empty: cuda:0 when CUDA is available, else cpu
-    max_new_tokens: int = 0  # cap on codec frames per chunk (about 21.5 a second); 0: the model's own
-
-    def validate(self) -> None:
-        require_not_negative(self, "fish_", ("max_new_tokens",))
-
-
 def create(settings: FishSettings) -> FishEngine:
     """The engine as the registry builds it (empty and 0 settings: the engine's own defaults)."""
     return FishEngine(
@@ -496,7 +482,3 @@ def create(settings: FishSettings) -> FishEngine:
         device=settings.device or None,
         max_new_tokens=settings.max_new_tokens or None,
     )
-
-
-# A neural voice cloner too; no weights here to calibrate a profile of its own.
-SPEC = EngineSpec("fish-speech", FishSettings, create, qa_profile="neural", key="fish")

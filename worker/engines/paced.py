@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
@@ -20,7 +19,7 @@ import numpy.typing as npt
 
 from worker.engines.base import SynthesisRequest, Waveform, WordMark
 from worker.engines.espeak import EspeakEngine
-from worker.engines.spec import EngineSpec, require_not_negative
+from worker.engines.paced_spec import PacedSettings
 
 _T = TypeVar("_T")
 
@@ -81,23 +80,6 @@ class PacedEspeakEngine:
         return out
 
 
-@dataclass(frozen=True)
-class PacedSettings:
-    """``settings.engines.paced``: the ``TOME_PACED_*`` variables (docs/operations.md)."""
-
-    seconds_per_chunk: float = 0.25
-    warm_up_seconds: float = 0.0
-    max_reference_seconds: float = 0.0  # 0: any length; else a longer reference fails its build
-    seconds_per_build: float = 0.0  # each prompt build takes at least this long (a slow encoder)
-
-    def validate(self) -> None:
-        require_not_negative(
-            self,
-            "paced_",
-            ("seconds_per_chunk", "warm_up_seconds", "max_reference_seconds", "seconds_per_build"),
-        )
-
-
 def create(settings: PacedSettings) -> PacedEspeakEngine:
     """The engine as the registry builds it."""
     return PacedEspeakEngine(
@@ -106,6 +88,3 @@ def create(settings: PacedSettings) -> PacedEspeakEngine:
         settings.max_reference_seconds,
         settings.seconds_per_build,
     )
-
-
-SPEC = EngineSpec("espeak-paced", PacedSettings, create, qa_profile="rule-based", key="paced")

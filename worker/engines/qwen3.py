@@ -42,8 +42,8 @@ from worker.engines.base import (
     is_device,
     rate_scale,
 )
+from worker.engines.qwen3_spec import DEVICE_SETTING, RUNNER_SETTING, RUNNERS, Qwen3Settings
 from worker.engines.reference import check_sample_rate, mono_reference, sine_reference
-from worker.engines.spec import EngineSpec, require_not_negative
 from worker.engines.stand_ins import stand_ins
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -53,8 +53,10 @@ if TYPE_CHECKING:  # pragma: no cover
     from worker.engines.qwen3_loop import LoopRow, TalkerLoop
 
 __all__ = [
+    "DEVICE_SETTING",
     "PROMPT_LAYOUT",
-    "SPEC",
+    "RUNNERS",
+    "RUNNER_SETTING",
     "Qwen3Engine",
     "Qwen3Settings",
     "import_qwen_tts",
@@ -63,12 +65,6 @@ __all__ = [
     "prompt_from_arrays",
 ]
 
-DEVICE_SETTING = "TOME_QWEN3_DEVICE"  # named in errors about the device
-RUNNER_SETTING = "TOME_QWEN3_RUNNER"
-# How frames are generated: "fast", Tome's loop (worker.engines.qwen3_loop: static caches, one step per
-# frame, CUDA graphs on a GPU, rows refilled as they end), or "reference", qwen-tts's own generate (the
-# oracle the fast loop is tested against).
-RUNNERS = ("fast", "reference")
 PROMPT_LAYOUT = "prompt-v1"  # bump when the prompt arrays or their meaning change
 # Batch size from free GPU memory: rows are sized by their expected sequence length times the bytes one
 # frame holds (key/value cache + the hidden states generate returns), and a batch takes MEMORY_HEADROOM of
@@ -751,22 +747,6 @@ def change_rate(wave: Waveform, rate: float) -> Waveform:
     return cast(Waveform, np.clip(stretched, -1.0, 1.0).astype(np.float32))
 
 
-@dataclass(frozen=True)
-class Qwen3Settings:
-    """``settings.engines.qwen3``: the ``TOME_QWEN3_*`` variables (docs/operations.md)."""
-
-    model_dir: str = ""  # the checkpoint directory; required by this engine
-    device: str = ""  # cpu, cuda or cuda:N; empty: cuda:0 when CUDA is available, else cpu
-    max_batch: int = 0  # rows in flight (fast runner) or per generate call; 0: from free GPU memory
-    max_new_tokens: int = 0  # cap on codec frames per chunk (12.5 a second); 0: the model's own
-    runner: str = "fast"  # one of RUNNERS
-
-    def validate(self) -> None:
-        if self.runner not in RUNNERS:
-            raise ValueError(f"{RUNNER_SETTING}={self.runner!r}: use {' or '.join(RUNNERS)}")
-        require_not_negative(self, "qwen3_", ("max_batch", "max_new_tokens"))
-
-
 def create(settings: Qwen3Settings) -> Qwen3Engine:
     """The engine as the registry builds it (empty and 0 settings: the engine's own defaults)."""
     return Qwen3Engine(
@@ -776,6 +756,3 @@ def create(settings: Qwen3Settings) -> Qwen3Engine:
         max_new_tokens=settings.max_new_tokens or None,
         runner=settings.runner,
     )
-
-
-SPEC = EngineSpec("qwen3-tts", Qwen3Settings, create, qa_profile="neural", key="qwen3")

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, Protocol, TypeVar
 
-from worker.engines.base import Engine
+if TYPE_CHECKING:
+    from worker.engines.base import Engine
 
 __all__ = ["EngineSpec", "NoSettings", "QaProfile", "require_not_negative"]
 

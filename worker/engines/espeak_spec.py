@@ -1,0 +1,25 @@
+"""The espeak engine as Tome offers it: its QA profile and factory (it has no settings).
+
+Pure and light (no numpy): the engine itself, :mod:`worker.engines.espeak`, is imported when the factory
+first runs, so reading settings (the API, the key command) never loads an engine's dependencies.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from worker.engines.spec import EngineSpec, NoSettings
+
+if TYPE_CHECKING:
+    from worker.engines.base import Engine
+
+__all__ = ["SPEC"]
+
+
+def _create(settings: NoSettings) -> Engine:
+    from worker.engines.espeak import create  # numpy and espeak: only when the engine is built
+
+    return create(settings)
+
+
+SPEC = EngineSpec("espeak", NoSettings, _create, qa_profile="rule-based")
