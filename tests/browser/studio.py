@@ -83,7 +83,7 @@ class Studio:
     def finds(self, css: str) -> list[WebElement]:
         return self.driver.find_elements(By.CSS_SELECTOR, css)
 
-    def wait(self, condition: Callable[[], T], timeout: float = 20, what: str = "") -> T:
+    def wait(self, condition: Callable[[], T], timeout: float = 60, what: str = "") -> T:
         """Until ``condition()`` is truthy (an element gone stale or not there yet counts as not yet)."""
 
         def attempt(_: Any) -> T:
@@ -106,7 +106,7 @@ class Studio:
         found = self.finds(css)
         return bool(found) and found[0].is_displayed()
 
-    def wait_text(self, css: str, text: str, timeout: float = 20) -> WebElement:
+    def wait_text(self, css: str, text: str, timeout: float = 60) -> WebElement:
         def seen() -> WebElement | None:
             element = self.find(css)
             return element if element.is_displayed() and text in element.text else None

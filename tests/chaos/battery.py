@@ -435,7 +435,7 @@ def chaos_settings(data_dir: Path, **overrides: Any) -> Settings:
         visibility_timeout=600,
         rate_limit_per_minute=0,
     )
-    return replace(base, **overrides)
+    return base.with_overrides(**overrides)
 
 
 def scenario_a(config: ChaosConfig, log: Callable[[str], None] = print, keep: bool = False) -> Figures:
