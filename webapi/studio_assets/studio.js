@@ -805,7 +805,10 @@
       shown.readyChapters = ready; // chapters downloadable while later ones still render
       await loadFiles(gen, job);
     }
-    if (gen === generation && UNFINISHED.has(job.status)) poll(refreshJob, 1000);
+    // A finished book's upload into Audiobookshelf goes on after it succeeds: followed until it ends.
+    const shelf = job.delivery && job.delivery.audiobookshelf;
+    const delivering = job.status === "succeeded" && Boolean(shelf) && shelf.state === "pending";
+    if (gen === generation && (UNFINISHED.has(job.status) || delivering)) poll(refreshJob, delivering ? 2000 : 1000);
   }
 
   function renderJobState(job) {
