@@ -135,6 +135,7 @@ def test_review_re_renders_a_chunk_in_another_voice_and_flags_it(engine: Qwen3En
     assert [c.name for c in take.result.failed] == ["speaker"]
 
 
+@pytest.mark.serial  # compares the timings of two parts of one process: alone, not beside others
 def test_the_embedding_costs_a_small_share_of_the_render(engine: Qwen3Engine) -> None:
     """CPU seconds of this process (torch's threads included) per chunk: the speaker embedding must not
     double a chunk's render time. Written down in docs/qa.md: render 0.3-1.7 s, embedding 7-11 ms a chunk

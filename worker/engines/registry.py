@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from worker.engines.base import Engine
-from worker.engines.catalog import ENGINES
+from worker.engines.catalog import ENGINES, spec_for
 from worker.engines.spec import EngineSpec
 
 if TYPE_CHECKING:
@@ -27,7 +27,7 @@ __all__ = ["EngineFactory", "available_engines", "create_engine", "get_engine", 
 EngineFactory = Callable[["Settings"], Engine]
 
 _factories: dict[str, EngineFactory] = {}
-_instances: dict[str, Engine] = {}
+_instances: dict[tuple[str, object], Engine] = {}  # by name and the settings section it was built from
 _instances_pid = os.getpid()
 _lock = threading.RLock()
 
@@ -46,7 +46,8 @@ def register(name: str, factory: EngineFactory) -> None:
         raise ValueError("engine name must be a non-empty string")
     with _lock:
         _factories[name] = factory
-        _instances.pop(name, None)
+        for key in [key for key in _instances if key[0] == name]:
+            del _instances[key]
 
 
 def available_engines() -> list[str]:
@@ -56,8 +57,8 @@ def available_engines() -> list[str]:
 
 
 def get_engine(name: str, settings: Settings | None = None) -> Engine:
-    """The engine registered as ``name``: one instance per process, created on first use from
-    ``settings`` (default: the defaults).
+    """The engine registered as ``name``: one instance per process and engine settings section, made on
+    first use from ``settings`` (default: the defaults).
 
     Raises KeyError for an unknown name.
     """
@@ -67,15 +68,18 @@ def get_engine(name: str, settings: Settings | None = None) -> Engine:
         if pid != _instances_pid:
             _instances.clear()
             _instances_pid = pid
-        engine = _instances.get(name)
+        settings = settings or _default_settings()
+        spec = spec_for(name)
+        key = (name, settings.engines.section(spec) if spec is not None else None)
+        engine = _instances.get(key)
         if engine is not None:
             return engine
         factory = _factories.get(name)
         if factory is None:
             known = ", ".join(sorted(_factories)) or "none"
             raise KeyError(f"unknown TTS engine {name!r} (available: {known})")
-        engine = factory(settings or _default_settings())
-        _instances[name] = engine
+        engine = factory(settings)
+        _instances[key] = engine
         return engine
 
 
