@@ -37,7 +37,7 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from sqlalchemy import update
+from sqlalchemy import event, update
 
 from models import CacheStatus, Voice, unit_of_work, utcnow
 from tests.cache.conftest import (
@@ -892,3 +892,30 @@ def test_a_build_that_lost_its_lease_does_not_delete_the_prompt_the_new_holder_p
     assert Path(str(voice.cache_path)).is_file(), "a ready voice whose prompt file was deleted"
     prompt, _ = load_voice_prompt(rt, voice_id)
     assert_same_prompt(prompt, fresh_prompt(rt, voice.audio_path, voice.ref_text))
+
+
+def test_a_build_published_while_a_caller_checks_the_voice_stays_ready(
+    rt: Runtime, voice_id: uuid.UUID
+) -> None:
+    """A caller polling a voice whose build runs reads it `processing` with the key it will be published
+    with; the build publishes right after that read. The caller must not then mark the fresh prompt
+    stale (it once did: a speech request polling for a build undid every build it waited for)."""
+    assert build_voice(rt, voice_id) == BuildOutcome.BUILT
+    assert request_build(rt, voice_id, force=True) is True
+    claim = claim_build(rt, voice_id)
+    assert isinstance(claim, BuildClaim)
+    path = compute_prompt(rt, claim)
+    published: list[BuildOutcome] = []
+
+    def publish_after_the_read(_conn: object, _cursor: object, statement: str, *_args: object) -> None:
+        if not published and statement.lstrip().upper().startswith("SELECT") and "voices" in statement:
+            published.append(publish_build(rt, claim, path))
+
+    event.listen(rt.db, "after_cursor_execute", publish_after_the_read)
+    try:
+        assert ensure_ready(rt, voice_id) is False  # it read the voice before the build published
+    finally:
+        event.remove(rt.db, "after_cursor_execute", publish_after_the_read)
+    assert published == [BuildOutcome.BUILT]
+    assert get_voice(rt, voice_id).cache_status == CacheStatus.READY
+    assert ensure_ready(rt, voice_id) is True

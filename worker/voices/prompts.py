@@ -296,7 +296,11 @@ def ensure_ready(rt: Runtime, voice_id: uuid.UUID) -> bool:
             raise VoiceCacheFailed(
                 f"voice {voice.name!r} ({voice.id}) has no speaker prompt: {voice.cache_error}"
             )
-        state.mark_stale(session, voice_id, voice.cache_key)  # a no-op unless it is ready
+        if voice.cache_status == CacheStatus.READY:
+            # Ready for another engine. Only then: a voice read while its build runs keeps the key it
+            # will be published with, so marking "ready with that key" stale here could undo a build
+            # published a moment after this read (a request polling for it would then wait forever).
+            state.mark_stale(session, voice_id, voice.cache_key)
         return False
 
 
