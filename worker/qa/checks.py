@@ -5,7 +5,8 @@ against a :class:`QaPolicy`: ``audio`` (samples present and finite), ``silence``
 ``duration`` (shorter than the text's expected duration means dropped words, longer means babble,
 repeats or noise), ``pauses``, ``edges``, ``noise``, ``hiss``, ``rumble`` (unvoiced sound that is not
 speech: speech alternates voiced and unvoiced sounds every few tenths of a second, noise does not),
-``ending`` (a cut-off ending stops mid-sound), ``pitch`` (another voice) and ``level``. A
+``ending`` (a cut-off ending stops mid-sound), ``repeat`` (:mod:`worker.qa.repeat`), ``pitch``
+(another voice) and ``level``. A
 :class:`VoiceFloor` raises the edge and noise limits for a voice whose own clean rendering measures more.
 
 The expected duration is the normalised text's letters and digits over the voice's
@@ -30,6 +31,7 @@ import numpy.typing as npt
 from worker.engines import pitch
 from worker.engines.catalog import ENGINES, qa_profile
 from worker.engines.spec import QaProfile
+from worker.qa.repeat import self_repeat, text_repeats
 from worker.qa.signal import longest_run, resample, runs
 
 __all__ = [
@@ -121,6 +123,13 @@ class QaPolicy:
     # renderings end above -20 dB (the rest stop in a pause, where the words check sees what is missing).
     end_window_s: float = 0.002
     max_end_level_db: float = -20.0
+    # repeat (worker.qa.repeat): a stretch of the audio that sounds like the stretch just before it, for
+    # at least ``max_repeat_s`` and ``min_repeat_coverage`` of the lag between them: a phrase said twice.
+    # Not judged when the text itself repeats a phrase nearby. Set on the calibrate voices of
+    # bench/voice_set.py only (book seeds 7 and 301, 20 chunks a voice, each rendered clean and with a
+    # doubled phrase): see docs/qa.md. 0 = off.
+    max_repeat_s: float = 0.6
+    min_repeat_coverage: float = 0.4
     # pitch: clean rule-based chunks measured -1.6 to +0.2 semitones from their prompt's F0 (the worst a
     # chunk of a few words); 3 semitones is a different voice (a male and a female voice are ~12 apart).
     max_pitch_shift_st: float = 3.0
@@ -232,6 +241,8 @@ NEURAL_POLICY = QaPolicy(
     sound_range_db=0.0,
     max_end_level_db=-10.0,
     max_exact_words=0,
+    # a neural engine's two takes of a phrase differ more than a rule-based one's: not calibrated, off
+    max_repeat_s=0.0,
 )
 # Each QA profile's defaults; an engine declares its profile (worker.engines.spec).
 PROFILE_POLICIES: Mapping[QaProfile, QaPolicy] = {"rule-based": QaPolicy(), "neural": NEURAL_POLICY}
@@ -561,6 +572,8 @@ def check_audio(
     checks.extend(_timing_checks(frames, active, level, hop, policy))
     if level is not None:
         checks.append(_ending_check(x, sample_rate, level, policy))
+    if policy.max_repeat_s > 0 and not text_repeats(text):
+        checks.append(_repeat_check(x, sample_rate, policy))
     voiced_f0 = frames.f0_hz[frames.voiced]
     voiced_s = voiced_f0.size * hop
     f0 = float(np.median(voiced_f0)) if voiced_s >= policy.min_voiced_s else None
@@ -858,6 +871,22 @@ def _ending_check(x: npt.NDArray[np.float64], sample_rate: int, level_db: float,
         if ok
         else f"the audio stops mid-sound ({end_db:+.1f} dB re speech in its last "
         f"{policy.end_window_s * 1e3:g} ms): the ending is cut off",
+    )
+
+
+def _repeat_check(x: npt.NDArray[np.float64], sample_rate: int, policy: QaPolicy) -> Check:
+    """A stretch that sounds like the one just before it (see QaPolicy and worker.qa.repeat)."""
+    found = self_repeat(x, sample_rate, policy.min_repeat_coverage)
+    ok = found.run_s <= policy.max_repeat_s
+    return Check(
+        "repeat",
+        round(found.run_s, 3),
+        f"<= {policy.max_repeat_s:g} s like the stretch before it ({policy.min_repeat_coverage:.0%} of it)",
+        ok,
+        ""
+        if ok
+        else f"{_fmt_s(found.run_s)} at {_fmt_s(found.at_s)} sounds like the {_fmt_s(found.lag_s)} "
+        "just before it: a phrase said twice",
     )
 
 

@@ -76,7 +76,7 @@ def test_a_clean_chunk_passes_every_check(clean: npt.NDArray[np.float32], rate: 
     assert result.passed, result.reasons
     assert {c.name for c in result.checks} == {
         "audio", "silence", "clipping", "duration", "pauses", "edges", "noise", "hiss", "rumble", "ending",
-        "pitch", "level",
+        "repeat", "pitch", "level",
     }  # fmt: skip
     duration = result.check("duration")
     assert duration is not None
