@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from models.lexicon import Lexicon
     from models.metric import Counter, MetricSample, RateWindow
     from models.preview import Preview, PreviewStatus
-    from models.voice import CacheStatus, Voice, VoiceBuild
+    from models.voice import CacheStatus, SpeechWait, Voice, VoiceBuild
 
 _LAZY = {
     "models.base": ("Base",),
@@ -53,7 +53,7 @@ _LAZY = {
     "models.lexicon": ("Lexicon",),
     "models.metric": ("Counter", "MetricSample", "RateWindow"),
     "models.preview": ("Preview", "PreviewStatus"),
-    "models.voice": ("CacheStatus", "Voice", "VoiceBuild"),
+    "models.voice": ("CacheStatus", "SpeechWait", "Voice", "VoiceBuild"),
 }
 
 
@@ -88,6 +88,7 @@ __all__ = [
     "PreviewStatus",
     "RateWindow",
     "Role",
+    "SpeechWait",
     "Voice",
     "VoiceBuild",
     "generate_key",

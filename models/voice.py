@@ -92,3 +92,16 @@ class VoiceBuild(Base):
     audio_seconds: Mapped[float] = mapped_column(Float)  # the reference recording it encoded
     outcome: Mapped[str] = mapped_column(String(12))  # built | failed | discarded
     created_at: Mapped[datetime] = mapped_column(UTCDateTime, default=utcnow)
+
+
+class SpeechWait(Base):
+    """A speech request waiting for its voice's prompt to be built: it holds one of its owner's speech
+    places (TOME_SPEECH_PER_OWNER) until it ends, or until ``until`` if its API process died."""
+
+    __tablename__ = "speech_waits"
+    __table_args__ = (Index("ix_speech_waits_owner_until", "owner", "until"),)
+
+    id: Mapped[uuid.UUID] = mapped_column(Uuid, primary_key=True, default=new_id)
+    owner: Mapped[str] = mapped_column(String(100))
+    voice_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("voices.id", ondelete="CASCADE"))
+    until: Mapped[datetime] = mapped_column(UTCDateTime)

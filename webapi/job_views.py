@@ -15,6 +15,7 @@ from webapi.auth import current_principal
 from webapi.errors import Conflict, Gone, NotFound
 from webapi.extensions import tome
 from webapi.schemas import (
+    BuildWaitOut,
     ChapterOut,
     DeliveryOut,
     ErrorDetail,
@@ -26,6 +27,7 @@ from webapi.schemas import (
     RerenderOut,
     WebhookOut,
 )
+from webapi.usage import build_wait
 from webapi.validation import parse_id
 from worker.audio import FORMATS
 from worker.webhooks import delivery_out
@@ -136,6 +138,7 @@ def job_out(job: Job, chapters: list[JobChapter] | None = None) -> JobOut:
             eta_seconds=_eta(job),
         ),
         error=job.error,
+        waiting=_waiting(job),
         error_detail=ErrorDetail.model_validate(job.options["error_detail"])
         if isinstance(job.options, dict) and "error_detail" in job.options
         else None,
@@ -174,6 +177,13 @@ def job_out(job: Job, chapters: list[JobChapter] | None = None) -> JobOut:
         expires_at=job.expires_at,
         expired_at=job.expired_at,
     )
+
+
+def _waiting(job: Job) -> BuildWaitOut | None:
+    """Why an unfinished job does not move, where its owner's build quota holds a voice build back."""
+    if job.status not in (JobStatus.QUEUED, JobStatus.RUNNING):
+        return None
+    return build_wait(job.owner, _job_voice_ids(job))
 
 
 def _job_voice_ids(job: Job) -> list[uuid.UUID]:

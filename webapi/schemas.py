@@ -286,6 +286,15 @@ class VoiceWarning(BaseModel):
     measured: float | None = Field(None, description="The value measured (dB, share, word error rate...)")
 
 
+class BuildWaitOut(BaseModel):
+    """Why a voice prompt build (and the jobs that need it) does not move, and what to do."""
+
+    code: str = Field(description="`quota_build_seconds_per_day`: the owner's build quota has no room")
+    message: str = Field(description="What holds the build back, when it moves by itself, what helps sooner")
+    retry_after: int = Field(description="About how many seconds until the build can be sent")
+    voice_ids: list[uuid.UUID] = Field(description="The voices whose builds are held back")
+
+
 class VoiceOut(BaseModel):
     id: uuid.UUID
     name: str
@@ -298,6 +307,9 @@ class VoiceOut(BaseModel):
     cache_error: str | None
     cache_built_at: datetime | None
     cache_engine: str | None
+    build_waiting: BuildWaitOut | None = Field(
+        None, description="While the voice's build is held back (its owner's build quota): why, and when"
+    )
     lexicons: list[uuid.UUID] = Field(
         default_factory=list, validation_alias="lexicon_ids", description="Default lexicons, read in order"
     )
@@ -494,6 +506,11 @@ class JobOut(BaseModel):
         "ones): a script in another language than the job's, chapters with nothing but a title, ...",
     )
     error: str | None
+    waiting: BuildWaitOut | None = Field(
+        None,
+        description="While an unfinished job waits for a voice prompt build that its owner's build quota "
+        "holds back: why, the voices, and when it moves (by itself)",
+    )
     error_detail: ErrorDetail | None = Field(
         None,
         description="For a job whose script failed when a worker planned it: the code, message, line and "

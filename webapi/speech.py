@@ -23,7 +23,7 @@ from typing import Literal
 from flask import Blueprint, Response
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from models import Job, Voice
+from models import Job, Voice, unit_of_work
 from webapi.auth import current_principal, require_key
 from webapi.errors import ApiError, Conflict, Invalid, NotFound
 from webapi.extensions import tome
@@ -111,7 +111,8 @@ class SpeechFailed(ApiError):
         "build (the request waits for it within TOME_SPEECH_WAIT_SECONDS). 409: the voice's prompt could "
         "not be built (`voice_unavailable`), or is still being built (`voice_not_ready`, with "
         "Retry-After); 429: your voice build quota is used, or "
-        "TOME_SPEECH_PER_OWNER (2) speech requests of yours are still rendering (retry after the seconds "
+        "TOME_SPEECH_PER_OWNER (2) speech requests of yours are still rendering or waiting for a voice "
+        "build (retry after the seconds "
         "Retry-After says); 503: the first audio did not come within TOME_SPEECH_WAIT_SECONDS.",
         {200: None, 404: None, 409: None, 429: None},
         body=SpeechCreate,
@@ -212,8 +213,13 @@ def _await_prompt(voice: Voice) -> None:
     try:
         if ensure_ready(rt, voice_id):
             return
+        wait_id = _hold_wait(voice)
         state.end_session()  # no connection held while it waits
-        waited = wait_for_prompt(rt, voice_id, state.enqueue, state.settings.speech.wait_seconds)
+        try:
+            waited = wait_for_prompt(rt, voice_id, state.enqueue, state.settings.speech.wait_seconds)
+        finally:
+            with unit_of_work(rt.sessions) as session:
+                speech.end_wait(session, wait_id)
     except VoiceCacheFailed as exc:
         raise Conflict(str(exc), code="voice_unavailable", field="voice") from exc
     if waited is None:
@@ -233,6 +239,26 @@ def _await_prompt(voice: Voice) -> None:
         field="voice",
         retry_after=waited.retry_after,
     )
+
+
+def _hold_wait(voice: Voice) -> uuid.UUID:
+    """One of the owner's speech places, held while the request waits for the voice's build (committed):
+    429 ``speech_busy`` when its speech jobs and waiting requests already take them all, so that an owner
+    cannot hold more API workers waiting than it may have speech rendering."""
+    state = tome()
+    settings = state.settings.speech
+    try:
+        wait_id = speech.hold_wait(
+            state.sessions(), voice.owner, voice.id, settings.per_owner, settings.wait_seconds
+        )
+        state.sessions.commit()
+    except speech.SpeechBusy as exc:
+        state.sessions.rollback()
+        raise _busy(exc) from exc
+    except BaseException:
+        state.sessions.rollback()
+        raise
+    return wait_id
 
 
 _BUILD_STATES = {"pending": "waiting for a free build slot", "processing": "running", "stale": "waiting"}

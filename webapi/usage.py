@@ -15,6 +15,7 @@ from webapi.errors import ApiError, Forbidden
 from webapi.extensions import tome
 from webapi.operations import Operation, operation
 from webapi.ratelimit import RateLimited
+from webapi.schemas import BuildWaitOut
 from worker.jobs.usage import (
     QuotaExceeded,
     Quotas,
@@ -26,6 +27,7 @@ from worker.jobs.usage import (
     check_storage,
     usage_of,
 )
+from worker.voices.builds import quota_hold, unsent_of
 
 bp = Blueprint("usage", __name__, url_prefix="/v1/usage")
 bp.before_request(require_key)
@@ -90,6 +92,18 @@ def get_usage() -> Response:
         ),
     )
     return jsonify(out.model_dump(mode="json"))
+
+
+def build_wait(owner: str, voice_ids: list[uuid.UUID]) -> BuildWaitOut | None:
+    """Why the builds of those of ``voice_ids`` waiting to be sent do not move, if the owner's build
+    quota holds them back (one query when none of them waits)."""
+    state, now = tome(), utcnow()
+    session = state.sessions()
+    held = unsent_of(session, voice_ids, now)
+    hold = quota_hold(session, owner, now, state.settings) if held else None
+    if hold is None:
+        return None
+    return BuildWaitOut(code=hold.code, message=hold.message, retry_after=hold.retry_after, voice_ids=held)
 
 
 def _refusal(exc: QuotaExceeded) -> ApiError:

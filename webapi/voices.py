@@ -26,7 +26,7 @@ from webapi.errors import Conflict, Invalid, NotFound, TooLarge, Unavailable, Un
 from webapi.extensions import tome
 from webapi.operations import Operation, operation
 from webapi.schemas import ListQuery, VoiceEmbeddingForm, VoiceForm, VoiceList, VoiceOut, VoiceUpdate
-from webapi.usage import require_room_for_voice, require_storage_room
+from webapi.usage import build_wait, require_room_for_voice, require_storage_room
 from webapi.validation import parse_id, query, validate
 from worker.audio import AudioLimits
 from worker.engines.base import EmbeddingEngine, embedding_engine
@@ -408,7 +408,12 @@ def list_voices() -> Response:
         .limit(q.limit)
         .offset(q.offset)
     )
-    return jsonify(VoiceList(voices=[voice_out(v) for v in voices]).model_dump(mode="json"))
+    listed = [voice_out(v) for v in voices]
+    wait = build_wait(current_principal().owner, [v.id for v in listed])
+    for out in listed:
+        if wait is not None and out.id in wait.voice_ids:
+            out.build_waiting = wait.model_copy(update={"voice_ids": [out.id]})
+    return jsonify(VoiceList(voices=listed).model_dump(mode="json"))
 
 
 @bp.get("/<voice_id>")
@@ -416,7 +421,9 @@ def list_voices() -> Response:
     Operation("Show a voice and the state of its speaker-prompt cache", {200: VoiceOut}, tags=("voices",))
 )
 def get_voice(voice_id: str) -> Response:
-    return jsonify(voice_out(owned_voice(voice_id)).model_dump(mode="json"))
+    out = voice_out(owned_voice(voice_id))
+    out.build_waiting = build_wait(current_principal().owner, [out.id])
+    return jsonify(out.model_dump(mode="json"))
 
 
 @bp.delete("/<voice_id>")

@@ -26,7 +26,7 @@ from flask.testing import FlaskClient
 from sqlalchemy import select, update
 from werkzeug.test import TestResponse
 
-from models import Chunk, Job, JobStatus, Voice, VoiceBuild, unit_of_work
+from models import Chunk, Job, JobStatus, SpeechWait, Voice, VoiceBuild, unit_of_work
 from tests.api.helpers import upload_voice
 from tests.support.apps import app_on, close_engine, tome_of
 from webapi.cli import mint_key
@@ -709,3 +709,75 @@ def test_the_first_sentence_is_a_chunk_of_its_own() -> None:
     short = [ChunkSpec(0, 0, "Short. Very.", "none")]
     assert first_sentence_apart(short, [voice]) == (short, [voice])
     assert len(long_first.text) > FIRST_CHUNK_CHARS
+
+
+@pytest.mark.serial
+def test_an_owner_flooding_speech_on_unbuilt_voices_waits_in_its_own_places_only(
+    tmp_path: Path, reference_audio: tuple[bytes, str]
+) -> None:
+    _flood_of_unbuilt_voices(tmp_path, reference_audio)
+
+
+@pytest.mark.serial
+@pytest.mark.postgres
+def test_an_owner_flooding_speech_on_unbuilt_voices_waits_in_its_own_places_only_on_postgres(
+    tmp_path: Path, reference_audio: tuple[bytes, str], pg_settings: Settings
+) -> None:
+    _flood_of_unbuilt_voices(tmp_path, reference_audio, database_url=pg_settings.storage.database_url)
+
+
+def _flood_of_unbuilt_voices(tmp_path: Path, reference_audio: tuple[bytes, str], **overrides: Any) -> None:
+    """alice asks speech of her voices eight times at once, their builds never ending (the worker never
+    gets them): a request waiting for a build holds one of her TOME_SPEECH_PER_OWNER (2) places, so two
+    wait and six are answered 429 ``speech_busy`` at once, holding nothing. bob's request is served while
+    hers wait; hers end in 409 ``voice_not_ready``, never a 5xx, and free their places."""
+    wait = 8.0
+    with speech_stack(tmp_path, speech_per_owner=2, speech_wait_seconds=wait, **overrides) as flood:
+        flood.voice("bob", "narrator", reference_audio)
+        worker = flood.worker
+        assert worker is not None
+        worker.drain()
+
+        def no_builds(name: str, args: list[Any], priority: int | None = None) -> None:
+            if name != BUILD_VOICE:
+                worker.enqueue(name, args, priority)
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(tome_of(flood.app), "enqueue", no_builds)
+            voices = [flood.voice("alice", f"v{i}", reference_audio)["id"] for i in range(2)]
+            answers: dict[str, list[tuple[TestResponse, float]]] = {"alice": [], "bob": []}
+            lock = threading.Lock()
+
+            def post(owner: str, voice: str) -> None:
+                started = time.monotonic()
+                payload = {"voice": voice, "input": "Hello there."}
+                response = flood.app.test_client().post(SPEECH, json=payload, headers=flood.key(owner))
+                response.get_data()
+                with lock:
+                    answers[owner].append((response, time.monotonic() - started))
+
+            started = time.monotonic()
+            threads = [threading.Thread(target=post, args=("alice", voices[i % 2])) for i in range(8)]
+            for thread in threads:
+                thread.start()
+            while len(answers["alice"]) < 6:
+                assert time.monotonic() - started < wait, "the requests beyond her places were held"
+                time.sleep(0.02)
+            post("bob", "narrator")
+            bob_done = time.monotonic() - started
+            for thread in threads:
+                thread.join(timeout=wait + 30)
+        ((bob, bob_seconds),) = answers["bob"]
+        assert bob.status_code == 200, bob.get_data(as_text=True)
+        assert bob.get_data()
+        print(f"bob's speech during alice's flood: {bob_seconds:.2f} s")
+        assert bob_done < wait, "bob's request was served while alice's waited"
+        codes = sorted(r.status_code for r, _ in answers["alice"])
+        assert codes == [409, 409, 429, 429, 429, 429, 429, 429], codes
+        for response, _ in answers["alice"]:
+            code = response.json["error"]["code"]
+            assert code == ("speech_busy" if response.status_code == 429 else "voice_not_ready")
+            assert int(response.headers["Retry-After"]) >= 1
+        with tome_of(flood.app).runtime.sessions() as session:
+            assert session.scalars(select(SpeechWait.id)).all() == [], "the waits freed their places"
+            assert session.scalars(select(Job.owner)).all() == ["bob"]

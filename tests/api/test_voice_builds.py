@@ -18,12 +18,13 @@ from models import ApiKey, Voice, VoiceBuild, utcnow
 from tests.api.helpers import upload_voice
 from tests.conftest import bearer
 from tests.support.apps import tome_of
-from tests.support.factories import builds_sent
+from tests.support.factories import builds_sent, submit_job
 from tests.support.inline import Inline
 from webapi.cli import mint_key
 from worker.audio import AudioLimits
 from worker.config import ConfigError, load_settings
 from worker.jobs.usage import BUILD_SECONDS_PER_REFERENCE_SECOND
+from worker.task_names import START_JOB
 from worker.voices.analysis import AnalyserPool, AnalysisUnavailable
 from worker.voices.builds import send_builds
 
@@ -315,3 +316,48 @@ def test_queued_builds_reserve_their_estimate_so_the_build_quota_holds(
     assert [states[uuid.UUID(v)] for v in alice] == ["ready"] * 3
     # bob's quota is his own.
     assert len(_voices(app, client, "bob", 1, reference_audio)) == 1
+
+
+def test_a_build_the_quota_holds_back_says_so_on_its_job_and_voice_until_it_moves(
+    make_app: Callable[..., Flask], reference_audio: tuple[bytes, str]
+) -> None:
+    """A job whose voice's build waits for room in the build quota says why on GET /v1/jobs/{id}
+    (``waiting``), as the voice does (``build_waiting``); both clear once the window moves and the build
+    is sent by itself."""
+    app = make_app(quota_build_seconds_per_day=10.0)
+    client = app.test_client()
+    (voice_id,) = _voices(app, client, "alice", 1, reference_audio)
+    headers = bearer(mint_key(app, owner="alice", name="k2", admin=False))
+    job = submit_job(client, headers, voice_id)
+    assert job.status_code == 202, job.json
+    _unsend_all(app)
+    _ran(app, "alice", voice_id, 20.0)  # builds of the last 24 hours used the quota
+    inline = Inline(tome_of(app).runtime)
+    inline.enqueue(START_JOB, [job.json["id"]])
+    inline.run()
+    assert builds_sent(inline) == [], "the quota holds the build back"
+
+    seen = client.get(f"/v1/jobs/{job.json['id']}", headers=headers).json
+    assert seen["status"] in ("queued", "running"), seen
+    waiting = seen["waiting"]
+    assert waiting["code"] == "quota_build_seconds_per_day", seen
+    assert waiting["voice_ids"] == [voice_id]
+    assert "TOME_QUOTA_BUILD_SECONDS_PER_DAY" in waiting["message"]
+    # It moves when the build that ran leaves the 24-hour window: about a day from now.
+    assert 23 * 3600 < waiting["retry_after"] <= 24 * 3600
+    voice = client.get(f"/v1/voices/{voice_id}", headers=headers).json
+    assert voice["build_waiting"]["code"] == "quota_build_seconds_per_day", voice
+    listed = client.get("/v1/voices", headers=headers).json["voices"]
+    assert [v["build_waiting"]["voice_ids"] for v in listed] == [[voice_id]]
+    bob = bearer(mint_key(app, owner="bob", name="k", admin=False))
+    assert client.get(f"/v1/jobs/{job.json['id']}", headers=bob).status_code == 404
+
+    sessions = tome_of(app).sessions
+    sessions.execute(update(VoiceBuild).values(created_at=utcnow() - timedelta(hours=25)))
+    sessions.commit()
+    assert send_builds(inline.rt, inline.enqueue) == 1
+    inline.run()
+    done = client.get(f"/v1/jobs/{job.json['id']}", headers=headers).json
+    assert done["status"] == "succeeded", done
+    assert done["waiting"] is None
+    assert client.get(f"/v1/voices/{voice_id}", headers=headers).json["build_waiting"] is None

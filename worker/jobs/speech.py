@@ -23,10 +23,10 @@ from enum import StrEnum
 from pathlib import Path
 
 import numpy as np
-from sqlalchemy import func, select, true
+from sqlalchemy import delete, func, select, true
 from sqlalchemy.orm import Session
 
-from models import Chunk, ChunkStatus, Job, JobKind, JobStatus, unit_of_work, utcnow
+from models import Chunk, ChunkStatus, Job, JobKind, JobStatus, SpeechWait, unit_of_work, utcnow
 from worker.audio import Pauses, apply_fades, write_wav_atomic
 from worker.audio.dsp import silence_bounds
 from worker.engines import Engine, EngineError, SynthesisRequest
@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 # A running speech job older than this no longer counts against its owner's TOME_SPEECH_PER_OWNER: the
 # API process that streamed it died (a live one ends every job it streams, worker.jobs.speech_stream).
 ORPHAN_SECONDS = 600
+WAIT_SLACK = 30  # seconds a waiting request's speech place outlives its wait, should its API process die
 FIRST_CHUNK_CHARS = 100  # a longer first chunk is cut after its first sentence
 ENGINE_SPEEDS = (0.5, 2.0)  # the part of a speed the engine renders (a job's speed range); ffmpeg the rest
 PAUSES = Pauses()  # the pauses between chunks, as a book's defaults
@@ -153,8 +154,8 @@ class SpeechBusy(Exception):
 
     def __init__(self, running: int, limit: int) -> None:
         super().__init__(
-            f"{running} speech requests of yours are still rendering; at most {limit} at once "
-            "(TOME_SPEECH_PER_OWNER): retry when one has ended"
+            f"{running} speech requests of yours are still rendering or waiting for a voice build; at most "
+            f"{limit} at once (TOME_SPEECH_PER_OWNER): retry when one has ended"
         )
         self.running, self.limit = running, limit
 
@@ -178,11 +179,42 @@ def admit(session: Session, job: Job, speech_plan: SpeechPlan, per_owner: int) -
     return running == 0
 
 
+def hold_wait(session: Session, owner: str, voice_id: uuid.UUID, per_owner: int, seconds: float) -> uuid.UUID:
+    """A speech place for a request about to wait up to ``seconds`` for its voice's build, inserted unless
+    its owner's speech jobs and waiting requests already take ``per_owner`` (then :class:`SpeechBusy`, and
+    the caller rolls back); race-safe as :func:`admit` is. The caller commits, and ends it with
+    :func:`end_wait`; a place whose API process died frees itself a little after ``seconds``."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(select(func.pg_advisory_xact_lock(_owner_lock(owner))))
+    now = utcnow()
+    session.execute(delete(SpeechWait).where(SpeechWait.owner == owner, SpeechWait.until < now))
+    wait = SpeechWait(owner=owner, voice_id=voice_id, until=now + timedelta(seconds=seconds + WAIT_SLACK))
+    session.add(wait)
+    session.flush()
+    running = running_speech(session, owner, but=wait.id)
+    if running >= per_owner:
+        raise SpeechBusy(running, per_owner)
+    return wait.id
+
+
+def end_wait(session: Session, wait_id: uuid.UUID) -> None:
+    """The waiting request's speech place, freed (the caller commits)."""
+    session.execute(delete(SpeechWait).where(SpeechWait.id == wait_id))
+
+
 def running_speech(session: Session, owner: str, but: uuid.UUID | None = None) -> int:
-    """The owner's speech jobs that count against TOME_SPEECH_PER_OWNER (``but`` left out). The API asks
-    this before it starts an encoder too, so that a refused request costs no ffmpeg process; only
-    :func:`admit`'s answer is race-safe."""
-    return (
+    """The owner's speech jobs and requests waiting for a voice build that count against
+    TOME_SPEECH_PER_OWNER (``but`` left out: a job's or a wait's id). The API asks this before it starts
+    an encoder too, so that a refused request costs no ffmpeg process; only :func:`admit`'s answer is
+    race-safe."""
+    waiting = session.scalar(
+        select(func.count(SpeechWait.id)).where(
+            SpeechWait.owner == owner,
+            SpeechWait.until >= utcnow(),
+            SpeechWait.id != but if but is not None else true(),
+        )
+    )
+    return int(waiting or 0) + (
         session.scalar(
             select(func.count(Job.id)).where(
                 Job.owner == owner,

@@ -174,6 +174,50 @@ def quota_left(session: Session, owner: str, now: datetime, settings: Settings) 
     return limit - ran - usage.reserved_build_seconds(session, owner, now, state.building(now))
 
 
+@dataclass(frozen=True)
+class QuotaHold:
+    """Why an owner's waiting builds are not sent: its build quota has no room. ``retry_after``: about
+    when room comes back (its oldest build of the window leaves it, or its builds in flight end)."""
+
+    code: str
+    message: str
+    retry_after: int
+
+
+def quota_hold(session: Session, owner: str, now: datetime, settings: Settings) -> QuotaHold | None:
+    """The hold on the owner's waiting builds if its build quota has no room for another, else None."""
+    limit = Quotas.of(settings).build_seconds_24h
+    if not limit:
+        return None
+    ran = usage.build_seconds_ran(session, owner, now)
+    reserved = usage.reserved_build_seconds(session, owner, now, state.building(now))
+    if limit - ran - reserved > 0:
+        return None
+    oldest = session.scalar(
+        select(func.min(VoiceBuild.created_at)).where(
+            VoiceBuild.owner == owner, VoiceBuild.created_at >= now - usage.WINDOW
+        )
+    )
+    frees = [s for s in ((oldest + usage.WINDOW - now).total_seconds() if oldest else 0, reserved) if s > 0]
+    retry_after = max(1, math.ceil(min(frees))) if frees else 60
+    message = (
+        f"waiting for a voice prompt build that your build quota holds back: your builds of the last 24 "
+        f"hours took {ran:.0f} s of worker time and those in flight are estimated at {reserved:.0f} s; the "
+        f"quota is {limit:.0f} s (TOME_QUOTA_BUILD_SECONDS_PER_DAY). The build is sent by itself once "
+        f"room comes back (in about {retry_after} s, as older builds leave the 24-hour window or those in "
+        "flight end); nothing to resend. Sooner: use a voice that is ready, or ask for a larger quota"
+    )
+    return QuotaHold("quota_build_seconds_per_day", message, retry_after)
+
+
+def unsent_of(session: Session, voice_ids: Sequence[uuid.UUID], now: datetime) -> list[uuid.UUID]:
+    """Those of ``voice_ids`` whose build waits to be sent (in their order)."""
+    if not voice_ids:
+        return []
+    found = set(session.scalars(select(Voice.id).where(state.unsent(now), Voice.id.in_(list(voice_ids)))))
+    return [voice_id for voice_id in voice_ids if voice_id in found]
+
+
 def _weights(session: Session, owners: list[str]) -> dict[str, int]:
     """Each owner's weight: the highest priority of its live keys (1 without one)."""
     rows = session.execute(
