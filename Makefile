@@ -69,11 +69,19 @@ format: $(ALL_STAMP)
 # processes. Exit status 5 is pytest's "no tests selected" (PYTEST_ARGS naming only one kind).
 TEST_PROCESSES ?= 4
 PYTEST_PARALLEL = -n $(TEST_PROCESSES) --dist loadfile --no-loadscope-reorder
+# Each part ends with its slowest tests (setup, call and teardown apart): where the suite's time goes.
+PYTEST_DURATIONS = --durations=30
 pytest_allowing_none = $(PY) -m pytest $(1) || [ $$? -eq 5 ]
 
+# Python caches bytecode for the tests even where the environment says not to (PYTHONDONTWRITEBYTECODE):
+# otherwise every worker, API and CLI process the suite starts compiles the project's modules again, and
+# every pytest process rewrites every test module again (pytest keeps the rewritten ones as bytecode too).
+# The caches are __pycache__ folders beside the sources, which git ignores.
+test test-fast: export PYTHONDONTWRITEBYTECODE =
+
 test: lint
-	$(call pytest_allowing_none,$(PYTEST_PARALLEL) -m "not serial" $(PYTEST_ARGS))
-	$(call pytest_allowing_none,-m serial $(PYTEST_ARGS))
+	$(call pytest_allowing_none,$(PYTEST_PARALLEL) $(PYTEST_DURATIONS) -m "not serial" $(PYTEST_ARGS))
+	$(call pytest_allowing_none,$(PYTEST_DURATIONS) -m serial $(PYTEST_ARGS))
 
 # The inner loop: lint, then the unit, API and cache tests (no worker processes, no chaos): minutes, not the whole suite.
 test-fast: lint
@@ -90,3 +98,4 @@ chaos: $(ALL_STAMP)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +
