@@ -7,6 +7,7 @@ their batch-mates; streamed audio must equal the whole decode.
 
 from __future__ import annotations
 
+import itertools
 import shutil
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,6 +28,7 @@ from worker.config import ConfigError, load_settings
 from worker.engines import registry
 from worker.engines.base import EngineError, SpeakerPrompt, SynthesisRequest
 from worker.engines.qwen3 import Qwen3Engine
+from worker.engines.qwen3_codec import CodecState
 from worker.engines.qwen3_loop import LoopRow, TalkerLoop, capture_prompt, row_from_capture
 from worker.engines.qwen3_stream import StreamDecoder, decode_whole
 
@@ -259,6 +261,43 @@ def test_stream_decoder_across_the_codec_windows(engine: Qwen3Engine) -> None:
     assert joined.shape == whole.shape == ((650 - prefix) * upsample,)
     np.testing.assert_allclose(joined, whole, atol=1e-4)
     np.testing.assert_allclose(whole, np.asarray(theirs[0])[prefix * upsample :], atol=1e-5)
+
+
+def test_stream_decoder_one_frame_at_a_time(engine: Qwen3Engine) -> None:
+    """Frames pushed one by one (as the loop's sink does), across two window starts: the decoder state
+    carried between pushes gives the whole decode's audio; audio comes out after 4 frames, then as the
+    frames double, then every 32."""
+    decoder, upsample = engine._decoder()
+    generator = torch.Generator().manual_seed(11)
+    codes = torch.randint(0, 64, (640, 4), generator=generator)
+    prefix = 30
+    with torch.inference_mode():
+        whole = decode_whole(decoder, upsample, codes, prefix)
+        stream = StreamDecoder(decoder, upsample, codes[:prefix])
+        pieces = [stream.push(codes[i : i + 1]) for i in range(prefix, codes.shape[0])]
+        pieces.append(stream.finish())
+    sizes = [p.size // upsample for p in pieces if p.size]
+    assert sizes[:6] == [4, 4, 8, 16, 32, 32]
+    assert max(sizes) == 32
+    joined = np.concatenate(pieces)
+    assert joined.shape == whole.shape == ((640 - prefix) * upsample,)
+    np.testing.assert_allclose(joined, whole, atol=1e-4)
+
+
+def test_codec_state_equals_the_whole_forward(engine: Qwen3Engine) -> None:
+    """The decoder run piece by piece with its state kept (conv tails, transposed-conv overlap, the
+    transformer's sliding-window cache) equals one forward over all the frames."""
+    decoder, _ = engine._decoder()
+    generator = torch.Generator().manual_seed(3)
+    codes = torch.randint(0, 64, (1, 4, 150), generator=generator)
+    with torch.inference_mode():
+        whole = decoder(codes).reshape(-1)
+        state = CodecState(decoder)
+        cuts = [0, 1, 2, 5, 40, 41, 113, 150]  # pieces of 1 to 72 frames, past the 72-frame window
+        parts = [state.decode(codes[..., a:b]).reshape(-1) for a, b in itertools.pairwise(cuts)]
+    joined = torch.cat(parts)
+    assert joined.shape == whole.shape
+    torch.testing.assert_close(joined, whole, atol=1e-5, rtol=0)
 
 
 def test_the_runner_is_a_setting(tiny_dir: Path) -> None:
