@@ -37,6 +37,10 @@ class CodecState:
         self._tails: dict[int, torch.Tensor] = {}  # id(module) -> its last inputs (time on the last axis)
 
     def decode(self, codes: torch.Tensor) -> torch.Tensor:
+        with torch.inference_mode():  # no autograd: the codes and the kept state are inference tensors
+            return self._decode(codes)
+
+    def _decode(self, codes: torch.Tensor) -> torch.Tensor:
         decoder = self._decoder
         hidden: torch.Tensor = decoder.quantizer.decode(codes)
         hidden = self._run(decoder.pre_conv, hidden).transpose(1, 2)
