@@ -293,6 +293,33 @@ def test_greedy_audio_matches_the_reference_runner(tiny_dir: Path, prompts: list
         np.testing.assert_allclose(ours[-n:], np.asarray(theirs[0])[-n:], atol=1e-5)
 
 
+def test_rows_decoded_apart_on_the_cpu_equal_the_batched_decode(
+    engine: Qwen3Engine, prompts: list[SpeakerPrompt]
+) -> None:
+    """On a CPU the engine decodes a call's rows one by one; the audio is qwen-tts's batched decode's."""
+    requests = [
+        SynthesisRequest(TEXTS[i], prompts[i], params={"max_new_tokens": 16}, seed=30 + i) for i in range(3)
+    ]
+    audio = engine.synthesize(requests)
+    items = [engine.prompt_item(p) for p in prompts]
+    rows = [
+        engine._loop_row(r, item, engine.language_name(r.language), engine._generate_kwargs(r.params))
+        for r, item in zip(requests, items, strict=True)
+    ]
+    frames = engine._fast_loop().run(rows, 3)
+    prefixes = [engine._reference_codes(item) for item in items]
+    wholes = [f if p is None else torch.cat([p, f]) for p, f in zip(prefixes, frames, strict=True)]
+    with torch.inference_mode():
+        wavs, _ = engine.model.model.speech_tokenizer.decode([{"audio_codes": w} for w in wholes])
+    _, upsample = engine._decoder()
+    for ours, wav, prefix in zip(audio, wavs, prefixes, strict=True):
+        theirs = np.asarray(wav, dtype=np.float32).reshape(-1)[
+            (0 if prefix is None else prefix.shape[0]) * upsample :
+        ]
+        assert ours.shape == theirs.shape
+        np.testing.assert_allclose(ours, np.clip(theirs, -1.0, 1.0), atol=1e-5)
+
+
 def test_streamed_audio_equals_the_whole_decode(engine: Qwen3Engine, prompts: list[SpeakerPrompt]) -> None:
     for prompt in prompts:
         request = SynthesisRequest(TEXTS[2], prompt, params={"max_new_tokens": 24}, seed=7)
