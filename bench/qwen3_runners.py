@@ -38,7 +38,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -95,25 +95,34 @@ def _first_audio(engine: Qwen3Engine, request: object, sync: object) -> float:
 
 @contextlib.contextmanager
 def _decode_timer(engine: Qwen3Engine) -> Iterator[list[float]]:
-    """Seconds the call spends in the codec decoder (qwen-tts's speech tokenizer, which both runners use:
-    the reference through its ``decode``, the fast runner through the decoder module's forward)."""
+    """Seconds the call spends in the codec decoder (qwen-tts's speech tokenizer's, which both runners use:
+    the reference through its ``decode``, the fast runner through the decoder module's forward on a GPU
+    and piece by piece through ``CodecState`` on a CPU)."""
+    from worker.engines.qwen3_codec import CodecState  # torch: imported when a bench runs
+
     spent = [0.0]
     tokenizer = engine.model.model.speech_tokenizer
     decoder = tokenizer.model.decoder
     original = decoder.forward
+    piecewise = CodecState.decode
 
-    def timed(*args: Any, **kwargs: Any) -> Any:
-        began = time.perf_counter()
-        try:
-            return original(*args, **kwargs)
-        finally:
-            spent[0] += time.perf_counter() - began
+    def timer(call: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            began = time.perf_counter()
+            try:
+                return call(*args, **kwargs)
+            finally:
+                spent[0] += time.perf_counter() - began
 
-    decoder.forward = timed
+        return timed
+
+    decoder.forward = timer(original)
+    CodecState.decode = timer(piecewise)  # type: ignore[method-assign]
     try:
         yield spent
     finally:
         del decoder.forward  # the instance attribute; the class's forward shows through again
+        CodecState.decode = piecewise  # type: ignore[method-assign]
 
 
 def _engine(model_dir: Path, device: str, frames: int, name: str, greedy: bool) -> Qwen3Engine:

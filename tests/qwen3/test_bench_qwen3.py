@@ -96,3 +96,13 @@ def test_the_runners_side_by_side_time_the_same_work_when_greedy(tmp_path: Path)
     assert by[("fast", 1)].first_audio_s is not None
     assert by[("fast", 2)].first_audio_s is None
     assert set(qwen3_runners.speedups(rows)) == {("fast", 1), ("fast", 2)}
+
+
+def test_the_streamed_decode_bench_on_cpu(tmp_path: Path) -> None:
+    from bench import qwen3_stream
+
+    rows = qwen3_stream.measure(build_tiny_checkpoint(tmp_path / "tiny"), 40, 10, 1)
+    assert [name for name, _, _ in rows] == ["whole", "stream", "stream-every-1"]
+    for name, ms, first in rows:
+        assert ms > 0
+        assert (first > 0) == (name != "whole")  # the whole decode has no first piece

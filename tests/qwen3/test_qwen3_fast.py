@@ -7,7 +7,9 @@ their batch-mates; streamed audio must equal the whole decode.
 
 from __future__ import annotations
 
+import itertools
 import shutil
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,8 @@ from worker.config import ConfigError, load_settings
 from worker.engines import registry
 from worker.engines.base import EngineError, SpeakerPrompt, SynthesisRequest
 from worker.engines.qwen3 import Qwen3Engine
+from worker.engines.qwen3_codec import CodecState
+from worker.engines.qwen3_feed import FeedLimits, RowFeed
 from worker.engines.qwen3_loop import LoopRow, TalkerLoop, capture_prompt, row_from_capture
 from worker.engines.qwen3_stream import StreamDecoder, decode_whole
 
@@ -148,6 +152,65 @@ def test_the_traced_step_gives_the_reference_frames(
     assert loop.compiled_step is not None
 
 
+def test_a_feed_refills_slots_with_rows_that_come_while_it_runs(
+    engine: Qwen3Engine, prompts: list[SpeakerPrompt]
+) -> None:
+    """Rows put into a feed while the loop runs (as later tasks' chunks would come), three voices and five
+    caps through two slots: each row's greedy frames equal the reference's for that chunk alone."""
+    cases = _cases(prompts, [14, 3, 20, 6, 9])
+    rows = [_row(engine, text, prompt, max_new_tokens=cap, **GREEDY) for text, prompt, cap in cases]
+    longest = max(r.prefill.shape[0] + r.max_new_tokens for r in rows)
+    feed = RowFeed(FeedLimits(longest, max(r.trailing.shape[0] for r in rows), 20))
+    loop = TalkerLoop(engine.model.model)
+    seen: dict[str, int] = {}
+
+    def sink(key: Any, frames: torch.Tensor) -> None:
+        seen[key] = seen.get(key, 0) + int(frames.shape[0])
+
+    feed.put("chunk-0", rows[0])
+    feed.put("chunk-1", rows[1])
+    steps = loop.serve_iter(feed, 2, sink=sink)
+    for _ in range(4):
+        next(steps)
+    ended = {"chunk-1": feed.result("chunk-1", timeout=0)}  # its slot idles: nothing waits
+    for i in range(2, 5):
+        feed.put(f"chunk-{i}", rows[i])
+    feed.close()
+    for _ in steps:
+        pass
+    for i, (text, prompt, cap) in enumerate(cases):
+        got = ended.get(f"chunk-{i}")
+        if got is None:
+            got = feed.result(f"chunk-{i}", timeout=0)
+        expected = _reference_frames(engine, text, prompt, max_new_tokens=cap, **GREEDY)
+        assert torch.equal(got.cpu(), expected), (i, cap)
+        assert seen[f"chunk-{i}"] == expected.shape[0]
+    assert loop.last_slots == 2
+    with pytest.raises(ValueError, match="limits"):
+        RowFeed(FeedLimits(longest, 1, 20)).put("too-long", rows[0])
+
+
+def test_a_feed_served_from_another_thread(engine: Qwen3Engine, prompts: list[SpeakerPrompt]) -> None:
+    """The loop in its own thread, waiting while the feed is empty; rows put later are served."""
+    cases = _cases(prompts, [5, 8, 4])
+    rows = [_row(engine, text, prompt, max_new_tokens=cap, **GREEDY) for text, prompt, cap in cases]
+    feed = RowFeed(FeedLimits(512, max(r.trailing.shape[0] for r in rows), 8))
+    loop = TalkerLoop(engine.model.model)
+    server = threading.Thread(target=loop.serve, args=(feed, 2), daemon=True)
+    server.start()
+    feed.put(0, rows[0])
+    first = feed.result(0, timeout=60)  # the loop then waits on the empty feed
+    feed.put(1, rows[1])
+    feed.put(2, rows[2])
+    feed.close()
+    server.join(timeout=60)
+    assert not server.is_alive()
+    got = [first, feed.result(1, timeout=0), feed.result(2, timeout=0)]
+    for (text, prompt, cap), frames in zip(cases, got, strict=True):
+        expected = _reference_frames(engine, text, prompt, max_new_tokens=cap, **GREEDY)
+        assert torch.equal(frames.cpu(), expected), cap
+
+
 @pytest.fixture(scope="module")
 def ending_dir(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny checkpoint with its end-of-speech row of the codec head a hair above a token greedy
@@ -230,6 +293,33 @@ def test_greedy_audio_matches_the_reference_runner(tiny_dir: Path, prompts: list
         np.testing.assert_allclose(ours[-n:], np.asarray(theirs[0])[-n:], atol=1e-5)
 
 
+def test_rows_decoded_apart_on_the_cpu_equal_the_batched_decode(
+    engine: Qwen3Engine, prompts: list[SpeakerPrompt]
+) -> None:
+    """On a CPU the engine decodes a call's rows one by one; the audio is qwen-tts's batched decode's."""
+    requests = [
+        SynthesisRequest(TEXTS[i], prompts[i], params={"max_new_tokens": 16}, seed=30 + i) for i in range(3)
+    ]
+    audio = engine.synthesize(requests)
+    items = [engine.prompt_item(p) for p in prompts]
+    rows = [
+        engine._loop_row(r, item, engine.language_name(r.language), engine._generate_kwargs(r.params))
+        for r, item in zip(requests, items, strict=True)
+    ]
+    frames = engine._fast_loop().run(rows, 3)
+    prefixes = [engine._reference_codes(item) for item in items]
+    wholes = [f if p is None else torch.cat([p, f]) for p, f in zip(prefixes, frames, strict=True)]
+    with torch.inference_mode():
+        wavs, _ = engine.model.model.speech_tokenizer.decode([{"audio_codes": w} for w in wholes])
+    _, upsample = engine._decoder()
+    for ours, wav, prefix in zip(audio, wavs, prefixes, strict=True):
+        theirs = np.asarray(wav, dtype=np.float32).reshape(-1)[
+            (0 if prefix is None else prefix.shape[0]) * upsample :
+        ]
+        assert ours.shape == theirs.shape
+        np.testing.assert_allclose(ours, np.clip(theirs, -1.0, 1.0), atol=1e-5)
+
+
 def test_streamed_audio_equals_the_whole_decode(engine: Qwen3Engine, prompts: list[SpeakerPrompt]) -> None:
     for prompt in prompts:
         request = SynthesisRequest(TEXTS[2], prompt, params={"max_new_tokens": 24}, seed=7)
@@ -259,6 +349,43 @@ def test_stream_decoder_across_the_codec_windows(engine: Qwen3Engine) -> None:
     assert joined.shape == whole.shape == ((650 - prefix) * upsample,)
     np.testing.assert_allclose(joined, whole, atol=1e-4)
     np.testing.assert_allclose(whole, np.asarray(theirs[0])[prefix * upsample :], atol=1e-5)
+
+
+def test_stream_decoder_one_frame_at_a_time(engine: Qwen3Engine) -> None:
+    """Frames pushed one by one (as the loop's sink does), across two window starts: the decoder state
+    carried between pushes gives the whole decode's audio; audio comes out after 4 frames, then as the
+    frames double, then every 32."""
+    decoder, upsample = engine._decoder()
+    generator = torch.Generator().manual_seed(11)
+    codes = torch.randint(0, 64, (640, 4), generator=generator)
+    prefix = 30
+    with torch.inference_mode():
+        whole = decode_whole(decoder, upsample, codes, prefix)
+        stream = StreamDecoder(decoder, upsample, codes[:prefix])
+        pieces = [stream.push(codes[i : i + 1]) for i in range(prefix, codes.shape[0])]
+        pieces.append(stream.finish())
+    sizes = [p.size // upsample for p in pieces if p.size]
+    assert sizes[:6] == [4, 4, 8, 16, 32, 32]
+    assert max(sizes) == 32
+    joined = np.concatenate(pieces)
+    assert joined.shape == whole.shape == ((640 - prefix) * upsample,)
+    np.testing.assert_allclose(joined, whole, atol=1e-4)
+
+
+def test_codec_state_equals_the_whole_forward(engine: Qwen3Engine) -> None:
+    """The decoder run piece by piece with its state kept (conv tails, transposed-conv overlap, the
+    transformer's sliding-window cache) equals one forward over all the frames."""
+    decoder, _ = engine._decoder()
+    generator = torch.Generator().manual_seed(3)
+    codes = torch.randint(0, 64, (1, 4, 150), generator=generator)
+    with torch.inference_mode():
+        whole = decoder(codes).reshape(-1)
+        state = CodecState(decoder)
+        cuts = [0, 1, 2, 5, 40, 41, 113, 150]  # pieces of 1 to 72 frames, past the 72-frame window
+        parts = [state.decode(codes[..., a:b]).reshape(-1) for a, b in itertools.pairwise(cuts)]
+    joined = torch.cat(parts)
+    assert joined.shape == whole.shape
+    torch.testing.assert_close(joined, whole, atol=1e-5, rtol=0)
 
 
 def test_the_runner_is_a_setting(tiny_dir: Path) -> None:

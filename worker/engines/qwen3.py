@@ -674,21 +674,36 @@ class Qwen3Engine:
             began = time.perf_counter()
             codes = loop.run(rows, slots)
             self.last_generate_s = time.perf_counter() - began
-            # One decode of every row, after its reference's codes, as qwen-tts decodes a generate call's
-            # rows; the reference's samples are cut at its exact frame boundary.
+            # Every row decoded after its reference's codes, as qwen-tts decodes a generate call's rows;
+            # the reference's samples are cut at its exact frame boundary.
             prefixes = [self._reference_codes(items[i]) for i in indices]
             wholes = [
                 generated if prefix is None else _torch().cat([prefix, generated], dim=0)
                 for prefix, generated in zip(prefixes, codes, strict=True)
             ]
-            wavs, _rate = self.model.model.speech_tokenizer.decode([{"audio_codes": w} for w in wholes])
-            _decoder, upsample = self._decoder()
-            for i, prefix, wav in zip(indices, prefixes, wavs, strict=True):
-                cut = 0 if prefix is None else int(prefix.shape[0]) * upsample
-                samples = np.asarray(wav, dtype=np.float32).reshape(-1)[cut:]
+            for i, samples in zip(indices, self._decode_rows(wholes, prefixes), strict=True):
                 out[i] = np.clip(samples, -1.0, 1.0).astype(np.float32)
         self.last_calls = (loop.last_slots,)
         return out
+
+    def _decode_rows(
+        self, wholes: Sequence[torch.Tensor], prefixes: Sequence[torch.Tensor | None]
+    ) -> list[npt.NDArray[np.float32]]:
+        """Each row's samples after its reference's codes. On a GPU one batched decode (qwen-tts's, one
+        launch sequence for all rows); on a CPU row by row with the same windows (``decode_whole``): the
+        convolutions over a batch of rows ran about 5x slower there than the rows one at a time (16 rows of
+        136 frames, tiny checkpoint: 4.0 s against 0.7 s; docs/benchmarks.md)."""
+        decoder, upsample = self._decoder()
+        cuts = [0 if prefix is None else int(prefix.shape[0]) for prefix in prefixes]
+        if _torch().device(self.model.device).type == "cpu":
+            from worker.engines.qwen3_stream import decode_whole
+
+            return [decode_whole(decoder, upsample, w, cut) for w, cut in zip(wholes, cuts, strict=True)]
+        wavs, _rate = self.model.model.speech_tokenizer.decode([{"audio_codes": w} for w in wholes])
+        return [
+            np.asarray(wav, dtype=np.float32).reshape(-1)[cut * upsample :]
+            for wav, cut in zip(wavs, cuts, strict=True)
+        ]
 
     def _generate(
         self,

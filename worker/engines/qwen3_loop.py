@@ -21,7 +21,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch.nn import functional
@@ -36,6 +36,9 @@ from worker.engines.qwen3_sampling import (
     seed_halves,
     vocab_salt,
 )
+
+if TYPE_CHECKING:
+    from worker.engines.qwen3_feed import RowFeed
 
 __all__ = ["FrameSink", "LoopRow", "TalkerLoop", "capture_prompt"]
 
@@ -543,17 +546,10 @@ class TalkerLoop:
         hand out audio while the rows are still generating; the generator's value is :meth:`run`'s."""
         if not rows:
             return []
-        wanted = max(1, min(int(slots), len(rows)))
-        bucket = 1 << (wanted - 1).bit_length()  # a power of two, unless that is more than allowed
-        slots = bucket if bucket <= int(slots) else wanted
-        self.last_slots = slots
-        pad = rows[0].pad_embed
-        if pad is not None:
-            self.pad_embed.copy_(pad.reshape(-1))  # in place: captured graphs read this tensor
         longest = max(r.prefill.shape[0] + r.max_new_tokens for r in rows)
         trailing = max(r.trailing.shape[0] for r in rows)
         cap = max(r.max_new_tokens for r in rows)
-        state = self._state_for(slots, longest, trailing, cap)
+        state = self._begin(min(int(slots), len(rows)), int(slots), longest, trailing, cap)
         state.warps = (
             Warps.of([r.top_k for r in rows], [r.top_p if r.sample else 1.0 for r in rows], self.vocab),
             Warps.of(
@@ -564,42 +560,99 @@ class TalkerLoop:
         )
         results: list[torch.Tensor | None] = [None] * len(rows)
         waiting = deque(range(len(rows)))
-        owner: list[int | None] = [None] * slots
-        sent = [0] * len(rows)
+
+        def take(_wait: bool) -> tuple[Any, LoopRow] | None:
+            if not waiting:
+                return None
+            index = waiting.popleft()
+            return index, rows[index]
+
+        def finish(index: Any, frames: torch.Tensor) -> None:
+            results[index] = frames
+
+        yield from self._drive(state, take, finish, sink)
+        empty = torch.zeros(0, self.codebooks, dtype=torch.int64, device=self.device)
+        return [r if r is not None else empty for r in results]
+
+    def serve(
+        self, feed: RowFeed, slots: int, *, sink: Callable[[Any, torch.Tensor], None] | None = None
+    ) -> None:
+        """Generate the rows of ``feed`` as they come, at most ``slots`` in flight, until it is closed and
+        empty; each row's frames go to ``feed.finish`` when it ends (worker.engines.qwen3_feed)."""
+        for _ in self.serve_iter(feed, slots, sink=sink):
+            pass
+
+    def serve_iter(
+        self, feed: RowFeed, slots: int, *, sink: Callable[[Any, torch.Tensor], None] | None = None
+    ) -> Generator[None, None, None]:
+        """:meth:`serve`, yielding after every frame. The warpers are sized for the whole vocabulary, so
+        any row's top-k and top-p can come later (the tokens are the same as with narrower warpers)."""
+        limits = feed.limits
+        state = self._begin(int(slots), int(slots), limits.length, limits.trailing, limits.cap)
+        state.warps = (Warps.of([0], [0.5], self.vocab), Warps.of([0], [0.5], self.cp_vocab))
+
+        def take(wait: bool) -> tuple[Any, LoopRow] | None:
+            return feed.take(wait=wait)
+
+        yield from self._drive(state, take, feed.finish, sink)
+
+    def _begin(self, wanted: int, allowed: int, longest: int, trailing: int, cap: int) -> _State:
+        """The state of a run of ``wanted`` rows in flight (rounded up to a power of two when ``allowed``)."""
+        wanted = max(1, wanted)
+        bucket = 1 << (wanted - 1).bit_length()  # a power of two, unless that is more than allowed
+        slots = bucket if bucket <= allowed else wanted
+        self.last_slots = slots
+        return self._state_for(slots, longest, trailing, cap)
+
+    def _drive(
+        self,
+        state: _State,
+        take: Callable[[bool], tuple[Any, LoopRow] | None],
+        finish: Callable[[Any, torch.Tensor], None],
+        sink: Callable[[Any, torch.Tensor], None] | None,
+    ) -> Generator[None, None, None]:
+        """Fill free slots with ``take`` (waiting only when no row is in flight; None: no row now, or no
+        more when nothing is in flight), step, hand new frames to ``sink`` and ended rows to ``finish``."""
+        slots = state.slots
+        owner: list[Any] = [None] * slots
+        busy = [False] * slots
+        sent = [0] * slots
         position = [0] * slots
         while True:
             with torch.inference_mode():
                 for slot in range(slots):
-                    while owner[slot] is None and waiting:
-                        index = waiting.popleft()
-                        row = rows[index]
+                    while not busy[slot]:
+                        item = take(not any(busy))
+                        if item is None:
+                            break
+                        key, row = item
+                        if row.pad_embed is not None:
+                            self.pad_embed.copy_(row.pad_embed.reshape(-1))  # in place: graphs read it
                         if row.max_new_tokens > 1 and self._prefill(state, slot, row):
-                            owner[slot] = index
+                            owner[slot], busy[slot], sent[slot] = key, True, 0
                             position[slot] = row.prefill.shape[0]
                         else:  # no frame: a cap of one token, or end of speech first
-                            results[index] = state.frames[slot, :0].clone()
-                if all(o is None for o in owner):
+                            finish(key, state.frames[slot, :0].clone())
+                if not any(busy):
                     break
-                in_use = max(position[s] for s, o in enumerate(owner) if o is not None)
+                in_use = max(position[s] for s in range(slots) if busy[s])
                 length = min(state.length, _round_up(in_use + 1, CACHE_BUCKET))
                 self._run_step(state, length)
                 progress: list[list[int]] = torch.stack(
                     [state.done.to(torch.int64), state.generated, state.position]
                 ).tolist()
                 done, generated, position = progress
-                for slot, owned in enumerate(owner):
-                    if owned is None:
+                for slot in range(slots):
+                    if not busy[slot]:
                         continue
                     frames = int(generated[slot]) - 1
-                    if sink is not None and frames > sent[owned]:
-                        sink(owned, state.frames[slot, sent[owned] : frames].clone())
-                        sent[owned] = frames
+                    if sink is not None and frames > sent[slot]:
+                        sink(owner[slot], state.frames[slot, sent[slot] : frames].clone())
+                        sent[slot] = frames
                     if done[slot]:
-                        results[owned] = state.frames[slot, :frames].clone()
-                        owner[slot] = None
+                        finish(owner[slot], state.frames[slot, :frames].clone())
+                        owner[slot], busy[slot] = None, False
             yield
-        empty = torch.zeros(0, self.codebooks, dtype=torch.int64, device=self.device)
-        return [r if r is not None else empty for r in results]
 
 
 Store = Callable[[int, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]

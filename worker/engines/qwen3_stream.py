@@ -1,33 +1,34 @@
 """Streamed codec decoding for Qwen3-TTS: audio for frames as they arrive (pure: torch and numpy only).
 
 qwen-tts decodes a row's codes (the reference's codes, then the generated ones) in windows of 300 frames,
-each with 25 frames of left context before it. The codec decoder is causal to the sample: its
-convolutions pad on the left only, its transposed convolutions trim what reaches past their input, and its
-transformer's mask is causal. So the samples of frames ``a..b`` of one of those windows depend only on the
-window's codes up to ``b``: decoding the window's prefix gives them exactly, and a stream can hand out
-audio as soon as a few frames exist.
+each with 25 frames of left context before it, every window with a fresh decoder. The codec decoder is
+causal to the sample, so a window's samples can be made piece by piece: :class:`StreamDecoder` keeps the
+window's decoder state (:class:`~worker.engines.qwen3_codec.CodecState`) and decodes only the frames that
+are new each time; a new window starts a fresh state on its 25 context frames, as qwen-tts does.
 
-:class:`StreamDecoder` takes frames as they are generated and decodes the window's prefix each time
-enough new frames have come (4 at first, then twice as many each time, so the prefixes decoded add up to
-about twice the frames of the whole: the first audio is fast and the total cost stays bounded). The
-samples of the reference's own codes are never handed out, as qwen-tts cuts them.
+Audio is handed out once ``first_frames`` generated frames exist, then each time the generated frames
+have doubled, but at least every ``every`` frames: a decode call has a fixed cost besides its frames, so
+few calls keep the total near one whole decode while the first audio comes early and the pieces stay
+short (32 frames are 2.56 s of audio). The samples of the reference's own codes are never handed out,
+as qwen-tts cuts them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import torch
+
+from worker.engines.qwen3_codec import CodecState
 
 __all__ = ["StreamDecoder", "decode_whole"]
 
 WINDOW = 300  # frames qwen-tts decodes at once
 LEFT_CONTEXT = 25  # frames of context before each window but the first
 FIRST_FRAMES = 4  # the first audio is handed out after this many generated frames
-
-Decoder = Callable[[torch.Tensor], torch.Tensor]  # codes (1, codebooks, frames) -> wav (1, 1, samples)
+EVERY_FRAMES = 32  # then when the frames have doubled, at most this many frames apart
 
 
 def _window_start(frame: int) -> tuple[int, int]:
@@ -42,14 +43,15 @@ class StreamDecoder:
 
     def __init__(
         self,
-        decoder: Decoder,
+        decoder: Any,
         upsample: int,
         prefix: torch.Tensor | None = None,
         *,
         first_frames: int = FIRST_FRAMES,
+        every: int = EVERY_FRAMES,
     ) -> None:
-        """``decoder``: the codec decoder's forward; ``upsample``: samples per frame; ``prefix``: the
-        reference's codes (frames, codebooks), decoded for context and never handed out."""
+        """``decoder``: qwen-tts's 12 Hz codec decoder module; ``upsample``: samples per frame; ``prefix``:
+        the reference's codes (frames, codebooks), decoded for context and never handed out."""
         self._decoder = decoder
         self._upsample = int(upsample)
         self._codes: list[torch.Tensor] = []
@@ -60,6 +62,10 @@ class StreamDecoder:
         self._frames = self._prefix
         self._emitted = self._prefix  # frames whose samples are out (the prefix's are never handed out)
         self._due = max(1, int(first_frames))  # generated frames at which the next audio is handed out
+        self._every = max(1, int(every))
+        self._state: CodecState | None = None
+        self._window = -1  # first kept frame of the window ``_state`` decodes
+        self._fed = 0  # frames ``_state`` has decoded
 
     @property
     def frames(self) -> int:
@@ -77,7 +83,7 @@ class StreamDecoder:
         self.extend(frames)
         if self.frames < self._due:
             return np.zeros(0, dtype=np.float32)
-        self._due = 2 * self.frames
+        self._due = self.frames + min(self.frames, self._every)
         return self._decode_to(self._frames)
 
     def finish(self) -> npt.NDArray[np.float32]:
@@ -94,8 +100,12 @@ class StreamDecoder:
         while start < end:
             first, kept = _window_start(start)
             stop = min(end, kept + WINDOW)
-            wav = self._decoder(codes[first:stop].transpose(0, 1).unsqueeze(0))
-            samples = wav.reshape(-1)[(start - first) * self._upsample : (stop - first) * self._upsample]
+            if self._state is None or self._window != kept:
+                self._state, self._window, self._fed = CodecState(self._decoder), kept, first
+            fed = self._fed
+            wav = self._state.decode(codes[fed:stop].transpose(0, 1).unsqueeze(0))
+            self._fed = stop
+            samples = wav.reshape(-1)[(start - fed) * self._upsample :]
             pieces.append(samples.detach().to("cpu", torch.float32).numpy())
             start = stop
         self._emitted = end
@@ -103,7 +113,7 @@ class StreamDecoder:
 
 
 def decode_whole(
-    decoder: Decoder, upsample: int, codes: torch.Tensor, prefix_frames: int
+    decoder: Any, upsample: int, codes: torch.Tensor, prefix_frames: int
 ) -> npt.NDArray[np.float32]:
     """The audio of ``codes`` (frames, codebooks) as qwen-tts decodes it (windows of 300 frames with 25 of
     context), without the first ``prefix_frames`` frames' samples: one pass, no streaming."""
