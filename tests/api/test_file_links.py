@@ -27,7 +27,7 @@ from tests.support.s3 import BACKENDS, overrides_for
 from webapi.cli import mint_key
 from webapi.file_links import sign
 from worker.config import ConfigError, Settings, load_settings
-from worker.jobs.expire import expire_outputs
+from worker.jobs.expire import expire
 
 SECRET = "file-link-test-secret-" + "s" * 32
 BOOK = "# The Harbour\n\nThe fog came in before dawn.\n\n# The Storm\n\nBy noon the wind had turned."
@@ -277,7 +277,7 @@ def test_a_link_dies_with_its_key_and_with_its_job(
     with app.app_context():
         sessions.execute(update(Job).where(Job.id == uuid.UUID(job["id"])).values(expires_at=utcnow()))
         sessions.commit()
-        assert expire_outputs(tome_of(app).runtime, utcnow() + timedelta(seconds=1)) == 1
+        assert expire(tome_of(app).runtime, utcnow() + timedelta(seconds=1)).outputs == 1
         sessions.remove()
     _refused(client, url, 410, "expired")
     # the job is deleted outright: 404

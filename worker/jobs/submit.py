@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session
 
 from models import Job
 from worker.audio import Cover
-from worker.jobs import intake, readalong, state
+from worker.jobs import job_plans, readalong, state
 from worker.jobs.plan import ScriptPlan
 from worker.storage.atomic import atomic_file
 from worker.storage.backend import Storage
@@ -62,7 +62,7 @@ def submit(
     if submission.readalong:
         _keep_for_readalong(files, job, script.source)
     if script.plan is not None:
-        intake.apply_plan(job, script.plan)
+        job_plans.apply_plan(job, script.plan)
     else:
         _await_planning(job, submission, script)
     earlier = _insert(files, session, job, script.plan, replay)
