@@ -23,7 +23,7 @@ from tests.api.helpers import submit_job, upload_voice
 from tests.conftest import bearer
 from tests.support.apps import tome_of
 from tests.support.factories import render_inline
-from tests.support.s3 import BACKENDS, overrides_for
+from tests.support.s3 import both_backends
 from webapi.cli import mint_key
 from webapi.file_links import sign
 from worker.config import ConfigError, Settings, load_settings
@@ -33,9 +33,7 @@ SECRET = "file-link-test-secret-" + "s" * 32
 BOOK = "# The Harbour\n\nThe fog came in before dawn.\n\n# The Storm\n\nBy noon the wind had turned."
 
 
-@pytest.fixture(params=BACKENDS)
-def storage_overrides(request: pytest.FixtureRequest) -> dict[str, Any]:
-    return overrides_for(request.param, request)
+storage_overrides = both_backends  # every test here runs on the local directory and on S3
 
 
 @pytest.fixture

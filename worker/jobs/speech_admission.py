@@ -137,7 +137,7 @@ def admit(session: Session, job: Job, speech_plan: SpeechPlan, per_owner: int) -
     streaming it), so such a job cannot lock its owner out."""
     if session.get_bind().dialect.name == "postgresql":
         session.execute(select(func.pg_advisory_xact_lock(_owner_lock(job.owner))))
-    insert_speech(session, job, speech_plan)
+    _insert_speech(session, job, speech_plan)
     running = running_speech(session, job.owner, but=job.id)
     if running >= per_owner:
         raise SpeechBusy(running, per_owner)
@@ -168,7 +168,7 @@ def _owner_lock(owner: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
-def insert_speech(session: Session, job: Job, speech_plan: SpeechPlan) -> None:
+def _insert_speech(session: Session, job: Job, speech_plan: SpeechPlan) -> None:
     """The job and its chunks, the chunks marked sent: only ``tome.speak`` renders them (the caller
     commits, then sends it)."""
     state.insert_job(session, job, speech_plan.specs, speech_plan.chunk_voices)
