@@ -147,6 +147,21 @@ def pg_settings(services: Services, tmp_path: Path) -> Iterator[Settings]:
 
 
 @pytest.fixture
+def pg_app(pg_settings: Settings) -> Iterator[Flask]:
+    """An app on a fresh PostgreSQL database and a private Redis queue."""
+    with app_on(pg_settings) as app:
+        yield app
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_app(request: pytest.FixtureRequest, settings: Settings) -> Iterator[Flask]:
+    """An app on each database: the embedded SQLite one, then a fresh PostgreSQL one."""
+    chosen = settings if request.param == "sqlite" else request.getfixturevalue("pg_settings")
+    with app_on(chosen) as app:
+        yield app
+
+
+@pytest.fixture
 def start_worker(tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
     """Start real Celery worker processes; when the test ends, those still running are killed by their own
     PIDs (pool processes included) rather than shut down warm: nothing is left to check by then, and a

@@ -65,6 +65,30 @@ def test_this_tree_passes() -> None:
         ({"webapi/voices.py": "def f(v):\n    v.cache_status = 'ready'\n"}, "writes cache_status"),
         ({"worker/voices/builds.py": "update(Voice).values(cache_status='ready')\n"}, "writes cache_status"),
         ({"webapi/jobs.py": "x = 1\n" * 250}, "webapi.jobs is 250 lines long"),
+        (
+            {"worker/jobs/speech.py": "def f(s):\n    job = s.get(Job, 1)\n    job.status = 'x'\n"},
+            "assigns job.status of a Job row",
+        ),
+        (
+            {"webapi/jobs.py": "def f(job: 'Job | None'):\n    job.title = 't'\n"},
+            "assigns job.title of a Job",
+        ),
+        (
+            {"worker/sweeper.py": "def f(s):\n    for c in s.scalars(select(Chunk)):\n        c.seq += 1\n"},
+            "assigns c.seq of a Chunk row",
+        ),
+        (
+            {"worker/jobs/a.py": "def f(s):\n    r = s.scalar(select(JobChapter))\n    r.x, y = 1, 2\n"},
+            "assigns r.x of a JobChapter row",
+        ),
+        (
+            {"webapi/a.py": "def f(rows: list[Chunk]):\n    for c in rows:\n        c.error = None\n"},
+            "assigns c.error of a Chunk row",
+        ),
+        (
+            {"worker/a.py": "def f(s):\n    job: models.Job = s.merge(x)\n    def g():\n        job.e = 1\n"},
+            "assigns job.e of a Job row",
+        ),
     ],
 )
 def test_each_breach_is_named(tmp_path: Path, files: dict[str, str], said: str) -> None:
@@ -86,6 +110,9 @@ def test_what_does_not_run_at_import_and_same_package_privates_pass(tmp_path: Pa
         "worker/voices/state.py": "def f(v):\n    v.cache_status = 'ready'\n",
         "webapi/voices.py": "q = select(Voice).where(Voice.cache_status == 'ready')\n",
         "webapi/jobs.py": "x = 1\n" * 249,
+        "worker/jobs/state/jobs.py": "def f(s, job: Job):\n    job.status = 'x'\n",
+        "webapi/lexicons.py": "def f(s, job: Voice):\n    row = s.get(Lexicon, 1)\n    row.n = 1\n",
+        "worker/jobs/render.py": "def f(s, ids: list[Job]):\n    job = s.get(Job.id)\n    job.x = 1\n",
         "tests/t.py": "Job(id=1)\nupdate(Chunk)\n",
     }
     assert check_layers.check(_tree(tmp_path, files)) == []

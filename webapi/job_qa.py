@@ -25,7 +25,7 @@ from webapi.stored_files import send_stored
 from webapi.usage import require_room_for_rerender
 from webapi.validation import json_body, query
 from worker.jobs import state
-from worker.jobs.intake import plan_request
+from worker.jobs.job_plans import plan_request
 from worker.jobs.plan import PlanError, plan
 from worker.storage.backend import StorageError
 from worker.task_names import RENDER_CHUNKS, STITCH_CHAPTER

@@ -93,12 +93,7 @@ def _accept_for_planning(
     job, inserted = _submit(
         submitted, title, voice, idempotency_key, submit.Script(script, estimated_seconds=rough)
     )
-    if not inserted:
-        return _accepted(job)
-    tome().enqueue(PLAN_JOB, [str(job.id)])
-    with log_context(job_id=job.id, voice_id=voice.id):
-        log.info("job %s: accepted, %d characters to plan", job.id, len(script))
-    return _accepted(job)
+    return _to_plan(job, inserted, voice, f"{len(script)} characters")
 
 
 def _accept_epub(
@@ -114,11 +109,16 @@ def _accept_epub(
     require_room_for_job(0.0, tome().engine().sample_rate)  # its length is checked once unpacked
     script = submit.Script(data, title_from_script=not named)
     job, inserted = _submit(submitted, named or "(untitled EPUB)", voice, idempotency_key, script)
-    if not inserted:
-        return _accepted(job)
-    tome().enqueue(PLAN_JOB, [str(job.id)])
-    with log_context(job_id=job.id, voice_id=voice.id):
-        log.info("job %s: accepted, an EPUB of %d bytes to plan", job.id, len(data))
+    return _to_plan(job, inserted, voice, f"an EPUB of {len(data)} bytes")
+
+
+def _to_plan(job: Job, inserted: bool, voice: Voice, what: str) -> tuple[Response, int]:
+    """202 for a job a worker plans, its plan sent once this request inserted it (a replay answers the
+    earlier job as it stands)."""
+    if inserted:
+        tome().enqueue(PLAN_JOB, [str(job.id)])
+        with log_context(job_id=job.id, voice_id=voice.id):
+            log.info("job %s: accepted, %s to plan", job.id, what)
     return _accepted(job)
 
 

@@ -28,7 +28,7 @@ from webapi.validation import json_body, validate
 from worker.audio import MAX_COVER_BYTES, Cover, CoverError, Pauses, load_cover
 from worker.cast_llm import LlmSettings
 from worker.jobs import limits
-from worker.jobs.intake import cast_request
+from worker.jobs.job_plans import cast_request
 from worker.jobs.plan import PlanError, PlanRequest, ScriptPlan, live_voices, plan
 from worker.jobs.preview import PreviewAsk, preview_body
 from worker.script import ReadOptions

@@ -35,7 +35,7 @@ from webapi.validation import json_body
 from worker.audio import Pauses
 from worker.audio.stream import PcmStream, SpeechFormat
 from worker.celery_app import SPEECH_PRIORITY, WORK_PRIORITY
-from worker.jobs import limits, speech
+from worker.jobs import limits, speech, speech_admission
 from worker.jobs.plan import PlanError, PlanRequest, live_voices
 from worker.jobs.speech_stream import SpeechStream
 from worker.logs import log_context
@@ -135,12 +135,12 @@ def create_speech() -> Response:
     voice = _voice(principal.owner, body.voice)
     _await_prompt(voice)
     engine = state.engine()
-    speed = speech.Speed.of(body.speed)
+    speed = speech_admission.Speed.of(body.speed)
     speech_plan = _plan(principal.owner, voice, body.input, speed)
     require_room_for_job(speech_plan.estimated_seconds, engine.sample_rate)
-    running = speech.running_speech(state.sessions(), principal.owner)
+    running = speech_admission.running_speech(state.sessions(), principal.owner)
     if running >= settings.speech.per_owner:  # at once, before an encoder starts; admit() decides races
-        raise _busy(speech.SpeechBusy(running, settings.speech.per_owner))
+        raise _busy(speech_admission.SpeechBusy(running, settings.speech.per_owner))
     encoder = PcmStream(
         body.response_format, engine.sample_rate, speed.tempo, settings.tasks.mp3_bitrate_kbps
     )
@@ -170,8 +170,8 @@ def _admit(
     body: SpeechCreate,
     voice: Voice,
     engine: str,
-    speed: speech.Speed,
-    speech_plan: speech.SpeechPlan,
+    speed: speech_admission.Speed,
+    speech_plan: speech_admission.SpeechPlan,
     encoder: PcmStream,
 ) -> tuple[Job, bool]:
     """The speech job, inserted and committed if the owner is within its share (else a 429, the encoder
@@ -179,7 +179,7 @@ def _admit(
     state = tome()
     principal = current_principal()
     try:
-        job = speech.new_job(
+        job = speech_admission.new_job(
             owner=principal.owner,
             api_key_id=uuid.UUID(principal.key_id),
             voice_id=voice.id,
@@ -189,9 +189,9 @@ def _admit(
             speech_plan=speech_plan,
             title=body.input[:80],
         )
-        alone = speech.admit(state.sessions(), job, speech_plan, state.settings.speech.per_owner)
+        alone = speech_admission.admit(state.sessions(), job, speech_plan, state.settings.speech.per_owner)
         state.sessions.commit()
-    except speech.SpeechBusy as exc:
+    except speech_admission.SpeechBusy as exc:
         state.sessions.rollback()
         encoder.abort()
         raise _busy(exc) from exc
@@ -205,9 +205,9 @@ def _admit(
 def _await_prompt(voice: Voice) -> None:
     """Return once the voice's prompt is ready, waiting within TOME_SPEECH_WAIT_SECONDS for its build (the
     usual build, within the build bounds and quota: worker.voices.builds), before the request is admitted,
-    so that it holds no speech place, render slot or encoder meanwhile. 409 ``voice_unavailable`` if the
-    build failed; 409 ``voice_not_ready`` with Retry-After if it is not done in time; 429 if the owner's
-    build quota leaves no room for it."""
+    so that it holds no render slot or encoder meanwhile (it holds one of its owner's speech places). 409
+    ``voice_unavailable`` if the build failed; 409 ``voice_not_ready`` with Retry-After if it is not done in
+    time; 429 if the owner's build quota leaves no room for it, or its speech places are all taken."""
     state = tome()
     rt, voice_id, name = state.runtime, voice.id, voice.name
     try:
@@ -219,7 +219,7 @@ def _await_prompt(voice: Voice) -> None:
             waited = wait_for_prompt(rt, voice_id, state.enqueue, state.settings.speech.wait_seconds)
         finally:
             with unit_of_work(rt.sessions) as session:
-                speech.end_wait(session, wait_id)
+                speech_admission.end_wait(session, wait_id)
     except VoiceCacheFailed as exc:
         raise Conflict(str(exc), code="voice_unavailable", field="voice") from exc
     if waited is None:
@@ -248,11 +248,11 @@ def _hold_wait(voice: Voice) -> uuid.UUID:
     state = tome()
     settings = state.settings.speech
     try:
-        wait_id = speech.hold_wait(
+        wait_id = speech_admission.hold_wait(
             state.sessions(), voice.owner, voice.id, settings.per_owner, settings.wait_seconds
         )
         state.sessions.commit()
-    except speech.SpeechBusy as exc:
+    except speech_admission.SpeechBusy as exc:
         state.sessions.rollback()
         raise _busy(exc) from exc
     except BaseException:
@@ -273,7 +273,7 @@ def _voice(owner: str, ref: str) -> Voice:
     return voice
 
 
-def _plan(owner: str, voice: Voice, text: str, speed: speech.Speed) -> speech.SpeechPlan:
+def _plan(owner: str, voice: Voice, text: str, speed: speech_admission.Speed) -> speech_admission.SpeechPlan:
     settings = tome().settings
     engine = tome().engine()
     request = PlanRequest(
@@ -288,13 +288,13 @@ def _plan(owner: str, voice: Voice, text: str, speed: speech.Speed) -> speech.Sp
         engine=engine.name,
     )
     try:
-        return speech.plan_speech(tome().sessions(), request, speed, voice.language)
+        return speech_admission.plan_speech(tome().sessions(), request, speed, voice.language)
     except PlanError as exc:
         field = "input" if exc.field == "script" else exc.field
         raise Invalid(exc.message, code=exc.code, field=field, line=exc.line, column=exc.column) from exc
 
 
-def _busy(exc: speech.SpeechBusy) -> ApiError:
+def _busy(exc: speech_admission.SpeechBusy) -> ApiError:
     return RateLimited(str(exc), code="speech_busy", retry_after=BUSY_RETRY_SECONDS)
 
 

@@ -321,13 +321,7 @@ def create_voice() -> tuple[Response, int]:
         )
         if speaker is not None:
             _publish_embedding_prompt(voice, speaker)
-        state.sessions.add(voice)
-        try:
-            state.sessions.commit()
-        except IntegrityError as exc:  # a concurrent upload took the name between the check and the insert
-            state.sessions.rollback()
-            _refuse_taken_name(owner, form.name)
-            raise Conflict(f"you already have a voice named {form.name!r}", field="name") from exc
+        _insert(voice)
     except BaseException:
         state.storage.remove_folder(folder)
         raise
@@ -340,6 +334,19 @@ def create_voice() -> tuple[Response, int]:
     response = jsonify(voice_out(voice).model_dump(mode="json"))
     response.headers["Location"] = f"/v1/voices/{voice_id}"
     return response, 202
+
+
+def _insert(voice: Voice) -> None:
+    """Insert and commit a new voice; 409 naming ``name`` when a concurrent upload took the name
+    between the check and the insert."""
+    sessions = tome().sessions
+    sessions.add(voice)
+    try:
+        sessions.commit()
+    except IntegrityError as exc:
+        sessions.rollback()
+        _refuse_taken_name(voice.owner, voice.name)
+        raise Conflict(f"you already have a voice named {voice.name!r}", field="name") from exc
 
 
 @bp.put("/<voice_id>")

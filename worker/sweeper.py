@@ -20,7 +20,7 @@ from worker.filesystem_broker import PARTIAL_PREFIX, TAKEN_PREFIX
 from worker.jobs import actions, rerender
 from worker.jobs import state as jobs
 from worker.jobs.chapters import begin_chapter
-from worker.jobs.expire import expire_chunks, expire_outputs
+from worker.jobs.expire import expire
 from worker.jobs.preview import expire_previews, resend_queued_previews
 from worker.jobs.scheduler import schedule
 from worker.jobs.stitch import maybe_begin_stitch
@@ -95,8 +95,7 @@ def sweep(rt: Runtime, enqueue: Enqueue, now: datetime | None = None) -> SweepRe
             return 0
 
     step("voices", lambda: _sweep_voices(rt, enqueue, now, report))
-    report.outputs_expired = step("expire outputs", lambda: expire_outputs(rt, now))
-    report.chunk_folders_removed = step("expire chunks", lambda: expire_chunks(rt, now))
+    step("expire", lambda: _expire(rt, now, report))
     report.webhooks_sent = step("webhooks", lambda: _resend_webhooks(rt, enqueue, now))
     report.temp_files_removed = step(
         "temp files", lambda: remove_stale_temp_files(rt.layout.root, now - TEMP_FILE_AGE)
@@ -203,6 +202,13 @@ def _resume_chapters(rt: Runtime, enqueue: Enqueue, now: datetime, report: Sweep
             )
             if actions.fail(rt, job_id, error, enqueue):
                 report.failed_jobs.append(str(job_id))
+
+
+def _expire(rt: Runtime, now: datetime, report: SweepReport) -> None:
+    """Books, files and chunk audio that are due go (worker.jobs.expire)."""
+    expired = expire(rt, now)
+    report.outputs_expired = expired.outputs
+    report.chunk_folders_removed = expired.chunk_folders
 
 
 def _sweep_voices(rt: Runtime, enqueue: Enqueue, now: datetime, report: SweepReport) -> None:

@@ -24,18 +24,14 @@ from tests.conftest import bearer
 from tests.support.apps import tome_of
 from tests.support.inline import Inline
 from tests.support.receiver import Receiver
-from tests.support.s3 import BACKENDS, overrides_for
+from tests.support.s3 import both_backends
 from webapi.cli import mint_key
 from worker import webhooks
 from worker.audio.ffmpeg import decode_to_pcm
 from worker.sweeper import sweep
 from worker.task_names import BUILD_VOICE, DELIVER_CHAPTER_WEBHOOK, RENDER_CHUNKS, START_JOB, STITCH_CHAPTER
 
-
-@pytest.fixture(params=BACKENDS)
-def storage_overrides(request: pytest.FixtureRequest) -> dict[str, Any]:
-    """Every test here runs on the local data directory and on an S3 bucket (tests/support/s3.py)."""
-    return overrides_for(request.param, request)
+storage_overrides = both_backends  # every test here runs on the local directory and on S3
 
 
 SENTENCES = [f"Sentence {n} of the chapter, spoken slowly and clearly." for n in range(1, 7)]

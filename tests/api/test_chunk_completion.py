@@ -5,20 +5,17 @@ job's counters move by exactly those, and the JSON columns are stored as JSON.""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from datetime import timedelta
 
-import pytest
 from flask import Flask
 from sqlalchemy import select
 
 from models import Chunk, Job, unit_of_work, utcnow
 from tests.api.helpers import submit_job, upload_voice
 from tests.conftest import bearer
-from tests.support.apps import app_on, tome_of
+from tests.support.apps import tome_of
 from tests.support.inline import Inline
 from webapi.cli import mint_key
-from worker.config import Settings
 from worker.jobs.start import start_job
 from worker.jobs.state import Completed, Completion, claim_chunks, complete_chunks
 from worker.runtime import Runtime
@@ -26,13 +23,6 @@ from worker.voices.prompts import build_voice
 
 LEASE = timedelta(seconds=60)
 SCRIPT = "\n\n".join(f"Paragraph {n} of a short book, long enough to outweigh its pauses." for n in range(3))
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def database_app(request: pytest.FixtureRequest, settings: Settings) -> Iterator[Flask]:
-    chosen = settings if request.param == "sqlite" else request.getfixturevalue("pg_settings")
-    with app_on(chosen) as app:
-        yield app
 
 
 def _running_job(app: Flask, reference_audio: tuple[bytes, str]) -> tuple[Runtime, uuid.UUID, list[int]]:

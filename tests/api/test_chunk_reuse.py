@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
@@ -15,17 +14,13 @@ from tests.conftest import bearer
 from tests.support.apps import tome_of
 from tests.support.factories import job_chunks, render_inline
 from tests.support.inline import Inline
-from tests.support.s3 import BACKENDS, overrides_for
+from tests.support.s3 import both_backends
 from webapi.cli import mint_key
 from worker.jobs import render
 from worker.storage.backend import read_stored
 from worker.task_names import BUILD_VOICE
 
-
-@pytest.fixture(params=BACKENDS)
-def storage_overrides(request: pytest.FixtureRequest) -> dict[str, Any]:
-    """Every test here runs on the local data directory and on an S3 bucket (tests/support/s3.py)."""
-    return overrides_for(request.param, request)
+storage_overrides = both_backends  # every test here runs on the local directory and on S3
 
 
 CHAPTERS = [

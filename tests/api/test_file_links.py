@@ -23,19 +23,17 @@ from tests.api.helpers import submit_job, upload_voice
 from tests.conftest import bearer
 from tests.support.apps import tome_of
 from tests.support.factories import render_inline
-from tests.support.s3 import BACKENDS, overrides_for
+from tests.support.s3 import both_backends
 from webapi.cli import mint_key
 from webapi.file_links import sign
 from worker.config import ConfigError, Settings, load_settings
-from worker.jobs.expire import expire_outputs
+from worker.jobs.expire import expire
 
 SECRET = "file-link-test-secret-" + "s" * 32
 BOOK = "# The Harbour\n\nThe fog came in before dawn.\n\n# The Storm\n\nBy noon the wind had turned."
 
 
-@pytest.fixture(params=BACKENDS)
-def storage_overrides(request: pytest.FixtureRequest) -> dict[str, Any]:
-    return overrides_for(request.param, request)
+storage_overrides = both_backends  # every test here runs on the local directory and on S3
 
 
 @pytest.fixture
@@ -277,7 +275,7 @@ def test_a_link_dies_with_its_key_and_with_its_job(
     with app.app_context():
         sessions.execute(update(Job).where(Job.id == uuid.UUID(job["id"])).values(expires_at=utcnow()))
         sessions.commit()
-        assert expire_outputs(tome_of(app).runtime, utcnow() + timedelta(seconds=1)) == 1
+        assert expire(tome_of(app).runtime, utcnow() + timedelta(seconds=1)).outputs == 1
         sessions.remove()
     _refused(client, url, 410, "expired")
     # the job is deleted outright: 404

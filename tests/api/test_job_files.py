@@ -19,14 +19,10 @@ from flask.testing import FlaskClient
 
 from tests.api.helpers import submit_job, upload_voice
 from tests.support.factories import render_inline
-from tests.support.s3 import BACKENDS, overrides_for
+from tests.support.s3 import both_backends
 from worker.audio.ffmpeg import decode_to_pcm
 
-
-@pytest.fixture(params=BACKENDS)
-def storage_overrides(request: pytest.FixtureRequest) -> dict[str, Any]:
-    """Every test here runs on the local data directory and on an S3 bucket (tests/support/s3.py)."""
-    return overrides_for(request.param, request)
+storage_overrides = both_backends  # every test here runs on the local directory and on S3
 
 
 BOOK = (

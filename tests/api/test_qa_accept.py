@@ -20,10 +20,9 @@ from sqlalchemy.orm import Session
 from models import Chunk, Job, unit_of_work, utcnow
 from tests.api.helpers import submit_job, upload_voice
 from tests.conftest import bearer
-from tests.support.apps import app_on, tome_of
+from tests.support.apps import tome_of
 from tests.support.inline import Inline
 from webapi.cli import mint_key
-from worker.config import Settings
 from worker.engines import EngineError
 from worker.jobs import render, state
 from worker.task_names import BUILD_VOICE, START_JOB
@@ -184,12 +183,6 @@ def test_accept_refuses_what_it_cannot_apply(
         assert "error" in (response.json or {})
     assert _flagged_count(client, user, job_id) == 1  # nothing was accepted
     assert _report(client, user, job_id)[seq]["flagged"] is True
-
-
-@pytest.fixture
-def pg_app(pg_settings: Settings) -> Iterator[Flask]:
-    with app_on(pg_settings) as app:
-        yield app
 
 
 def _waiting_on_a_lock(session: Session, pid: int) -> bool:

@@ -26,7 +26,7 @@ from webapi import create_app
 from webapi.cli import mint_key
 from worker import webhooks
 from worker.config import ConfigError, load_settings
-from worker.jobs.expire import expire_chunks, expire_outputs
+from worker.jobs.expire import expire
 from worker.jobs.start import start_job
 from worker.jobs.state import claim_chunks
 from worker.processes import settings_env
@@ -159,14 +159,14 @@ def test_outputs_expire_and_the_job_says_so(
     folder = state.settings.storage.data_dir / "jobs" / job["id"]
     assert folder.is_dir()
 
-    assert expire_outputs(state.runtime, utcnow()) == 0, "not yet"
-    assert expire_outputs(state.runtime, utcnow() + timedelta(seconds=61)) == 1
+    assert expire(state.runtime, utcnow()).outputs == 0, "not yet"
+    assert expire(state.runtime, utcnow() + timedelta(seconds=61)).outputs == 1
     # the book and its files are gone; the chunks stay for reuse until their own expiry
     assert [p.name for p in folder.iterdir()] == ["chunks"]
     chunks = list((folder / "chunks").iterdir())
     assert chunks
-    assert expire_chunks(state.runtime, utcnow() + timedelta(seconds=61)) == 0, "chunks not yet"
-    assert expire_chunks(state.runtime, utcnow() + timedelta(seconds=3601)) == 1
+    assert expire(state.runtime, utcnow() + timedelta(seconds=61)).chunk_folders == 0, "chunks not yet"
+    assert expire(state.runtime, utcnow() + timedelta(seconds=3601)).chunk_folders == 1
     assert not folder.exists()
     state.sessions.remove()
     expired = client.get(f"/v1/jobs/{job['id']}", headers=headers).json
@@ -251,7 +251,7 @@ def test_kept_chunks_are_bounded_per_owner_oldest_jobs_first(
     folders = [state.settings.storage.data_dir / "jobs" / job_id for job_id in ids]
     assert all(f.is_dir() for f in folders)
     # ... which are over it too: every ended job's chunks go, the book with them (expired now)
-    assert expire_chunks(state.runtime, utcnow()) == 2
+    assert expire(state.runtime, utcnow()).chunk_folders == 2
     assert not any(f.exists() for f in folders)
     state.sessions.remove()
     for job_id in ids:
@@ -276,8 +276,8 @@ def test_a_failed_jobs_chunks_expire_too(
     inline.run()
     folder = state.settings.storage.data_dir / "jobs" / job["id"]
     assert any((folder / "chunks").iterdir())
-    assert expire_chunks(state.runtime, utcnow()) == 0, "not yet"
-    assert expire_chunks(state.runtime, utcnow() + timedelta(seconds=61)) == 1
+    assert expire(state.runtime, utcnow()).chunk_folders == 0, "not yet"
+    assert expire(state.runtime, utcnow() + timedelta(seconds=61)).chunk_folders == 1
     assert not folder.exists()
 
 
@@ -318,9 +318,11 @@ def test_reused_chunk_audio_on_one_disk_is_weighed_once(
     under one book less a byte both do."""
     _, _, one_book = _same_book_twice(make_app, reference_audio)
     app, _, _ = _same_book_twice(make_app, reference_audio, chunk_keep_bytes=int(one_book * 1.5))
-    assert expire_chunks(tome_of(app).runtime, utcnow()) == 0, "one book's bytes on disk, under the bound"
+    assert expire(tome_of(app).runtime, utcnow()).chunk_folders == 0, (
+        "one book's bytes on disk, under the bound"
+    )
     app, _, _ = _same_book_twice(make_app, reference_audio, chunk_keep_bytes=one_book - 1)
-    assert expire_chunks(tome_of(app).runtime, utcnow()) == 2, "over it: both go"
+    assert expire(tome_of(app).runtime, utcnow()).chunk_folders == 2, "over it: both go"
 
 
 def test_reused_chunk_audio_on_one_disk_counts_once_against_the_storage_quota(

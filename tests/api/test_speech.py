@@ -35,7 +35,7 @@ from worker.audio import decode_to_pcm
 from worker.audio.stream import PCM_RATE, SPEECH_FORMATS, atempo_chain, stream_command
 from worker.celery_app import SPEECH_PRIORITY, WORK_PRIORITY
 from worker.config import Settings, load_settings
-from worker.jobs.speech import FIRST_CHUNK_CHARS, Speed, first_sentence_apart
+from worker.jobs.speech_admission import FIRST_CHUNK_CHARS, Speed, first_sentence_apart
 from worker.runtime import Runtime
 from worker.script import ChunkSpec
 from worker.task_names import BUILD_VOICE, SPEAK

@@ -5,7 +5,6 @@ name is accepted: the job's ``voice``, script directives, SSML ``<voice>``, spee
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -15,9 +14,8 @@ from flask.testing import FlaskClient
 from models.names import voice_name, voice_name_key
 from tests.api.helpers import submit_job, upload_voice
 from tests.conftest import bearer
-from tests.support.apps import app_on, tome_of
+from tests.support.apps import tome_of
 from webapi.cli import mint_key
-from worker.config import Settings
 from worker.jobs.plan import live_voices
 
 PRECOMPOSED = "Zo\u00eb"  # ë as one code point
@@ -150,13 +148,6 @@ def test_every_place_a_name_is_accepted_resolves_it_alike(
         COMBINING: zoe,
     }
     assert live_voices(tome_of(app).sessions(), "bob", ["narrator"]) == {}  # another owner's: none
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def database_app(request: pytest.FixtureRequest, settings: Settings) -> Iterator[Flask]:
-    chosen = settings if request.param == "sqlite" else request.getfixturevalue("pg_settings")
-    with app_on(chosen) as app:
-        yield app
 
 
 def _race(app: Flask, user: dict[str, str], audio: bytes, names: tuple[str, ...]) -> list[Any]:

@@ -6,7 +6,7 @@ import os
 import signal
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -23,12 +23,6 @@ from webapi.cli import mint_key
 from worker.config import Settings
 
 pytestmark = [pytest.mark.e2e, pytest.mark.postgres]
-
-
-@pytest.fixture
-def pg_app(pg_settings: Settings) -> Iterator[Flask]:
-    with app_on(pg_settings) as app:
-        yield app
 
 
 def test_book_renders_on_postgres_and_redis(

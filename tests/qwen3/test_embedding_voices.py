@@ -57,16 +57,6 @@ def app(model_dir: Path, tmp_path: Path) -> Iterator[Flask]:
         yield app
 
 
-@pytest.fixture
-def client(app: Flask) -> FlaskClient:
-    return app.test_client()
-
-
-@pytest.fixture
-def user(app: Flask) -> dict[str, str]:
-    return bearer(mint_key(app, owner="alice", name="test", admin=False))
-
-
 def _vector(seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal(HIDDEN).astype(np.float32)
 

@@ -8,14 +8,13 @@ import os
 import uuid
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
 
 from models import utcnow
 from tests.support.api_server import free_port
-from tests.support.s3 import BACKENDS, S3Server, overrides_for
+from tests.support.s3 import S3Server, both_backends
 from worker.audio import StitchError, StitchPiece, read_wav, stitch, write_wav_atomic
 from worker.audio.wavfile import wav_header
 from worker.config import ConfigError, Settings, load_settings
@@ -24,10 +23,7 @@ from worker.storage.backend import Storage, StorageError, StoredFileMissing, key
 from worker.storage.check import StorageUnavailable, check_storage
 from worker.storage.layout import UnsafePath
 
-
-@pytest.fixture(params=BACKENDS)
-def storage_overrides(request: pytest.FixtureRequest) -> dict[str, Any]:
-    return overrides_for(request.param, request)
+storage_overrides = both_backends  # every test here runs on the local directory and on S3
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from tests.support.s3 import S3Server, s3_overrides
 from webapi import create_app
 from webapi.cli import mint_key
 from worker.config import load_settings
-from worker.jobs.expire import expire_outputs
+from worker.jobs.expire import expire
 from worker.storage.check import StorageUnavailable
 from worker.storage.s3 import S3Storage
 from worker.sweeper import ORPHAN_INTERVAL, remove_stored_orphans, sweep
@@ -156,7 +156,7 @@ def test_expiry_and_orphan_clean_up_reach_the_bucket(
     assert any("/chunks/" in k for k in before)
     # the book expires: everything of the job but its chunks (kept for reuse) leaves the bucket
     later = utcnow() + timedelta(seconds=rt.settings.storage.output_ttl_seconds + 60)
-    assert expire_outputs(rt, later) == 1
+    assert expire(rt, later).outputs == 1
     after = s3_server.keys(bucket, prefix)
     assert after
     assert all("/chunks/" in k for k in after), after

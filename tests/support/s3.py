@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+import pytest
 
 from tests.support.api_server import free_port
 
@@ -103,6 +104,13 @@ def overrides_for(kind: str, request: Any) -> dict[str, Any]:
     tmp_path: Path = request.getfixturevalue("tmp_path")
     request.addfinalizer(lambda: assert_no_local_files(tmp_path))
     return s3_overrides(server, server.new_bucket())
+
+
+@pytest.fixture(params=BACKENDS)
+def both_backends(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """A module whose tests all run on the local data directory and on an S3 bucket says
+    ``storage_overrides = both_backends`` (it stands for tests/conftest.py's ``storage_overrides``)."""
+    return overrides_for(request.param, request)
 
 
 def assert_no_local_files(root: Path) -> None:

@@ -132,6 +132,41 @@ def _next_pow2(n: int) -> int:
     return 1 << (max(1, n) - 1).bit_length()
 
 
+def _cmnd(frames: FloatArray, window: int, taus: npt.NDArray[np.int64], n_fft: int) -> FloatArray:
+    """Per frame (a row), YIN's cumulative-mean normalised difference d'(tau) for ``taus`` (0 to
+    tau_max), d'(0) = 1."""
+    tau_max = int(taus[-1])
+    # r(tau) = sum_{j<W} x_j x_{j+tau}, as a cross-correlation by FFT.
+    spectrum_head = np.fft.rfft(frames[:, :window], n_fft)
+    spectrum_all = np.fft.rfft(frames, n_fft)
+    corr = np.fft.irfft(np.conj(spectrum_head) * spectrum_all, n_fft)[:, : tau_max + 1]
+    squares = np.concatenate((np.zeros((frames.shape[0], 1)), np.cumsum(frames * frames, axis=1)), axis=1)
+    energy = squares[:, taus + window] - squares[:, taus]  # sum_{j<W} x_{j+tau}^2
+    diff = np.maximum(energy[:, :1] + energy - 2.0 * corr, 0.0)
+    cumulative = np.cumsum(diff[:, 1:], axis=1)
+    cmnd: FloatArray = np.ones_like(diff)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cmnd[:, 1:] = np.where(cumulative > 0, diff[:, 1:] * taus[1:] / cumulative, 1.0)
+    return cmnd
+
+
+def _yin_period(cmnd: FloatArray, tau_min: int, tau_max: int, threshold: float) -> npt.NDArray[np.int64]:
+    """Per frame, the lag YIN chooses: the bottom of the first dip under ``threshold`` within
+    [tau_min, tau_max], else the deepest lag there."""
+    search = cmnd[:, tau_min : tau_max + 1]
+    below = search < threshold
+    has_dip = below.any(axis=1)
+    first_dip = np.argmax(below, axis=1)
+    # From the first lag under the threshold, walk down to the bottom of that dip.
+    descending_stops = np.concatenate(
+        (search[:, :-1] <= search[:, 1:], np.ones((search.shape[0], 1), dtype=np.bool_)), axis=1
+    )
+    after_dip = np.arange(search.shape[1])[None, :] >= first_dip[:, None]
+    dip_bottom = np.argmax(descending_stops & after_dip, axis=1)
+    result: npt.NDArray[np.int64] = np.where(has_dip, dip_bottom, np.argmin(search, axis=1)) + tau_min
+    return result
+
+
 def track_pitch(
     audio: npt.ArrayLike,
     sample_rate: int,
@@ -173,29 +208,8 @@ def track_pitch(
     for block_start in range(0, n_frames, _BLOCK_FRAMES):
         block = starts[block_start : block_start + _BLOCK_FRAMES]
         frames = padded[block[:, None] + np.arange(length)[None, :]]
-        # r(tau) = sum_{j<W} x_j x_{j+tau}, as a cross-correlation by FFT.
-        spectrum_head = np.fft.rfft(frames[:, :window], n_fft)
-        spectrum_all = np.fft.rfft(frames, n_fft)
-        corr = np.fft.irfft(np.conj(spectrum_head) * spectrum_all, n_fft)[:, : tau_max + 1]
-        squares = np.concatenate((np.zeros((block.size, 1)), np.cumsum(frames * frames, axis=1)), axis=1)
-        energy = squares[:, taus + window] - squares[:, taus]  # sum_{j<W} x_{j+tau}^2
-        diff = np.maximum(energy[:, :1] + energy - 2.0 * corr, 0.0)
-        # Cumulative-mean normalised difference d'(tau), d'(0) = 1.
-        cumulative = np.cumsum(diff[:, 1:], axis=1)
-        cmnd = np.ones_like(diff)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            cmnd[:, 1:] = np.where(cumulative > 0, diff[:, 1:] * taus[1:] / cumulative, 1.0)
-        search = cmnd[:, tau_min : tau_max + 1]
-        below = search < threshold
-        has_dip = below.any(axis=1)
-        first_dip = np.argmax(below, axis=1)
-        # From the first lag under the threshold, walk down to the bottom of that dip.
-        descending_stops = np.concatenate(
-            (search[:, :-1] <= search[:, 1:], np.ones((block.size, 1), dtype=np.bool_)), axis=1
-        )
-        after_dip = np.arange(search.shape[1])[None, :] >= first_dip[:, None]
-        dip_bottom = np.argmax(descending_stops & after_dip, axis=1)
-        tau = np.where(has_dip, dip_bottom, np.argmin(search, axis=1)) + tau_min
+        cmnd = _cmnd(frames, window, taus, n_fft)
+        tau = _yin_period(cmnd, tau_min, tau_max, threshold)
         sl = slice(block_start, block_start + block.size)
         for k in range(1, n_multiples + 1):
             f0_k, d_k = _refine(cmnd, k * tau, k // 2, tau_min, tau_max, sample_rate)

@@ -1,11 +1,12 @@
-"""A job's stored files expire (the sweeper runs it): its book and files once past their expiry
-(:func:`expire_outputs`), then its chunks' audio once the job ended long enough ago, or its owner keeps
-too much (:func:`expire_chunks`). The rows record what went (worker.jobs.state.expiry)."""
+"""A job's stored files expire (the sweeper runs :func:`expire`, the one entry): its book and files once
+past their expiry, then its chunks' audio once the job ended long enough ago, or its owner keeps too
+much. The rows record what went (worker.jobs.state.expiry)."""
 
 from __future__ import annotations
 
 import uuid
 from collections import defaultdict
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from sqlalchemy import delete, exists, select
@@ -15,9 +16,23 @@ from worker.jobs import state as jobs
 from worker.runtime import Runtime
 
 
-def expire_outputs(rt: Runtime, now: datetime) -> int:
+@dataclass(frozen=True)
+class Expired:
+    """What one pass removed: jobs whose book and files went, job folders whose chunk audio went."""
+
+    outputs: int
+    chunk_folders: int
+
+
+def expire(rt: Runtime, now: datetime) -> Expired:
+    """Remove what is due at ``now``: books and files first, then chunk audio."""
+    outputs = _expire_outputs(rt, now)
+    return Expired(outputs=outputs, chunk_folders=_expire_chunks(rt, now))
+
+
+def _expire_outputs(rt: Runtime, now: datetime) -> int:
     """Remove the book and its files of jobs past their expiry; the job row records when. Chunk audio
-    stays for reuse (:func:`expire_chunks` removes it)."""
+    stays for reuse (:func:`_expire_chunks` removes it)."""
     with rt.sessions() as session:
         due = list(
             session.scalars(select(Job.id).where(Job.expires_at < now, Job.expired_at.is_(None)).limit(500))
@@ -31,7 +46,7 @@ def expire_outputs(rt: Runtime, now: datetime) -> int:
     return len(due)
 
 
-def expire_chunks(rt: Runtime, now: datetime) -> int:
+def _expire_chunks(rt: Runtime, now: datetime) -> int:
     """Remove the chunk audio (the whole folder) of jobs that ended ``chunk_ttl_seconds`` ago, and of an
     owner's oldest ended jobs while their kept chunks weigh more than ``chunk_keep_bytes``; a job's book
     goes first if it is still there (its expiry is brought forward). Returns how many folders went.

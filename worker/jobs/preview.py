@@ -22,7 +22,7 @@ from sqlalchemy import delete, select, update
 
 from models import Preview, PreviewStatus, Voice, unit_of_work, utcnow
 from worker.audio import Pauses
-from worker.jobs.intake import plan_request_of
+from worker.jobs.job_plans import plan_request_of
 from worker.jobs.plan import PlanError, ScriptPlan, plan
 from worker.runtime import Runtime
 from worker.script.attribution import NARRATOR

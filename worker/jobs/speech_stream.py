@@ -17,16 +17,22 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 
-from worker.audio import StitchError, read_wav
+from sqlalchemy import select
+
+from models import Chunk, ChunkStatus, Job, JobStatus, unit_of_work, utcnow
+from worker.audio import Pauses, StitchError, read_wav
 from worker.audio.stream import PcmStream
-from worker.jobs.speech import ReadyChunk, SpeechError, end_speech, ready_chunk
+from worker.jobs import state
+from worker.jobs.speech import SpeechError
 from worker.runtime import Runtime
 from worker.storage.backend import local_copy
 
 log = logging.getLogger(__name__)
 
 POLL_SECONDS = 0.01  # between two looks at the next chunk's row
+PAUSES = Pauses()  # the pauses between chunks, as a book's defaults
 
 
 class SpeechStream:
@@ -84,7 +90,7 @@ class SpeechStream:
         self.encoder.abort()
         self._feeder.join(timeout=10.0)
         try:
-            end_speech(self.rt, self.job_id, self._streamed_all and self.error is None)
+            _end_speech(self.rt, self.job_id, self._streamed_all and self.error is None)
         except Exception:  # the response is over either way; the job's rows say what happened
             log.exception("speech %s: could not end the job", self.job_id)
 
@@ -120,12 +126,12 @@ class SpeechStream:
         self.error = error
         self.encoder.abort()  # the response ends at once (broken off, if it has begun)
 
-    def _wait(self, seq: int) -> ReadyChunk:
+    def _wait(self, seq: int) -> _ReadyChunk:
         deadline = time.monotonic() + self.wait_seconds
         while True:
             if self._stop.is_set():
                 raise SpeechError("cancelled", "the response was closed")
-            chunk = ready_chunk(self.rt, self.job_id, seq)
+            chunk = _ready_chunk(self.rt, self.job_id, seq)
             if chunk is not None:
                 return chunk
             if time.monotonic() > deadline:
@@ -137,3 +143,55 @@ class SpeechStream:
 
 class StreamBroken(RuntimeError):
     """Raised inside a response that has begun: the server breaks the connection off."""
+
+
+def _end_speech(rt: Runtime, job_id: uuid.UUID, streamed_all: bool) -> None:
+    """The API is done with the job: finished if every chunk was streamed, else cancelled (its task stops
+    before the next batch); the chunks' audio is forgotten and their files removed."""
+    now = utcnow()
+    with unit_of_work(rt.sessions) as session:
+        if not streamed_all:
+            state.cancel_job(session, job_id, now)
+        else:
+            state.finish_speech(session, job_id, now)
+    with unit_of_work(rt.sessions) as session:
+        state.forget_audio(session, job_id)
+    rt.storage.remove_folder(rt.layout.job_dir(job_id))
+
+
+@dataclass(frozen=True)
+class _ReadyChunk:
+    seq: int
+    path: str
+    pause_seconds: float  # the silence after it, at the engine's rate of speech
+
+
+def _ready_chunk(rt: Runtime, job_id: uuid.UUID, seq: int) -> _ReadyChunk | None:
+    """Chunk ``seq`` once it is done; None while it renders; :class:`SpeechError` once the job has ended
+    without it (failed: with the job's ``error_detail``; cancelled)."""
+    with rt.sessions() as session:
+        row = session.execute(
+            select(
+                Chunk.status,
+                Chunk.audio_path,
+                Chunk.pause_after,
+                Chunk.pause_seconds,
+                Job.status.label("job_status"),
+                Job.error,
+                Job.options,
+            )
+            .join(Job, Job.id == Chunk.job_id)
+            .where(Chunk.job_id == job_id, Chunk.seq == seq)
+        ).one_or_none()
+    if row is None:
+        raise SpeechError("speech_failed", f"the speech job has no chunk {seq}")
+    if row.status == ChunkStatus.DONE.value and row.audio_path:
+        pause = PAUSES.seconds(row.pause_after if row.pause_seconds is None else row.pause_seconds)
+        scale = float(row.options.get("rate_scale", 1.0)) if isinstance(row.options, dict) else 1.0
+        return _ReadyChunk(seq, str(row.audio_path), pause / scale)
+    if row.job_status in (JobStatus.RUNNING.value, JobStatus.SUCCEEDED.value):
+        return None
+    detail = row.options.get("error_detail") if isinstance(row.options, dict) else None
+    if isinstance(detail, dict):
+        raise SpeechError(str(detail.get("code")), str(detail.get("message")), detail.get("field"))
+    raise SpeechError("speech_failed", row.error or f"the speech job was {row.job_status}")

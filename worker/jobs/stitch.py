@@ -42,20 +42,62 @@ def maybe_begin_stitch(rt: Runtime, job_id: uuid.UUID, enqueue: Enqueue) -> bool
 
 def stitch_job(rt: Runtime, job_id: uuid.UUID, token: str, enqueue: Enqueue) -> bool:
     """Build the book and its files (worker.jobs.deliver); only the current token may publish them."""
+    loaded = _load(rt, job_id, token)
+    if loaded is None:
+        return False
+    source, rows, builds = loaded
+    if rows is None or builds is None:
+        actions.fail(rt, job_id, "internal: stitching started before every chunk was done", enqueue)
+        return False
+    out = rt.layout.output(job_id, token, FORMATS[source.delivery.format].extension.lstrip("."))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    built = _build(rt, job_id, token, source, rows, builds, out)
+    if not _record(rt, job_id, token, source, out, built):
+        _discard(rt, job_id, token, out)
+        return False
+    _keep_only(rt, job_id, source, {out, *(Path(f.path) for f in built.files), *(Path(r.path) for r in rows)})
+    log.info(
+        "succeeded, %.1f s of %s, %d bytes, %d more files",
+        built.book.duration,
+        source.delivery.format,
+        built.book.bytes,
+        len(built.files),
+    )
+    enqueue(DELIVER_WEBHOOK, [str(job_id)])
+    if source.asks("audiobookshelf"):
+        enqueue(DELIVER_AUDIOBOOKSHELF, [str(job_id)])
+    return True
+
+
+def _load(
+    rt: Runtime, job_id: uuid.UUID, token: str
+) -> tuple[DeliverySource, list[deliver.ChunkRow] | None, list[deliver.ChapterBuild] | None] | None:
+    """What the stitch reads of a job that is stitching under ``token`` (None: not, or no longer): its
+    delivery, its chunks (None: not all done) and its chapters' builds (None: not all built)."""
     with rt.sessions() as session:
         job = session.get(Job, job_id)
         if job is None or job.status != JobStatus.STITCHING or job.stitch_token != token:
-            return False
+            return None
         source = DeliverySource.of(job)
         rows = chunk_rows(session, job_id)
         chapter_rows = chapters_of(session, job_id)
     builds = [deliver.ChapterBuild.from_json(c.build) for c in chapter_rows if c.build is not None]
-    if rows is None or len(builds) != len(chapter_rows):
-        actions.fail(rt, job_id, "internal: stitching started before every chunk was done", enqueue)
-        return False
+    return source, rows, builds if len(builds) == len(chapter_rows) else None
+
+
+def _build(
+    rt: Runtime,
+    job_id: uuid.UUID,
+    token: str,
+    source: DeliverySource,
+    rows: list[deliver.ChunkRow],
+    builds: list[deliver.ChapterBuild],
+    out: Path,
+) -> deliver.Deliverables:
+    """The book at ``out`` and its files (from the chapters' builds when there are some), the read-along
+    and library ZIP when asked for, published; nothing of a failed attempt stays (the sweeper re-issues
+    the stitch)."""
     delivery = source.delivery
-    out = rt.layout.output(job_id, token, FORMATS[delivery.format].extension.lstrip("."))
-    out.parent.mkdir(parents=True, exist_ok=True)
     rate, pauses, info = rt.engine(source.engine).sample_rate, source.pauses, source.info(job_id, rt.storage)
 
     def files(name: str) -> Path:
@@ -85,10 +127,17 @@ def stitch_job(rt: Runtime, job_id: uuid.UUID, token: str, enqueue: Enqueue) -> 
         if source.asks("library_zip"):
             built = _with_library_zip(built, source, out, files(library.ZIP_NAME), info.cover)
         _publish(rt, out, built, rt.layout.job_files(job_id, token))
-    except BaseException:  # nothing of a failed attempt stays: the sweeper re-issues the stitch
-        rt.storage.remove(out)
-        rt.storage.remove_folder(rt.layout.job_files(job_id, token))
+    except BaseException:
+        _discard(rt, job_id, token, out)
         raise
+    return built
+
+
+def _record(
+    rt: Runtime, job_id: uuid.UUID, token: str, source: DeliverySource, out: Path, built: deliver.Deliverables
+) -> bool:
+    """stitching -> succeeded under ``token``, with the book, its chapters and files (False: the token
+    is no longer current)."""
     result = built.book
     chapters: list[dict[str, object]] = [
         {"index": m.index, "title": source.titles.get(m.index), "start": round(m.start, 3)}
@@ -96,7 +145,7 @@ def stitch_job(rt: Runtime, job_id: uuid.UUID, token: str, enqueue: Enqueue) -> 
     ]
     now = utcnow()
     with unit_of_work(rt.sessions) as session:
-        ok = state.finish_stitch(
+        return state.finish_stitch(
             session,
             job_id,
             token,
@@ -109,28 +158,23 @@ def stitch_job(rt: Runtime, job_id: uuid.UUID, token: str, enqueue: Enqueue) -> 
             files=[f.to_json() for f in built.files],
             extra_bytes=_cover_bytes(rt.storage, source.options),
         )
-    if not ok:
-        rt.storage.remove(out)
-        rt.storage.remove_folder(rt.layout.job_files(job_id, token))
-        return False
-    keep = {out, *(Path(f.path) for f in built.files), *(Path(r.path) for r in rows)}
+
+
+def _discard(rt: Runtime, job_id: uuid.UUID, token: str, out: Path) -> None:
+    """The book and files of an attempt that did not publish."""
+    rt.storage.remove(out)
+    rt.storage.remove_folder(rt.layout.job_files(job_id, token))
+
+
+def _keep_only(rt: Runtime, job_id: uuid.UUID, source: DeliverySource, keep: set[Path]) -> None:
+    """The job's folder holds only what it published, its chunks, its cover and its kept EPUB; on S3
+    nothing of the job stays in scratch."""
     if cover_path := source.options.get("cover"):
         keep.add(Path(str(cover_path)))
     if epub_path := readalong.source_path(source.options):
         keep.add(Path(epub_path))
     _remove_orphans(rt.storage, rt.layout.job_dir(job_id), keep)
-    rt.storage.release_folder(rt.layout.job_dir(job_id))  # S3: nothing of the job stays in scratch
-    log.info(
-        "succeeded, %.1f s of %s, %d bytes, %d more files",
-        result.duration,
-        delivery.format,
-        result.bytes,
-        len(built.files),
-    )
-    enqueue(DELIVER_WEBHOOK, [str(job_id)])
-    if source.asks("audiobookshelf"):
-        enqueue(DELIVER_AUDIOBOOKSHELF, [str(job_id)])
-    return True
+    rt.storage.release_folder(rt.layout.job_dir(job_id))
 
 
 def _with_library_zip(

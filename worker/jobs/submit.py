@@ -9,14 +9,13 @@ import hashlib
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from models import Job
 from worker.audio import Cover
-from worker.jobs import intake, readalong, state
+from worker.jobs import job_plans, readalong, state
 from worker.jobs.plan import ScriptPlan
 from worker.storage.atomic import atomic_file
 from worker.storage.backend import Storage
@@ -24,21 +23,10 @@ from worker.storage.layout import Layout
 
 
 @dataclass(frozen=True)
-class Submission:
-    """A checked request for a book: who asks, what it is called, and the options it is rendered with
-    (``options``: delivery, QA, pauses, metadata and the rest, as the job stores them)."""
+class Submission(state.BookRow):
+    """A checked request for a book: its row's fields (``options``: delivery, QA, pauses, metadata and
+    the rest, as the job stores them), and what is stored or sent beside the row."""
 
-    owner: str
-    api_key_id: uuid.UUID | None
-    title: str
-    script_format: str
-    voice_id: uuid.UUID
-    engine: str
-    options: dict[str, Any]
-    output_format: str
-    idempotency_key: str | None
-    request_sha256: str
-    webhook_url: str | None = None
     to_audiobookshelf: bool = False
     cover: Cover | None = None
     readalong: bool = False
@@ -74,7 +62,7 @@ def submit(
     if submission.readalong:
         _keep_for_readalong(files, job, script.source)
     if script.plan is not None:
-        intake.apply_plan(job, script.plan)
+        job_plans.apply_plan(job, script.plan)
     else:
         _await_planning(job, submission, script)
     earlier = _insert(files, session, job, script.plan, replay)
@@ -86,23 +74,13 @@ def _new_job(files: Files, submission: Submission) -> Job:
     options = dict(submission.options)
     if submission.cover is not None:
         options["cover"] = _store_cover(files, job_id, submission.cover)
-    row = state.BookRow(
+    return state.book_job(
+        submission,
         job_id=job_id,
-        owner=submission.owner,
-        api_key_id=submission.api_key_id,
-        title=submission.title,
-        script_format=submission.script_format,
-        voice_id=submission.voice_id,
-        engine=submission.engine,
         options=options,
-        output_format=submission.output_format,
-        idempotency_key=submission.idempotency_key,
-        request_sha256=submission.request_sha256,
-        webhook_url=submission.webhook_url,
         abs_state="pending" if submission.to_audiobookshelf else None,
         files_bytes=len(submission.cover.data) if submission.cover is not None else None,  # counts now
     )
-    return state.book_job(row)
 
 
 def _await_planning(job: Job, submission: Submission, script: Script) -> None:

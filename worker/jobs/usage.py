@@ -238,10 +238,16 @@ def check_rerender(
             f"{limit} (TOME_MAX_RERENDERS_PER_JOB_HOUR)",
             retry_after=max(1, int(frees.total_seconds()) + 1),
         )
+    _check_audio_day(usage, quotas, seconds, "this re-render")
+
+
+def _check_audio_day(usage: Usage, quotas: Quotas, seconds: float, what: str) -> None:
+    """Raise :class:`QuotaExceeded` if ``what`` (``seconds`` of estimated speech) and the audio
+    submitted in the last 24 hours exceed the owner's daily audio quota."""
     if quotas.audio_seconds_24h and usage.audio_seconds_24h + seconds > quotas.audio_seconds_24h:
         raise QuotaExceeded(
             "quota_audio_per_day",
-            f"this re-render (about {seconds:.0f} s) and the {usage.audio_seconds_24h:.0f} s of audio you "
+            f"{what} (about {seconds:.0f} s) and the {usage.audio_seconds_24h:.0f} s of audio you "
             f"submitted in the last 24 hours exceed the quota of {quotas.audio_seconds_24h:.0f} s "
             "(TOME_QUOTA_AUDIO_SECONDS_PER_DAY)",
             retry_after=3600,
@@ -258,14 +264,7 @@ def check_new_job(usage: Usage, quotas: Quotas, seconds: float, sample_rate: int
             "(TOME_QUOTA_UNFINISHED_JOBS): wait for some to end",
             retry_after=30,
         )
-    if quotas.audio_seconds_24h and usage.audio_seconds_24h + seconds > quotas.audio_seconds_24h:
-        raise QuotaExceeded(
-            "quota_audio_per_day",
-            f"this job (about {seconds:.0f} s) and the {usage.audio_seconds_24h:.0f} s of audio you "
-            f"submitted in the last 24 hours exceed the quota of {quotas.audio_seconds_24h:.0f} s "
-            "(TOME_QUOTA_AUDIO_SECONDS_PER_DAY)",
-            retry_after=3600,
-        )
+    _check_audio_day(usage, quotas, seconds, "this job")
     new_bytes = int(seconds * sample_rate * 2)
     check_storage(usage, quotas, new_bytes)
 

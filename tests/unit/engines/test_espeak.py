@@ -41,11 +41,6 @@ OTHER_TEXT = (
 )
 
 
-@pytest.fixture(scope="module")
-def engine() -> EspeakEngine:
-    return EspeakEngine()
-
-
 def render_reference(
     text: str, *, pitch: int = 50, rate: int = 175, voice: str = "gmw/en-US"
 ) -> npt.NDArray[np.float32]:

@@ -24,11 +24,6 @@ SENTENCE = "The quick brown fox jumps over the lazy dog near the river."
 WORDS = len(SENTENCE.split())  # 12
 
 
-@pytest.fixture(scope="module")
-def engine() -> EspeakEngine:
-    return EspeakEngine()
-
-
 def timed(engine: EspeakEngine, text: str, language: str = "en") -> tuple[Waveform, list[WordMark]]:
     [(wave, marks)] = engine.synthesize_timed([SynthesisRequest(text, {}, language=language)])
     return wave, marks

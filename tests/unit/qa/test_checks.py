@@ -39,11 +39,6 @@ HIGH_VOICE = {
 
 
 @pytest.fixture(scope="module")
-def engine() -> EspeakEngine:
-    return EspeakEngine()
-
-
-@pytest.fixture(scope="module")
 def clean(engine: EspeakEngine) -> npt.NDArray[np.float32]:
     return engine.synthesize([SynthesisRequest(TEXT, {})])[0]
 

@@ -44,11 +44,6 @@ BOOK = (
 
 
 @pytest.fixture(scope="module")
-def engine() -> EspeakEngine:
-    return EspeakEngine()
-
-
-@pytest.fixture(scope="module")
 def phone_floor(engine: EspeakEngine) -> VoiceFloor:
     found = quality.calibration(engine, SynthesisRequest("", PHONE_VOICE, "en", {}, seed=0), "phone-voice")
     assert found is not None

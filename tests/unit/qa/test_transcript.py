@@ -54,11 +54,6 @@ NO_AUDIO = np.zeros(0, dtype=np.float32)
 
 
 @pytest.fixture(scope="module")
-def engine() -> EspeakEngine:
-    return EspeakEngine()
-
-
-@pytest.fixture(scope="module")
 def recogniser() -> PocketsphinxRecogniser:
     return PocketsphinxRecogniser()
 

@@ -29,6 +29,15 @@ def _chapter_complete(job_id: uuid.UUID, chapter: int) -> ColumnElement[bool]:
     )
 
 
+def _chapter_in(job_id: uuid.UUID, chapter: int, status: ChapterStatus) -> tuple[ColumnElement[bool], ...]:
+    """The job's chapter, while it is in ``status``."""
+    return (
+        JobChapter.job_id == job_id,
+        JobChapter.chapter == chapter,
+        JobChapter.status == status.value,
+    )
+
+
 def claim_chapter(
     session: Session, job_id: uuid.UUID, chapter: int, lease: timedelta, now: datetime
 ) -> str | None:
@@ -39,9 +48,7 @@ def claim_chapter(
     result = session.execute(
         update(JobChapter)
         .where(
-            JobChapter.job_id == job_id,
-            JobChapter.chapter == chapter,
-            JobChapter.status == ChapterStatus.PENDING.value,
+            *_chapter_in(job_id, chapter, ChapterStatus.PENDING),
             JobChapter.job_id.in_(job_running),
             _chapter_complete(job_id, chapter),
         )
@@ -71,9 +78,7 @@ def finish_chapter(
     result = session.execute(
         update(JobChapter)
         .where(
-            JobChapter.job_id == job_id,
-            JobChapter.chapter == chapter,
-            JobChapter.status == ChapterStatus.STITCHING.value,
+            *_chapter_in(job_id, chapter, ChapterStatus.STITCHING),
             JobChapter.token == token,
             JobChapter.job_id.in_(job_running),
         )
@@ -97,9 +102,7 @@ def reissue_chapter(
     result = session.execute(
         update(JobChapter)
         .where(
-            JobChapter.job_id == job_id,
-            JobChapter.chapter == chapter,
-            JobChapter.status == ChapterStatus.STITCHING.value,
+            *_chapter_in(job_id, chapter, ChapterStatus.STITCHING),
             JobChapter.lease_until < now,
         )
         .values(token=token, lease_until=now + lease, attempts=JobChapter.attempts + 1)

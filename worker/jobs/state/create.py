@@ -65,9 +65,9 @@ def add_chunks(
 
 @dataclass(frozen=True)
 class BookRow:
-    """What a submitted book's row starts with (queued, no chunks yet: they come with its plan)."""
+    """What a submitted book's row is made from: who asks, what it is called, and the options it is
+    rendered with (the submit use case's request derives from it)."""
 
-    job_id: uuid.UUID
     owner: str
     api_key_id: uuid.UUID | None
     title: str
@@ -78,29 +78,35 @@ class BookRow:
     output_format: str
     idempotency_key: str | None
     request_sha256: str
-    webhook_url: str | None
-    abs_state: str | None
-    files_bytes: int | None
+    webhook_url: str | None = None
 
 
-def book_job(row: BookRow) -> Job:
-    """A new book's row, queued, not yet in a session."""
+def book_job(
+    row: BookRow,
+    *,
+    job_id: uuid.UUID,
+    options: dict[str, Any],
+    abs_state: str | None,
+    files_bytes: int | None,
+) -> Job:
+    """A new book's row, queued with no chunks yet (they come with its plan), not yet in a session;
+    ``options`` stand for the row's own (the stored cover's path added)."""
     return Job(
-        id=row.job_id,
-        files_bytes=row.files_bytes,
+        id=job_id,
+        files_bytes=files_bytes,
         owner=row.owner,
         title=row.title,
         script_format=row.script_format,
         voice_id=row.voice_id,
         engine=row.engine,
-        options=row.options,
+        options=options,
         chapters=[],
         chunks_total=0,
         output_format=row.output_format,
         idempotency_key=row.idempotency_key,
         request_sha256=row.request_sha256,
         webhook_url=row.webhook_url,
-        abs_state=row.abs_state,
+        abs_state=abs_state,
         api_key_id=row.api_key_id,
     )
 
