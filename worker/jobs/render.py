@@ -4,6 +4,11 @@ A chunk is claimed with a fresh attempt token and a lease (:func:`worker.jobs.st
 that token can mark it done, so a redelivered or duplicated message never writes a second copy. The
 prompts are loaded before the claim: a chunk whose voice is not ready is sent back to wait for its build
 without using up an attempt.
+
+On an engine that refills a running batch (TOME_QWEN3_PULL_CHUNKS: worker.engines.base.RefillingEngine),
+the task fills the engine's free slots with the next chunks the fair scheduler gives (any job on that
+engine), each pulled batch claimed, checked and stored under its own token as its own task would
+(:class:`_Puller`; docs/engines.md, "Across render tasks").
 """
 
 from __future__ import annotations
