@@ -245,19 +245,21 @@ class _Puller:
     keeps the leases of every claim in the call up while the call runs."""
 
     PULLS_PER_STEP = 3  # tries a step (a pulled batch may be all reused, or wait for its voice)
+    IDLE_SECONDS = 2.0  # after finding nothing to send, look again this much later (not every frame)
 
     def __init__(self, batch: _Batch, rest: list[state.Claimed]) -> None:
         self.batch = batch
         self.rest = rest
         self.pulled: list[_Pulled] = []
         self.renewed = time.monotonic()
-        self.exhausted = False  # nothing was sendable: pull no more in this call
+        self.idle_until = 0.0  # nothing was sendable: no query before then
+        self.stopped = False  # pull no more in this call
 
     def __call__(self, wanted: int) -> list[SynthesisRequest]:
         self._keep_leases()
         requests: list[SynthesisRequest] = []
         for _ in range(self.PULLS_PER_STEP):
-            if len(requests) >= wanted or self.exhausted:
+            if len(requests) >= wanted or self.stopped or time.monotonic() < self.idle_until:
                 break
             requests.extend(self._pull(wanted - len(requests)))
         return requests
@@ -266,7 +268,7 @@ class _Puller:
         own = self.batch
         taken = take_next(own.rt, wanted, own.running.engine)
         if taken is None:
-            self.exhausted = True
+            self.idle_until = time.monotonic() + self.IDLE_SECONDS
             return []
         job_id, seqs = taken
         with log_context(job_id=job_id):
@@ -275,7 +277,7 @@ class _Puller:
                 return []
             if batch.engine is not own.engine:  # another instance (settings differ): not this loop's
                 _give_back(_Pulled(batch, [], list(batch.claimed)))
-                self.exhausted = True
+                self.stopped = True
                 return []
             done = _reuse(batch)
             if done is None:
@@ -301,6 +303,10 @@ def _complete_pulled(extra: _Pulled) -> None:
     batch = extra.batch
     with log_context(job_id=batch.job_id):
         try:
+            # Its lease ran while the task's own batch was checked and stored: renewed first (a chunk
+            # another attempt took over meanwhile is then not stored: its token lost).
+            if extra.rest:
+                _renew_leases(batch.rt, [c.id for c in extra.rest], batch.token)
             waves = extra.waves
             if waves is None and extra.rest:
                 waves = _synthesize_alone(batch, extra.rest)
