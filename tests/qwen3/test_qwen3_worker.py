@@ -21,10 +21,11 @@ from flask.testing import FlaskClient
 from sqlalchemy import select
 
 from tests.api.helpers import upload_voice
-from tests.e2e.flow import check_output
+from tests.e2e.flow import check_output, wait_terminal
 from tests.qwen3 import require_qwen_tts
 from tests.support.apps import tome_of
 from tests.support.engine_jobs import prompt_counts, render
+from tests.support.factories import submit_job
 
 require_qwen_tts()
 
@@ -147,3 +148,70 @@ def test_two_voice_job_renders_through_real_workers_and_reuses_prompts(
             assert voice == again
             assert batched.shape == alone.shape
             np.testing.assert_allclose(batched, alone, atol=1e-4)
+
+
+def _script(name: str) -> str:
+    """Three chapters, each a heading and a paragraph: six chunks, none another job's (no reuse)."""
+    return "\n\n".join(
+        f"# {name}, part {part}\n\n{name} walked down to the harbour for the {part} time, and waited."
+        for part in ("first", "second", "third")
+    )
+
+
+def test_chunks_of_two_jobs_share_one_running_batch(
+    tmp_path: Path,
+    engine_env: dict[str, str],
+    start_worker: Callable[..., Any],
+) -> None:
+    """TOME_QWEN3_PULL_CHUNKS: the scheduler sends one chunk at a time (one render task in flight, one
+    chunk a task), and each task fills its engine's other three slots with the next chunks the fair
+    scheduler gives (either owner's job) while its own renders. Both jobs succeed, every chunk is done at
+    its first attempt, its audio stored under the token of that attempt; chunks of a job were pulled into
+    another task's batch."""
+    from models import Chunk, ChunkStatus
+
+    env = {**engine_env, "TOME_QWEN3_PULL_CHUNKS": "1", "TOME_QWEN3_MAX_BATCH": "4"}
+    settings: Settings = load_settings(
+        env, data_dir=tmp_path / "var", engine="qwen3-tts", chunks_per_task=1, render_tasks_in_flight=1
+    )
+    with app_on(settings) as app:
+        client = app.test_client()
+        jobs: dict[str, tuple[dict[str, str], str]] = {}
+        for owner in ("alice", "bob"):
+            user = {"Authorization": f"Bearer {mint_key(app, owner=owner, name='test', admin=False)}"}
+            folder = tmp_path / owner
+            folder.mkdir()
+            audio, transcript = reference_wav(folder, "The old lighthouse keeper climbed the stairs.")
+            uploaded = upload_voice(client, user, audio, name="narrator", ref_text=transcript)
+            assert uploaded.status_code == 202, uploaded.json
+            job = submit_job(
+                client,
+                user,
+                "narrator",
+                title=owner,
+                script=_script(owner),
+                script_format="markdown",
+                output=FLAC,
+            )
+            assert job.status_code == 202, job.json
+            jobs[owner] = (user, job.json["id"])
+
+        worker = start_worker(settings, extra_env=env)
+        for user, job_id in jobs.values():
+            done = wait_terminal(client, user, job_id, timeout=300)
+            check_output(app, client, user, done)
+        assert "pulled into the running batch" in worker.log()
+        sessions = tome_of(app).sessions
+        chunks = sessions.scalars(
+            select(Chunk).where(Chunk.job_id.in_([uuid.UUID(j) for _, j in jobs.values()]))
+        ).all()
+        assert len(chunks) == 12
+        layout = settings.layout
+        for chunk in chunks:
+            assert chunk.status == ChunkStatus.DONE.value
+            assert chunk.attempts == 1, chunk.seq
+            assert chunk.attempt_token is not None
+            assert (
+                Path(str(chunk.audio_path)).name
+                == layout.chunk_audio(chunk.job_id, chunk.seq, chunk.attempt_token).name
+            )

@@ -84,6 +84,7 @@ FLAT_NAMES = [
     "qwen3_max_batch",
     "qwen3_max_new_tokens",
     "qwen3_model_dir",
+    "qwen3_pull_chunks",
     "qwen3_runner",
     "rate_limit_per_minute",
     "reference_analysers",

@@ -11,7 +11,7 @@ Engines that know where each word is in what they rendered (espeak does; Qwen3 d
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -114,6 +114,28 @@ class EmbeddingEngine(Protocol):
 def embedding_engine(engine: Engine) -> EmbeddingEngine | None:
     """``engine`` if it has speaker embeddings, else None."""
     return engine if isinstance(engine, EmbeddingEngine) else None
+
+
+@runtime_checkable
+class RefillingEngine(Protocol):
+    """An engine whose batch can take more requests while it renders (the Qwen3-TTS fast runner)."""
+
+    @property
+    def refills(self) -> bool:
+        """Whether the worker should refill its batches now (a setting may turn it off)."""
+        ...
+
+    def synthesize_refilling(
+        self, batch: Sequence[SynthesisRequest], refill: Callable[[int], Sequence[SynthesisRequest]]
+    ) -> list[Waveform | None]:
+        """The waves of ``batch`` then of each request ``refill`` returned (asked before every step with
+        how many it may return); None for a refilled request to render on its own."""
+        ...
+
+
+def refilling_engine(engine: Engine) -> RefillingEngine | None:
+    """``engine`` if it refills its batches while they render and is set to, else None."""
+    return engine if isinstance(engine, RefillingEngine) and engine.refills else None
 
 
 # The speaking-rate parameter every engine takes: a multiplier of the voice's own rate (a job's speed

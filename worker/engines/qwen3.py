@@ -23,7 +23,7 @@ import json
 import threading
 import time
 import types
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -313,11 +313,12 @@ class Qwen3Engine:
         max_batch: int | None = None,
         max_new_tokens: int | None = None,
         runner: str = "fast",
+        pull_chunks: bool = False,
     ) -> None:
         """``device``: cpu, cuda or cuda:N (None: cuda:0 when available, else cpu); ``max_batch``: rows
         per generate call, or rows in flight for the fast runner (None: from free GPU memory, CPU_BATCH
         on a CPU); ``max_new_tokens``: a cap on codec frames per chunk (None: the model's own);
-        ``runner``: one of :data:`RUNNERS`."""
+        ``runner``: one of :data:`RUNNERS`; ``pull_chunks``: see :attr:`refills`."""
         if not model_dir:
             raise EngineError("no Qwen3-TTS model directory: set TOME_QWEN3_MODEL_DIR")
         directory = model_dir
@@ -328,6 +329,7 @@ class Qwen3Engine:
         if runner not in RUNNERS:
             raise EngineError(f"{RUNNER_SETTING}={runner!r}: use one of {', '.join(RUNNERS)}")
         self.runner = runner
+        self.pull_chunks = bool(pull_chunks)
         self._loop: TalkerLoop | None = None
         self._layout = read_layout(self.model_dir)
         self.sample_rate: int = self._layout.sample_rate
@@ -496,6 +498,22 @@ class Qwen3Engine:
         self.last_calls = tuple(calls)
         waves = [w if w is not None else np.zeros(0, dtype=np.float32) for w in out]
         return [change_rate(w, rate) for w, rate in zip(waves, rates, strict=True)]
+
+    @property
+    def refills(self) -> bool:
+        """Whether a render task may refill this engine's free slots with other waiting chunks while its
+        batch renders (``TOME_QWEN3_PULL_CHUNKS``, fast runner only): worker.jobs.render."""
+        return self.pull_chunks and self.runner == "fast"
+
+    def synthesize_refilling(
+        self, batch: Sequence[SynthesisRequest], refill: Callable[[int], Sequence[SynthesisRequest]]
+    ) -> list[Waveform | None]:
+        """``batch`` through the fast loop, its free slots refilled from ``refill`` while it runs: the waves
+        of ``batch`` then of every refilled request (None: one the loop could not take; render it on its
+        own). See worker.engines.qwen3_refill."""
+        from worker.engines.qwen3_refill import synthesize_refilling
+
+        return synthesize_refilling(self, batch, refill)
 
     def synthesize_stream(self, request: SynthesisRequest) -> Iterator[Waveform]:
         """One request's audio in pieces as its frames are generated (the fast runner; the reference
@@ -770,4 +788,5 @@ def create(settings: Qwen3Settings) -> Qwen3Engine:
         max_batch=settings.max_batch or None,
         max_new_tokens=settings.max_new_tokens or None,
         runner=settings.runner,
+        pull_chunks=settings.pull_chunks,
     )

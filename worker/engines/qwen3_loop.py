@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from collections.abc import Callable, Generator, Mapping, Sequence
+from collections.abc import Callable, Generator, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
@@ -38,7 +38,7 @@ from worker.engines.qwen3_sampling import (
 )
 
 if TYPE_CHECKING:
-    from worker.engines.qwen3_feed import RowFeed
+    from worker.engines.qwen3_feed import FeedLimits, RowFeed
 
 __all__ = ["FrameSink", "LoopRow", "TalkerLoop", "capture_prompt"]
 
@@ -596,6 +596,52 @@ class TalkerLoop:
 
         yield from self._drive(state, take, feed.finish, sink)
 
+    def run_refilling(
+        self,
+        rows: Sequence[tuple[Hashable, LoopRow]],
+        slots: int,
+        limits: FeedLimits,
+        refill: Callable[[int], Sequence[tuple[Hashable, LoopRow]]],
+    ) -> dict[Hashable, torch.Tensor]:
+        """Generate the keyed ``rows`` with ``slots`` in flight, taking more rows from ``refill`` as slots
+        free; returns every row's frames (frames, codebooks) by key.
+
+        Before every frame ``refill`` is told how many rows the loop would take now: the free slots not
+        claimed by a waiting row of ``rows``, and 0 once every row of ``rows`` has ended (the loop then
+        only finishes the rows it took; the caller may use the call to keep its own bookkeeping). It
+        returns at most that many rows, with keys of its own, each within ``limits``, which size the
+        buffers before the first row. Called in the caller's thread, so it needs no locking. As in
+        :meth:`serve_iter` the warpers are sized for the whole vocabulary: a row's tokens do not depend on
+        the rows beside it."""
+        for key, row in rows:
+            if not limits.admits(row):
+                raise ValueError(f"row {key!r} is beyond the limits {limits}")
+        state = self._begin(int(slots), int(slots), limits.length, limits.trailing, limits.cap)
+        state.warps = (Warps.of([0], [0.5], self.vocab), Warps.of([0], [0.5], self.cp_vocab))
+        waiting: deque[tuple[Hashable, LoopRow]] = deque(rows)
+        own = {key for key, _ in rows}
+        results: dict[Hashable, torch.Tensor] = {}
+
+        def take(_wait: bool) -> tuple[Any, LoopRow] | None:
+            return waiting.popleft() if waiting else None
+
+        def finish(key: Any, frames: torch.Tensor) -> None:
+            results[key] = frames
+
+        def ask(free: int) -> None:
+            wanted = max(0, free - len(waiting)) if any(k not in results for k in own) else 0
+            more = list(refill(wanted))
+            if len(more) > wanted:
+                raise ValueError(f"refill gave {len(more)} rows where {wanted} were asked for")
+            for key, row in more:
+                if not limits.admits(row) or key in results or key in own:
+                    raise ValueError(f"row {key!r} is beyond the limits {limits} or its key is taken")
+                waiting.append((key, row))
+
+        for _ in self._drive(state, take, finish, None, ask):
+            pass
+        return results
+
     def _begin(self, wanted: int, allowed: int, longest: int, trailing: int, cap: int) -> _State:
         """The state of a run of ``wanted`` rows in flight (rounded up to a power of two when ``allowed``)."""
         wanted = max(1, wanted)
@@ -610,15 +656,18 @@ class TalkerLoop:
         take: Callable[[bool], tuple[Any, LoopRow] | None],
         finish: Callable[[Any, torch.Tensor], None],
         sink: Callable[[Any, torch.Tensor], None] | None,
+        ask: Callable[[int], None] = lambda _free: None,
     ) -> Generator[None, None, None]:
         """Fill free slots with ``take`` (waiting only when no row is in flight; None: no row now, or no
-        more when nothing is in flight), step, hand new frames to ``sink`` and ended rows to ``finish``."""
+        more when nothing is in flight), step, hand new frames to ``sink`` and ended rows to ``finish``.
+        ``ask`` is told, before every fill (outside inference mode), how many slots are free."""
         slots = state.slots
         owner: list[Any] = [None] * slots
         busy = [False] * slots
         sent = [0] * slots
         position = [0] * slots
         while True:
+            ask(slots - sum(busy))
             with torch.inference_mode():
                 for slot in range(slots):
                     while not busy[slot]:

@@ -4,6 +4,11 @@ A chunk is claimed with a fresh attempt token and a lease (:func:`worker.jobs.st
 that token can mark it done, so a redelivered or duplicated message never writes a second copy. The
 prompts are loaded before the claim: a chunk whose voice is not ready is sent back to wait for its build
 without using up an attempt.
+
+On an engine that refills a running batch (TOME_QWEN3_PULL_CHUNKS: worker.engines.base.RefillingEngine),
+the task fills the engine's free slots with the next chunks the fair scheduler gives (any job on that
+engine), each pulled batch claimed, checked and stored under its own token as its own task would
+(:class:`_Puller`; docs/engines.md, "Across render tasks").
 """
 
 from __future__ import annotations
@@ -27,10 +32,10 @@ from worker.audio.dsp import silence_bounds
 from worker.audio.loudness import measure
 from worker.audio.timings import stored_words
 from worker.engines import Engine, EngineError, SynthesisRequest, release_memory
-from worker.engines.base import synthesize_timed
+from worker.engines.base import RefillingEngine, refilling_engine, synthesize_timed
 from worker.jobs import actions, quality, rerender, reuse, state
 from worker.jobs.chapters import maybe_stitch_chapters
-from worker.jobs.scheduler import schedule
+from worker.jobs.scheduler import schedule, take_next
 from worker.jobs.stitch import maybe_begin_stitch
 from worker.logs import log_context
 from worker.qa.checks import policy_for
@@ -83,8 +88,20 @@ class _Batch:
         actions.release(self.rt, [c.id for c in chunks], self.token)
 
 
+@dataclass
+class _Pulled:
+    """Chunks a render task claimed while its own batch rendered, to fill the engine's free slots: claimed,
+    checked for reuse and later checked, stored and advanced exactly as a task of their own would."""
+
+    batch: _Batch
+    done: list[int]  # seqs completed from audio already rendered
+    rest: list[state.Claimed]  # the chunks fed to the engine
+    waves: list[Any] | None = None  # their renderings; None: render them on their own
+
+
 def _render(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -> int:
-    """The pipeline: claim, reuse, synthesise, check, store, advance; returns how many chunks it completed."""
+    """The pipeline: claim, reuse, synthesise, check, store, advance; returns how many chunks it completed
+    (of its own job: chunks pulled into its batch from the queue are completed too, but not counted)."""
     batch = _claim_batch(rt, job_id, seqs, enqueue)
     if batch is None:
         return 0
@@ -92,9 +109,23 @@ def _render(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -
     if done is None:
         return 0
     rest = [c for c in batch.claimed if c.seq not in done]
+    waves: list[Any] | None = None
+    pulled: list[_Pulled] = []
+    if rest:
+        waves, pulled = _synthesize_rest(batch, rest)
+    try:
+        return _complete(batch, done, rest, waves)
+    finally:
+        for extra in pulled:
+            _complete_pulled(extra)
+
+
+def _complete(batch: _Batch, done: list[int], rest: list[state.Claimed], waves: list[Any] | None) -> int:
+    """Check, store and advance a claimed batch whose ``rest`` was rendered as ``waves`` (None: a chunk
+    failed the job) and whose ``done`` seqs were reused; returns how many chunks it completed."""
+    rt, job_id = batch.rt, batch.job_id
     left: int | None = None  # the job's chunks not done after this task's completion, if it knows
     if rest:
-        waves = _synthesize_rest(batch, rest)
         reviewed = None if waves is None else _check(batch, rest, waves)
         if reviewed is None:
             return len(done)
@@ -168,8 +199,135 @@ def _reuse(batch: _Batch) -> list[int] | None:
     )
 
 
-def _synthesize_rest(batch: _Batch, rest: list[state.Claimed]) -> list[Any] | None:
-    """The engine's waves for ``rest``; None when a chunk failed the job (its claim given back)."""
+def _synthesize_rest(batch: _Batch, rest: list[state.Claimed]) -> tuple[list[Any] | None, list[_Pulled]]:
+    """The engine's waves for ``rest`` (None when a chunk failed the job, its claim given back), and the
+    chunks pulled into the engine's free slots while it rendered them (an engine that refills its batch:
+    worker.engines.base.RefillingEngine). If the shared call fails, the pulled chunks are given back and
+    ``rest`` renders on its own."""
+    refilling = refilling_engine(batch.engine)
+    if refilling is not None:
+        puller = _Puller(batch, rest)
+        try:
+            return _synthesize_shared(batch, rest, refilling, puller), puller.pulled
+        except Exception:
+            log.warning("the shared batch failed; its pulled chunks are given back", exc_info=True)
+            for extra in puller.pulled:
+                _give_back(extra)
+    return _synthesize_alone(batch, rest), []
+
+
+def _synthesize_shared(
+    batch: _Batch, rest: list[state.Claimed], engine: RefillingEngine, puller: _Puller
+) -> list[Any]:
+    """``rest`` in one engine call whose free slots ``puller`` refills; each pulled batch gets its waves
+    (None when the engine left one of them out: that batch renders on its own later)."""
+    started = time.perf_counter()
+    waves = engine.synthesize_refilling([batch.requests[c.id] for c in rest], puller)
+    own = waves[: len(rest)]
+    if any(w is None for w in own):
+        raise EngineError("the shared batch left out one of its own chunks")
+    at = len(rest)
+    for extra in puller.pulled:
+        mine = waves[at : at + len(extra.rest)]
+        at += len(extra.rest)
+        extra.waves = None if any(w is None for w in mine) else [(w, []) for w in mine]
+    rate = batch.engine.sample_rate
+    lengths = [len(w) / rate for w in waves if w is not None]
+    observe.chunks_rendered(batch.rt, batch.engine.name, time.perf_counter() - started, lengths)
+    return [(w, []) for w in own]
+
+
+class _Puller:
+    """The refill of a render task's shared engine call: asked before every step for up to ``wanted``
+    requests, it takes the next sendable chunks on the same engine from the fair scheduler
+    (worker.jobs.scheduler.take_next), claims them under a token of their own and serves what it can from
+    audio already rendered, as a render task of their own would, and returns the rest's requests. It also
+    keeps the leases of every claim in the call up while the call runs."""
+
+    PULLS_PER_STEP = 3  # tries a step (a pulled batch may be all reused, or wait for its voice)
+    IDLE_SECONDS = 2.0  # after finding nothing to send, look again this much later (not every frame)
+
+    def __init__(self, batch: _Batch, rest: list[state.Claimed]) -> None:
+        self.batch = batch
+        self.rest = rest
+        self.pulled: list[_Pulled] = []
+        self.renewed = time.monotonic()
+        self.idle_until = 0.0  # nothing was sendable: no query before then
+        self.stopped = False  # pull no more in this call
+
+    def __call__(self, wanted: int) -> list[SynthesisRequest]:
+        self._keep_leases()
+        requests: list[SynthesisRequest] = []
+        for _ in range(self.PULLS_PER_STEP):
+            if len(requests) >= wanted or self.stopped or time.monotonic() < self.idle_until:
+                break
+            requests.extend(self._pull(wanted - len(requests)))
+        return requests
+
+    def _pull(self, wanted: int) -> list[SynthesisRequest]:
+        own = self.batch
+        taken = take_next(own.rt, wanted, own.running.engine)
+        if taken is None:
+            self.idle_until = time.monotonic() + self.IDLE_SECONDS
+            return []
+        job_id, seqs = taken
+        with log_context(job_id=job_id):
+            batch = _claim_batch(own.rt, job_id, seqs, own.enqueue)
+            if batch is None:
+                return []
+            if batch.engine is not own.engine:  # another instance (settings differ): not this loop's
+                _give_back(_Pulled(batch, [], list(batch.claimed)))
+                self.stopped = True
+                return []
+            done = _reuse(batch)
+            if done is None:
+                return []
+            rest = [c for c in batch.claimed if c.seq not in done]
+            self.pulled.append(_Pulled(batch, done, rest))
+            log.info("chunks %s of job %s pulled into the running batch", [c.seq for c in rest], job_id)
+        return [batch.requests[c.id] for c in rest]
+
+    def _keep_leases(self) -> None:
+        rt = self.batch.rt
+        if time.monotonic() - self.renewed < rt.settings.tasks.chunk_lease_seconds / 3:
+            return
+        self.renewed = time.monotonic()
+        _renew_leases(rt, [c.id for c in self.rest], self.batch.token)
+        for extra in self.pulled:
+            _renew_leases(rt, [c.id for c in extra.rest], extra.batch.token)
+
+
+def _complete_pulled(extra: _Pulled) -> None:
+    """Check, store and advance a pulled batch (rendered on its own first if the shared call left it
+    out); on failure its chunks are given back to the scheduler, as no task message holds them."""
+    batch = extra.batch
+    with log_context(job_id=batch.job_id):
+        try:
+            # Its lease ran while the task's own batch was checked and stored: renewed first (a chunk
+            # another attempt took over meanwhile is then not stored: its token lost).
+            if extra.rest:
+                _renew_leases(batch.rt, [c.id for c in extra.rest], batch.token)
+            waves = extra.waves
+            if waves is None and extra.rest:
+                waves = _synthesize_alone(batch, extra.rest)
+            _complete(batch, extra.done, extra.rest, waves)
+        except Exception:
+            log.exception("pulled chunks %s failed; given back", [c.seq for c in extra.rest])
+            _give_back(extra)
+
+
+def _give_back(extra: _Pulled) -> None:
+    """Release a pulled batch's claims and mark its chunks unsent, so the scheduler sends them again."""
+    batch = extra.batch
+    with unit_of_work(batch.rt.sessions) as session:
+        for chunk in extra.rest:
+            state.release_chunk(session, chunk.id, batch.token)
+        state.unsend(session, batch.job_id, [c.seq for c in extra.rest])
+
+
+def _synthesize_alone(batch: _Batch, rest: list[state.Claimed]) -> list[Any] | None:
+    """The engine's waves for ``rest`` in calls of their own; None when a chunk failed the job (its claim
+    given back)."""
     try:
         return _synthesize(
             batch.rt,

@@ -18,7 +18,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from sqlalchemy import and_, func, or_, select
+from sqlalchemy import and_, func, or_, select, true
 from sqlalchemy.orm import Session
 
 from models import ApiKey, CacheStatus, Chunk, ChunkStatus, Job, JobStatus, Voice, unit_of_work, utcnow
@@ -83,14 +83,7 @@ def schedule(rt: Runtime, enqueue: Enqueue, max_tasks: int | None = None) -> int
     room = rt.settings.tasks.render_tasks_in_flight * per_task
     sent = 0
     with rt.sessions() as session:
-        in_flight = dict(
-            session.execute(
-                select(Job.owner, func.count(Chunk.id))
-                .join(Job, Job.id == Chunk.job_id)
-                .where(_RUNNING, _IN_FLIGHT)
-                .group_by(Job.owner)
-            ).all()
-        )
+        in_flight = _in_flight(session)
         free = room - sum(in_flight.values())
         # The first choice in the same transaction (one round trip and rollback fewer a render task).
         owner = _next_owner(session, in_flight) if free > 0 else None
@@ -114,8 +107,37 @@ def schedule(rt: Runtime, enqueue: Enqueue, max_tasks: int | None = None) -> int
     return sent
 
 
-def _next_owner(session: Session, in_flight: dict[str, int]) -> Owner | None:
-    """The owner with sendable chunks and the smallest in-flight share, if any."""
+def take_next(rt: Runtime, count: int, engine: str) -> tuple[uuid.UUID, list[int]] | None:
+    """Up to ``count`` sendable chunks of jobs on ``engine``, chosen as :func:`schedule` chooses them (the
+    owner with the smallest in-flight share, its oldest running job) and marked sent, for a render task
+    to render at once in its running batch (worker.jobs.render); None when there are none. No room check:
+    the chunks go to a batch that has a free slot now, not to the queue."""
+    for _ in range(MAX_LOST_RACES):
+        with rt.sessions() as session:
+            owner = _next_owner(session, _in_flight(session), engine)
+        if owner is None:
+            return None
+        taken = _take(rt, owner.name, count, engine)
+        if taken is not None:
+            return taken
+    return None
+
+
+def _in_flight(session: Session) -> dict[str, int]:
+    return dict(
+        session.execute(
+            select(Job.owner, func.count(Chunk.id))
+            .join(Job, Job.id == Chunk.job_id)
+            .where(_RUNNING, _IN_FLIGHT)
+            .group_by(Job.owner)
+        ).all()
+    )
+
+
+def _next_owner(session: Session, in_flight: dict[str, int], engine: str | None = None) -> Owner | None:
+    """The owner with sendable chunks (of jobs on ``engine``, when given) and the smallest in-flight
+    share, if any."""
+    on_engine = Job.engine == engine if engine is not None else true()
     rows = session.execute(
         select(
             Job.owner,
@@ -124,7 +146,7 @@ def _next_owner(session: Session, in_flight: dict[str, int]) -> Owner | None:
             func.sum(Job.chunks_done),
         )
         .outerjoin(ApiKey, ApiKey.id == Job.api_key_id)  # a job made without a key weighs 1
-        .where(_RUNNING, select(Chunk.id).where(Chunk.job_id == Job.id, _SENDABLE).exists())
+        .where(_RUNNING, on_engine, select(Chunk.id).where(Chunk.job_id == Job.id, _SENDABLE).exists())
         .group_by(Job.owner)
     ).all()
     owners = [
@@ -140,15 +162,20 @@ def _next_owner(session: Session, in_flight: dict[str, int]) -> Owner | None:
     return min(owners, key=lambda o: (o.share, o.oldest_start, o.name), default=None)
 
 
-def _take(rt: Runtime, owner: str, count: int) -> tuple[uuid.UUID, list[int]] | None:
-    """Mark up to ``count`` sendable chunks of the owner's oldest running job with work as sent (by
-    compare-and-set, committed before they are sent); None if another scheduler took them first."""
+def _take(
+    rt: Runtime, owner: str, count: int, engine: str | None = None
+) -> tuple[uuid.UUID, list[int]] | None:
+    """Mark up to ``count`` sendable chunks of the owner's oldest running job with work (on ``engine``,
+    when given) as sent (by compare-and-set, committed before they are sent); None if another scheduler
+    took them first."""
     now = utcnow()
+    on_engine = Job.engine == engine if engine is not None else true()
     with unit_of_work(rt.sessions) as session:
         job_id = session.scalar(
             select(Job.id)
             .where(
                 _RUNNING,
+                on_engine,
                 Job.owner == owner,
                 select(Chunk.id).where(Chunk.job_id == Job.id, _SENDABLE).exists(),
             )

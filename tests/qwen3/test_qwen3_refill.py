@@ -1,0 +1,165 @@
+"""A fast-runner batch refilled by its caller while it runs (as a render task pulls other jobs' chunks
+into its free slots), on the tiny checkpoint: a refilled chunk renders exactly as it does alone."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.qwen3 import require_qwen_tts
+
+require_qwen_tts()
+
+import torch
+
+from tests.qwen3.test_qwen3_fast import GREEDY, SR, TEXTS, _reference_frames, _row, _voice
+from tests.qwen3.tiny_checkpoint import build_tiny_checkpoint
+from worker.config import load_settings
+from worker.engines import registry
+from worker.engines.base import SpeakerPrompt, SynthesisRequest, refilling_engine
+from worker.engines.qwen3 import Qwen3Engine
+from worker.engines.qwen3_feed import FeedLimits
+from worker.engines.qwen3_loop import LoopRow, TalkerLoop
+
+
+@pytest.fixture(scope="module")
+def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_checkpoint(tmp_path_factory.mktemp("qwen3-refill") / "tiny-base")
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_dir: Path) -> Qwen3Engine:
+    return Qwen3Engine(tiny_dir, device="cpu", max_batch=2, max_new_tokens=16, pull_chunks=True)
+
+
+@pytest.fixture(scope="module")
+def prompts(engine: Qwen3Engine) -> list[SpeakerPrompt]:
+    return [
+        engine.encode_speaker(_voice(110.0, 1), SR, "Hello there, this is a low voice."),
+        engine.encode_speaker(_voice(220.0, 2), SR, "And this one is higher."),
+        engine.encode_speaker(_voice(160.0, 3), SR, ""),  # x-vector only: no reference codes
+    ]
+
+
+def test_greedy_frames_of_refilled_rows_equal_each_chunk_alone(
+    engine: Qwen3Engine, prompts: list[SpeakerPrompt]
+) -> None:
+    """A batch of two rows (one voice) in three slots; rows of two other voices arrive from ``refill``
+    as slots free (at the start, and where the short row ends), and refill is asked for none once the
+    batch's own rows have ended. Every row's greedy frames equal qwen-tts's for that chunk alone."""
+    own_cases = [(TEXTS[0], prompts[0], 14), (TEXTS[1], prompts[0], 3)]
+    other_cases = [(TEXTS[2], prompts[1], 6), (TEXTS[3], prompts[2], 9), (TEXTS[4], prompts[1], 4)]
+    own = [
+        (f"own-{i}", _row(engine, t, p, max_new_tokens=c, **GREEDY)) for i, (t, p, c) in enumerate(own_cases)
+    ]
+    others = [_row(engine, t, p, max_new_tokens=c, **GREEDY) for t, p, c in other_cases]
+    limits = FeedLimits(768, 256, 14)
+    asked: list[int] = []
+    given: list[str] = []
+
+    def refill(wanted: int) -> Sequence[tuple[Hashable, LoopRow]]:
+        asked.append(wanted)
+        out: list[tuple[Hashable, LoopRow]] = []
+        while others and len(out) < wanted:
+            key = f"other-{len(given)}"
+            given.append(key)
+            out.append((key, others.pop(0)))
+        return out
+
+    loop = TalkerLoop(engine.model.model)
+    frames = loop.run_refilling(own, 3, limits, refill)
+    assert loop.last_slots == 3
+    assert asked[0] == 1  # the free third slot, at once
+    assert given == ["other-0", "other-1", "other-2"]
+    assert asked[-1] == 0  # once both own rows ended, no more rows are asked for
+    for key, (text, prompt, cap) in [
+        *((f"own-{i}", case) for i, case in enumerate(own_cases)),
+        *((f"other-{i}", case) for i, case in enumerate(other_cases)),
+    ]:
+        expected = _reference_frames(engine, text, prompt, max_new_tokens=cap, **GREEDY)
+        assert torch.equal(frames[key].cpu(), expected), key
+
+
+def test_refill_rows_beyond_the_limits_or_too_many_are_refused(
+    engine: Qwen3Engine, prompts: list[SpeakerPrompt]
+) -> None:
+    row = _row(engine, TEXTS[1], prompts[0], max_new_tokens=3, **GREEDY)
+    loop = TalkerLoop(engine.model.model)
+    with pytest.raises(ValueError, match="limits"):
+        loop.run_refilling([("a", row)], 2, FeedLimits(row.prefill.shape[0] + 3, 256, 2), lambda _n: [])
+    with pytest.raises(ValueError, match="asked for"):
+        loop.run_refilling([("a", row)], 1, FeedLimits(768, 256, 3), lambda _n: [("b", row)])
+
+
+def _request(prompt: SpeakerPrompt, text: str, seed: int, **params: float) -> SynthesisRequest:
+    return SynthesisRequest(text, prompt, "en", params, seed=seed)
+
+
+def test_sampled_chunks_refilled_into_a_batch_render_as_alone(
+    engine: Qwen3Engine, prompts: list[SpeakerPrompt]
+) -> None:
+    """Sampling (the engine's defaults): a chunk's audio is its seed's alone, whatever batch it shares.
+    Refilled requests of other voices, one with its own rate, one empty, one beyond the loop's frame cap
+    (left out: None) and one the engine refuses (None: rendered on its own by the caller)."""
+    # The first row runs to the engine's cap (16 frames); the others end early and free their slot.
+    own = [_request(prompts[0], TEXTS[0], 11), _request(prompts[1], TEXTS[1], 12, max_new_tokens=2)]
+    queue = [
+        _request(prompts[2], TEXTS[2], 13, max_new_tokens=3),
+        _request(prompts[1], TEXTS[4], 14, rate_scale=1.25, max_new_tokens=3),
+        _request(prompts[0], "   ", 15),
+        _request(prompts[0], TEXTS[3], 16, top_k=5, max_new_tokens=3),
+        _request(prompts[1], TEXTS[3], 17, nonsense=1.0),
+    ]
+    given: list[SynthesisRequest] = []
+
+    def refill(wanted: int) -> list[SynthesisRequest]:
+        out = queue[:wanted]
+        del queue[:wanted]
+        given.extend(out)
+        return out
+
+    shared = engine.synthesize_refilling(own, refill)
+    assert not queue
+    assert len(shared) == len(own) + len(given)
+    assert engine.last_calls == (2,)
+    assert shared[-1] is None  # refused parameters: the caller renders it on its own
+    for request, wave in zip([*own, *given][:-1], shared[:-1], strict=True):
+        assert wave is not None
+        (alone,) = engine.synthesize([request])
+        assert wave.shape == alone.shape, request.text
+        np.testing.assert_allclose(wave, alone, atol=1e-5)
+    empty = shared[len(own) + 2]
+    assert empty is not None
+    assert empty.size == 0
+    # Another seed is other audio: the test can tell batches apart.
+    (other,) = engine.synthesize([_request(prompts[0], TEXTS[0], 99)])
+    first = shared[0]
+    assert first is not None
+    assert other.shape != first.shape or not np.allclose(other, first, atol=1e-3)
+
+
+def test_a_refilled_request_beyond_the_frame_cap_is_left_out(
+    engine: Qwen3Engine, prompts: list[SpeakerPrompt]
+) -> None:
+    own = [_request(prompts[0], TEXTS[1], 1, max_new_tokens=4)]
+    later = [_request(prompts[1], TEXTS[2], 2)]  # the engine's cap of 16 frames: beyond this batch's 4
+    shared = engine.synthesize_refilling(own, lambda wanted: [later.pop()] if wanted and later else [])
+    assert shared[0] is not None
+    assert shared[1] is None
+
+
+def test_pulling_chunks_is_a_setting_of_the_fast_runner(tiny_dir: Path) -> None:
+    base = {"TOME_QWEN3_MODEL_DIR": str(tiny_dir), "TOME_QWEN3_DEVICE": "cpu"}
+    off = registry.get_engine("qwen3-tts", load_settings(base))
+    on = registry.get_engine("qwen3-tts", load_settings({**base, "TOME_QWEN3_PULL_CHUNKS": "1"}))
+    reference = registry.get_engine(
+        "qwen3-tts", load_settings({**base, "TOME_QWEN3_PULL_CHUNKS": "1", "TOME_QWEN3_RUNNER": "reference"})
+    )
+    assert refilling_engine(off) is None
+    assert refilling_engine(on) is not None
+    assert isinstance(on, Qwen3Engine)
+    assert on.refills
+    assert refilling_engine(reference) is None

@@ -1,0 +1,137 @@
+"""One fast-runner call whose free slots are refilled by its caller while it runs (pure: torch, numpy).
+
+:meth:`Qwen3Engine.synthesize_refilling` renders a batch through :meth:`TalkerLoop.run_refilling`: before
+every frame the caller's ``refill`` is asked for up to as many requests as there are free slots (a render
+task answers with the next chunks the fair scheduler gives it, of any job and voice on this engine), so
+slots do not idle while the batch's longest row finishes. ``refill`` runs in the caller's thread, between
+two frames: no locks, no second thread. Once the batch's own rows have all ended it is asked for none (it
+is still called every frame, so its caller can keep its leases), and the call ends with the rows it took.
+
+The loop's buffers are sized before the first row (:class:`FeedLimits`): prompt plus frame cap one cache
+bucket longer than the batch's longest (a refilled voice's reference may be longer), text twice the
+batch's longest, the batch's frame cap. A refilled request beyond them, or whose parameters the engine
+refuses, is not rendered here: its place in the result is None and the caller renders it on its own.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Hashable, Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+import numpy as np
+
+from worker.engines.base import EngineError, SynthesisRequest, Waveform, rate_scale
+
+if TYPE_CHECKING:
+    import torch
+
+    from worker.engines.qwen3 import Qwen3Engine
+    from worker.engines.qwen3_feed import FeedLimits
+    from worker.engines.qwen3_loop import LoopRow
+
+__all__ = ["Refill", "synthesize_refilling"]
+
+# Asked before every frame with the number of requests the loop takes now; returns at most that many.
+Refill = Callable[[int], Sequence[SynthesisRequest]]
+
+MIN_TRAILING = 64  # text positions a refilled row may have at least, whatever the batch's own
+
+
+def synthesize_refilling(
+    engine: Qwen3Engine, batch: Sequence[SynthesisRequest], refill: Refill
+) -> list[Waveform | None]:
+    """The waves of ``batch`` then of every request ``refill`` returned, in the order given; None for a
+    refilled request the loop could not take. A request of ``batch`` the engine refuses raises
+    :class:`EngineError` before anything is rendered."""
+    from worker.engines.qwen3 import change_rate
+
+    requests: list[SynthesisRequest] = list(batch)
+    # Validated before anything is rendered (raises for the batch); by request index.
+    prepared = {index: _prepared(engine, r) for index, r in enumerate(requests)}
+    waves: dict[int, Waveform | None] = {}
+    with engine._generate_lock:
+        own: list[tuple[Hashable, LoopRow]] = []
+        for index, request in enumerate(requests):
+            if request.text.strip():
+                item, language, kwargs, _rate = prepared[index]
+                own.append((index, engine._loop_row(request, item, language, kwargs)))
+            else:
+                waves[index] = np.zeros(0, dtype=np.float32)
+        if not own:
+            return [waves[i] for i in range(len(requests))]
+        limits = _limits([row for _, row in own])
+
+        def more(wanted: int) -> list[tuple[Hashable, LoopRow]]:
+            given = list(refill(wanted))
+            if len(given) > wanted:
+                raise ValueError(f"refill gave {len(given)} requests where {wanted} were asked for")
+            taken: list[tuple[Hashable, LoopRow]] = []
+            for request in given:
+                index = len(requests)
+                requests.append(request)
+                try:
+                    prepared[index] = _prepared(engine, request)
+                except EngineError:
+                    waves[index] = None  # the caller renders it on its own, which names the error
+                    continue
+                if not request.text.strip():
+                    waves[index] = np.zeros(0, dtype=np.float32)
+                    continue
+                item, language, kwargs, _rate = prepared[index]
+                row = engine._loop_row(request, item, language, kwargs)
+                if limits.admits(row):
+                    taken.append((index, row))
+                else:
+                    waves[index] = None
+            return taken
+
+        slots = engine.batch_limit(limits.length)
+        loop = engine._fast_loop()
+        began = time.perf_counter()
+        frames = loop.run_refilling(own, slots, limits, more)
+        engine.last_generate_s = time.perf_counter() - began
+        engine.last_calls = (loop.last_slots,)
+        rendered = sorted(cast(int, key) for key in frames)
+        prefixes = [engine._reference_codes(prepared[i][0]) for i in rendered]
+        wholes = [_joined(prefix, frames[i]) for i, prefix in zip(rendered, prefixes, strict=True)]
+        for index, samples in zip(rendered, engine._decode_rows(wholes, prefixes), strict=True):
+            waves[index] = np.clip(samples, -1.0, 1.0).astype(np.float32)
+    out: list[Waveform | None] = []
+    for index in range(len(requests)):
+        wave = waves.get(index)
+        out.append(None if wave is None else change_rate(wave, prepared[index][3]))
+    return out
+
+
+def _limits(rows: Sequence[LoopRow]) -> FeedLimits:
+    """The loop's buffers for a batch of ``rows`` and the rows refilled beside them (module docstring)."""
+    from worker.engines.qwen3_feed import FeedLimits
+    from worker.engines.qwen3_loop import CACHE_BUCKET, _round_up
+
+    longest = max(r.prefill.shape[0] + r.max_new_tokens for r in rows)
+    return FeedLimits(
+        length=_round_up(longest, CACHE_BUCKET) + CACHE_BUCKET,
+        trailing=max(MIN_TRAILING, 2 * max(r.trailing.shape[0] for r in rows)),
+        cap=max(r.max_new_tokens for r in rows),
+    )
+
+
+def _prepared(engine: Qwen3Engine, request: SynthesisRequest) -> tuple[Any, str, dict[str, Any], float]:
+    """What the loop and the decode need of a request, validated: prompt item, language, generate keyword
+    arguments, rate scale (EngineError when the engine refuses one)."""
+    return (
+        engine.prompt_item(request.prompt),
+        engine.language_name(request.language),
+        dict(engine._generate_kwargs(request.params)),
+        rate_scale(request.params),
+    )
+
+
+def _joined(prefix: torch.Tensor | None, generated: torch.Tensor) -> torch.Tensor:
+    """A row's codes decoded after its reference's (qwen-tts decodes a generate call's rows so)."""
+    if prefix is None:
+        return generated
+    import torch
+
+    return torch.cat([prefix, generated], dim=0)
