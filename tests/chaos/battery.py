@@ -58,6 +58,9 @@ class ChaosConfig:
     concurrency: int = 2
     seconds_per_chunk: float = 0.15
     kill_every: float = 20.0
+    # At most this many kills (None: as many as the deadline allows). A bound keeps a slow machine, where
+    # the jobs take longer, from also taking more kills: each kill can cost a chunk one of its attempts.
+    max_kills: int | None = None
     redis_restarts: int = 1
     pg_restarts: int = 1
     stop_seconds: float = 90.0
@@ -222,9 +225,10 @@ class Chaos:
 
     def _events(self) -> list[tuple[float, str]]:
         c = self.config
-        events = [
-            (c.kill_every * (i + 1), "kill") for i in range(int(c.deadline_seconds / max(c.kill_every, 1)))
-        ]
+        kills = int(c.deadline_seconds / max(c.kill_every, 1))
+        if c.max_kills is not None:
+            kills = min(kills, c.max_kills)
+        events = [(c.kill_every * (i + 1), "kill") for i in range(kills)]
         events += [(c.redis_at * (i + 1), "redis") for i in range(c.redis_restarts)]
         events += [(c.pg_at * (i + 1), "pg") for i in range(c.pg_restarts)]
         if c.stop_seconds > 0 and len(self.workers) > 1:
