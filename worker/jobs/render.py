@@ -340,12 +340,20 @@ def _complete_pulled(extra: _Pulled) -> None:
 
 
 def _give_back(extra: _Pulled) -> None:
-    """Release a pulled batch's claims and mark its chunks unsent, so the scheduler sends them again."""
+    """Release a pulled batch's claims and mark its chunks unsent, so the scheduler sends them again.
+    Never raises: a give-back that fails (the database unreachable) is logged, and its chunks go back
+    when their leases run out (the sweeper sends them again), while the task's other batches, its own
+    and the other pulled ones, are still completed or given back."""
     batch = extra.batch
-    with unit_of_work(batch.rt.sessions) as session:
-        for chunk in extra.rest:
-            state.release_chunk(session, chunk.id, batch.token)
-        state.unsend(session, batch.job_id, [c.seq for c in extra.rest])
+    try:
+        with unit_of_work(batch.rt.sessions) as session:
+            for chunk in extra.rest:
+                state.release_chunk(session, chunk.id, batch.token)
+            state.unsend(session, batch.job_id, [c.seq for c in extra.rest])
+    except Exception:
+        log.exception(
+            "giving back pulled chunks %s failed; left to their leases", [c.seq for c in extra.rest]
+        )
 
 
 def _unsend(rt: Runtime, job_id: uuid.UUID, seqs: list[int]) -> None:

@@ -26,13 +26,13 @@ from tests.support.inline import Inline
 from tests.support.refilling import InjectedFault, RefillingEspeak, refilling_espeak
 from webapi.cli import mint_key
 from worker.config import Settings, load_settings
-from worker.jobs import render
+from worker.jobs import render, state
 from worker.jobs.start import StartOutcome, start_job
 from worker.runtime import Runtime
 from worker.task_names import RENDER_CHUNKS
 from worker.voices.prompts import build_voice
 
-OWNERS = ("alice", "bob")
+OWNERS = ("alice", "bob", "carol")
 
 
 @pytest.fixture
@@ -55,7 +55,8 @@ def _script(owner: str) -> str:
 
 
 def _start_jobs(app: Flask, reference_audio: tuple[bytes, str], inline: Inline) -> dict[str, uuid.UUID]:
-    """A started three-chunk job for each owner (alice's first), each in a voice of its own, built."""
+    """A started three-chunk job for each owner (alice's first, then bob's, then carol's), each in a voice
+    of its own, built."""
     client, rt = app.test_client(), tome_of(app).runtime
     jobs: dict[str, uuid.UUID] = {}
     for owner in OWNERS:
@@ -85,7 +86,7 @@ def _first_task(inline: Inline) -> tuple[uuid.UUID, list[int]]:
 
 
 def _assert_all_rendered_once(rt: Runtime, jobs: dict[str, uuid.UUID], again: set[str]) -> None:
-    """Both jobs succeeded with every chunk done and counted once, its audio stored under the token of
+    """Every job succeeded with every chunk done and counted once, its audio stored under the token of
     the attempt that completed it; the chunks whose texts are in ``again`` took two attempts, the others
     one."""
     with rt.sessions() as session:
@@ -186,3 +187,41 @@ def test_a_pull_that_fails_after_its_claim_releases_it_at_once(
         assert (chunk.status, chunk.lease_until, chunk.attempts) == (ChunkStatus.PENDING.value, None, 1)
     inline.run()
     _assert_all_rendered_once(rt, jobs, again={c.text for c in held})
+
+
+def test_a_give_back_that_fails_leaves_the_other_pulled_batches_completed(
+    app: Flask, engine: RefillingEspeak, reference_audio: tuple[bytes, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two pulled batches (bob's and carol's chunks) are left out of the shared call and render on their
+    own; bob's fails, and giving it back fails too (its transaction): carol's batch and the task's own
+    chunk are still completed and the task ends normally; bob's chunks (released, still marked sent) are
+    left to the sweeper, which sends chunks sent long ago and still pending again."""
+    rt = tome_of(app).runtime
+    inline = Inline(rt)
+    jobs = _start_jobs(app, reference_audio, inline)
+    [bob_first] = [c.text for c in _chunks(rt, [jobs["bob"]]) if c.seq == 0]
+    engine.slots = 8  # room for bob's three chunks and carol's three beside alice's one
+    engine.leave_out = 1
+    engine.fail_texts = {bob_first}
+    real_unsend = state.unsend
+    fired: list[uuid.UUID] = []
+
+    def failing_unsend(session: Any, job_id: uuid.UUID, seqs: list[int]) -> None:
+        if job_id == jobs["bob"] and not fired:
+            fired.append(job_id)
+            raise InjectedFault("the give-back's transaction failed")
+        real_unsend(session, job_id, seqs)
+
+    monkeypatch.setattr(state, "unsend", failing_unsend)
+    job_id, seqs = _first_task(inline)
+    assert render.render_chunks(rt, job_id, seqs, inline.enqueue) == 1
+    assert engine.failed == [bob_first]
+    assert fired == [jobs["bob"]]
+    pulled = set(engine.pulled[0])
+    by_owner = {owner: _chunks(rt, [job]) for owner, job in jobs.items()}
+    assert {c.text for c in by_owner["bob"] + by_owner["carol"]} <= pulled
+    for chunk in by_owner["carol"]:
+        assert (chunk.status, chunk.attempts) == (ChunkStatus.DONE.value, 1)
+    for chunk in by_owner["bob"]:  # released when their rendering failed, but still marked sent
+        assert (chunk.status, chunk.attempts) == (ChunkStatus.PENDING.value, 1)
+        assert chunk.enqueued_at is not None
