@@ -2,10 +2,10 @@
 ``_Puller``), when something fails: the pulled chunks are given back to the scheduler at once (claims
 released, marked unsent), sent again and rendered, each job succeeds, and no chunk is counted twice.
 
-The database, the scheduler, the render and stitch task bodies and espeak are real (tasks run in this
-process, tests/support/inline.py); the engine is espeak behind the refilling protocol, with faults armed
-by the test (tests/support/refilling.py). One render task in flight, one chunk a task: every other chunk
-waits in the database for a pull or the scheduler."""
+The database (SQLite and PostgreSQL), the scheduler, the render and stitch task bodies and espeak are
+real (tasks run in this process, tests/support/inline.py); the engine is espeak behind the refilling
+protocol, with faults armed by the test (tests/support/refilling.py). One render task in flight, one chunk
+a task: every other chunk waits in the database for a pull or the scheduler."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from sqlalchemy import select
 from models import Chunk, ChunkStatus, Job
 from tests.api.helpers import submit_job, upload_voice
 from tests.conftest import bearer
-from tests.support.apps import tome_of
+from tests.support.apps import app_on, tome_of
 from tests.support.inline import Inline
 from tests.support.refilling import InjectedFault, RefillingEspeak, refilling_espeak
 from webapi.cli import mint_key
@@ -38,6 +38,19 @@ OWNERS = ("alice", "bob", "carol")
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     return load_settings({}, data_dir=tmp_path / "var", chunks_per_task=1, render_tasks_in_flight=1)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def app(request: pytest.FixtureRequest, settings: Settings) -> Iterator[Flask]:
+    """The app on each database: the embedded SQLite one, then a fresh PostgreSQL one (whose row locks
+    the scheduler's pulls skip), with the test's settings."""
+    chosen = settings
+    if request.param == "postgresql":
+        chosen = request.getfixturevalue("pg_settings").with_overrides(
+            chunks_per_task=1, render_tasks_in_flight=1
+        )
+    with app_on(chosen) as app:
+        yield app
 
 
 @pytest.fixture
