@@ -206,18 +206,25 @@ def _reuse(batch: _Batch) -> list[int] | None:
 def _synthesize_rest(batch: _Batch, rest: list[state.Claimed]) -> tuple[list[Any] | None, list[_Pulled]]:
     """The engine's waves for ``rest`` (None when a chunk failed the job, its claim given back), and the
     chunks pulled into the engine's free slots while it rendered them (an engine that refills its batch:
-    worker.engines.base.RefillingEngine). If the shared call fails, the pulled chunks are given back and
-    ``rest`` renders on its own."""
+    worker.engines.base.RefillingEngine). If the shared call fails, ``rest`` renders on its own, and so
+    does each pulled batch after it (:func:`_complete_pulled`), under the claim it holds: a failure that
+    was not theirs (out of memory with every row in, say) costs the pulled chunks no attempt, and the same
+    chunks are not pulled into the next task's batch to fail again. If ``rest`` then fails too, the
+    pulled batches are given back."""
     refilling = refilling_engine(batch.engine)
-    if refilling is not None:
-        puller = _Puller(batch, rest)
-        try:
-            return _synthesize_shared(batch, rest, refilling, puller), puller.pulled
-        except Exception:
-            log.warning("the shared batch failed; its pulled chunks are given back", exc_info=True)
-            for extra in puller.pulled:
-                _give_back(extra)
-    return _synthesize_alone(batch, rest), []
+    if refilling is None:
+        return _synthesize_alone(batch, rest), []
+    puller = _Puller(batch, rest)
+    try:
+        return _synthesize_shared(batch, rest, refilling, puller), puller.pulled
+    except Exception:
+        log.warning("the shared batch failed; each batch in it renders on its own", exc_info=True)
+    try:
+        return _synthesize_alone(batch, rest), puller.pulled
+    except Exception:
+        for extra in puller.pulled:
+            _give_back(extra)
+        raise
 
 
 def _synthesize_shared(

@@ -1,6 +1,7 @@
 """Render tasks that pull the fair scheduler's next chunks into their running batch (worker.jobs.render,
-``_Puller``), when something fails: the pulled chunks are given back to the scheduler at once (claims
-released, marked unsent), sent again and rendered, each job succeeds, and no chunk is counted twice.
+``_Puller``), when something fails: a failed shared call renders each batch in it on its own; a pulled
+batch that fails on its own, or a pull that fails after its claim, is given back to the scheduler at once
+(claims released, marked unsent) and sent again; each job succeeds, and no chunk is counted twice.
 
 The database (SQLite and PostgreSQL), the scheduler, the render and stitch task bodies and espeak are
 real (tasks run in this process, tests/support/inline.py); the engine is espeak behind the refilling
@@ -120,9 +121,12 @@ def _assert_all_rendered_once(rt: Runtime, jobs: dict[str, uuid.UUID], again: se
         )
 
 
-def test_a_failed_shared_call_gives_its_pulled_chunks_back_and_renders_its_own_alone(
+def test_a_failed_shared_call_renders_each_batch_in_it_on_its_own(
     app: Flask, engine: RefillingEspeak, reference_audio: tuple[bytes, str]
 ) -> None:
+    """The shared call fails with bob's pulled chunks in it: the task renders its own chunk alone, then
+    bob's under the claim its pull made. No chunk spends a second attempt on a failure that was not its
+    own (given back, the same chunks would be the next pull's and could fail again)."""
     rt = tome_of(app).runtime
     inline = Inline(rt)
     jobs = _start_jobs(app, reference_audio, inline)
@@ -133,13 +137,12 @@ def test_a_failed_shared_call_gives_its_pulled_chunks_back_and_renders_its_own_a
     assert engine.failed == ["shared"]
     pulled = set(engine.pulled[0])
     assert pulled, "the first shared call held pulled chunks when it failed"
-    given_back = [c for c in _chunks(rt, jobs.values()) if c.text in pulled]
-    for chunk in given_back:  # released at once: pending, unsent (or sent again by the schedule after)
-        assert chunk.status == ChunkStatus.PENDING.value, chunk.text
-        assert chunk.lease_until is None
-        assert chunk.attempts == 1
+    rendered = [c for c in _chunks(rt, jobs.values()) if c.text in pulled]
+    assert {c.job_id for c in rendered} == {jobs["bob"]}
+    for chunk in rendered:  # completed by the same task, at the attempt the pull claimed
+        assert (chunk.status, chunk.attempts) == (ChunkStatus.DONE.value, 1), chunk.text
     inline.run()
-    _assert_all_rendered_once(rt, jobs, again=pulled)
+    _assert_all_rendered_once(rt, jobs, again=set())
 
 
 def test_a_pulled_batch_that_fails_on_its_own_is_sent_again_and_its_job_succeeds(
