@@ -145,6 +145,39 @@ def test_a_failed_shared_call_renders_each_batch_in_it_on_its_own(
     _assert_all_rendered_once(rt, jobs, again=set())
 
 
+def test_a_failed_shared_call_whose_own_batch_fails_alone_gives_the_pulled_chunks_back(
+    app: Flask, engine: RefillingEspeak, reference_audio: tuple[bytes, str]
+) -> None:
+    """The shared call fails, and the task's own chunk fails alone too (the task raises): bob's pulled
+    chunks are given back (released, unsent) before the exception leaves, and both jobs succeed."""
+    rt = tome_of(app).runtime
+    inline = Inline(rt)
+    jobs = _start_jobs(app, reference_audio, inline)
+    [alice_first] = [c.text for c in _chunks(rt, [jobs["alice"]]) if c.seq == 0]
+    engine.fail_shared = 1
+    engine.fail_texts = {alice_first}
+    job_id, seqs = _first_task(inline)
+    with pytest.raises(InjectedFault, match="rendering"):
+        render.render_chunks(rt, job_id, seqs, inline.enqueue)
+    assert engine.failed == ["shared", alice_first]
+    pulled = set(engine.pulled[0])
+    bobs = _chunks(rt, [jobs["bob"]])
+    assert pulled
+    assert pulled <= {c.text for c in bobs}
+    for chunk in bobs:
+        if chunk.text in pulled:
+            assert (chunk.status, chunk.lease_until, chunk.enqueued_at) == (
+                ChunkStatus.PENDING.value,
+                None,
+                None,
+            )
+            assert chunk.attempts == 1
+    # The task again (as the sweeper's re-send of its chunk runs it): its pull takes bob's chunks anew.
+    assert render.render_chunks(rt, job_id, seqs, inline.enqueue) == 1
+    inline.run()
+    _assert_all_rendered_once(rt, jobs, again=pulled | {alice_first})
+
+
 def test_a_pulled_batch_that_fails_on_its_own_is_sent_again_and_its_job_succeeds(
     app: Flask, engine: RefillingEspeak, reference_audio: tuple[bytes, str]
 ) -> None:
