@@ -159,18 +159,22 @@ def _claim_batch(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enque
     if not claimed:
         maybe_begin_stitch(rt, job_id, enqueue)
         return None
-    engine = rt.engine(running.engine)
-    requests = {
-        c.id: SynthesisRequest(
-            c.text,
-            prompts[c.voice_id].prompt,
-            prompts[c.voice_id].language,
-            _rate_params(running.speed, c.rate),
-            seed=reuse.text_seed(c.text) if c.seed is None else c.seed,
-        )
-        for c in claimed
-    }
-    keys, take_keys = _keys(engine, claimed, requests, {v: p.key for v, p in prompts.items()})
+    try:
+        engine = rt.engine(running.engine)
+        requests = {
+            c.id: SynthesisRequest(
+                c.text,
+                prompts[c.voice_id].prompt,
+                prompts[c.voice_id].language,
+                _rate_params(running.speed, c.rate),
+                seed=reuse.text_seed(c.text) if c.seed is None else c.seed,
+            )
+            for c in claimed
+        }
+        keys, take_keys = _keys(engine, claimed, requests, {v: p.key for v, p in prompts.items()})
+    except Exception:  # the claim is given back at once, not left to its lease
+        actions.release(rt, [c.id for c in claimed], token)
+        raise
     return _Batch(rt, job_id, enqueue, running, prompts, token, claimed, engine, requests, keys, take_keys)
 
 
@@ -202,18 +206,25 @@ def _reuse(batch: _Batch) -> list[int] | None:
 def _synthesize_rest(batch: _Batch, rest: list[state.Claimed]) -> tuple[list[Any] | None, list[_Pulled]]:
     """The engine's waves for ``rest`` (None when a chunk failed the job, its claim given back), and the
     chunks pulled into the engine's free slots while it rendered them (an engine that refills its batch:
-    worker.engines.base.RefillingEngine). If the shared call fails, the pulled chunks are given back and
-    ``rest`` renders on its own."""
+    worker.engines.base.RefillingEngine). If the shared call fails, ``rest`` renders on its own, and so
+    does each pulled batch after it (:func:`_complete_pulled`), under the claim it holds: a failure that
+    was not theirs (out of memory with every row in, say) costs the pulled chunks no attempt, and the same
+    chunks are not pulled into the next task's batch to fail again. If ``rest`` then fails too, the
+    pulled batches are given back."""
     refilling = refilling_engine(batch.engine)
-    if refilling is not None:
-        puller = _Puller(batch, rest)
-        try:
-            return _synthesize_shared(batch, rest, refilling, puller), puller.pulled
-        except Exception:
-            log.warning("the shared batch failed; its pulled chunks are given back", exc_info=True)
-            for extra in puller.pulled:
-                _give_back(extra)
-    return _synthesize_alone(batch, rest), []
+    if refilling is None:
+        return _synthesize_alone(batch, rest), []
+    puller = _Puller(batch, rest)
+    try:
+        return _synthesize_shared(batch, rest, refilling, puller), puller.pulled
+    except Exception:
+        log.warning("the shared batch failed; each batch in it renders on its own", exc_info=True)
+    try:
+        return _synthesize_alone(batch, rest), puller.pulled
+    except Exception:
+        for extra in puller.pulled:
+            _give_back(extra)
+        raise
 
 
 def _synthesize_shared(
@@ -272,19 +283,38 @@ class _Puller:
             return []
         job_id, seqs = taken
         with log_context(job_id=job_id):
-            batch = _claim_batch(own.rt, job_id, seqs, own.enqueue)
-            if batch is None:
+            try:
+                return self._claim_pulled(job_id, seqs)
+            except Exception:
+                # No task message holds these chunks: they go back to the scheduler now (not when a
+                # lease or the sweeper's wait for sent chunks runs out), and this call pulls no more.
+                log.exception("pulling chunks %s of job %s failed; given back", seqs, job_id)
+                self.stopped = True
+                _unsend(own.rt, job_id, seqs)
                 return []
+
+    def _claim_pulled(self, job_id: uuid.UUID, seqs: list[int]) -> list[SynthesisRequest]:
+        """Claim the chunks ``seqs`` of ``job_id`` that :func:`take_next` marked sent, complete those
+        already rendered, and record the rest as pulled; their requests. A claim made here is released
+        before an exception leaves (its chunks still marked sent: the caller unsends them)."""
+        own = self.batch
+        batch = _claim_batch(own.rt, job_id, seqs, own.enqueue)
+        if batch is None:
+            return []
+        try:
             if batch.engine is not own.engine:  # another instance (settings differ): not this loop's
                 _give_back(_Pulled(batch, [], list(batch.claimed)))
                 self.stopped = True
                 return []
             done = _reuse(batch)
-            if done is None:
-                return []
-            rest = [c for c in batch.claimed if c.seq not in done]
-            self.pulled.append(_Pulled(batch, done, rest))
-            log.info("chunks %s of job %s pulled into the running batch", [c.seq for c in rest], job_id)
+        except Exception:
+            batch.release(batch.claimed)
+            raise
+        if done is None:
+            return []
+        rest = [c for c in batch.claimed if c.seq not in done]
+        self.pulled.append(_Pulled(batch, done, rest))
+        log.info("chunks %s of job %s pulled into the running batch", [c.seq for c in rest], job_id)
         return [batch.requests[c.id] for c in rest]
 
     def _keep_leases(self) -> None:
@@ -317,12 +347,26 @@ def _complete_pulled(extra: _Pulled) -> None:
 
 
 def _give_back(extra: _Pulled) -> None:
-    """Release a pulled batch's claims and mark its chunks unsent, so the scheduler sends them again."""
+    """Release a pulled batch's claims and mark its chunks unsent, so the scheduler sends them again.
+    Never raises: a give-back that fails (the database unreachable) is logged, and its chunks go back
+    when their leases run out (the sweeper sends them again), while the task's other batches, its own
+    and the other pulled ones, are still completed or given back."""
     batch = extra.batch
-    with unit_of_work(batch.rt.sessions) as session:
-        for chunk in extra.rest:
-            state.release_chunk(session, chunk.id, batch.token)
-        state.unsend(session, batch.job_id, [c.seq for c in extra.rest])
+    try:
+        with unit_of_work(batch.rt.sessions) as session:
+            for chunk in extra.rest:
+                state.release_chunk(session, chunk.id, batch.token)
+            state.unsend(session, batch.job_id, [c.seq for c in extra.rest])
+    except Exception:
+        log.exception(
+            "giving back pulled chunks %s failed; left to their leases", [c.seq for c in extra.rest]
+        )
+
+
+def _unsend(rt: Runtime, job_id: uuid.UUID, seqs: list[int]) -> None:
+    """Mark chunks sent to a pull that did not record them unsent, so the scheduler sends them again."""
+    with unit_of_work(rt.sessions) as session:
+        state.unsend(session, job_id, seqs)
 
 
 def _synthesize_alone(batch: _Batch, rest: list[state.Claimed]) -> list[Any] | None:
