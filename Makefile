@@ -82,6 +82,11 @@ SERIAL_FILES = $(sort $(shell grep -rl --include='test_*.py' 'mark\.serial' test
 # The caches are __pycache__ folders beside the sources, which git ignores.
 test test-fast: export PYTHONDONTWRITEBYTECODE =
 
+# One thread for each OpenMP and BLAS pool (torch, OpenBLAS) unless the environment names a count: the pytest
+# processes and the workers they start already fill the cores, where a pool's extra threads only spin
+# against the others (docs/benchmarks.md, "Imports on first use": the Qwen3 tests took two to three times the CPU).
+test test-fast: export OMP_NUM_THREADS ?= 1
+
 test: lint
 	$(call pytest_allowing_none,$(PYTEST_PARALLEL) $(PYTEST_DURATIONS) -m "not serial" $(PYTEST_ARGS))
 	$(call pytest_allowing_none,$(PYTEST_DURATIONS) -m serial $(or $(PYTEST_ARGS),$(SERIAL_FILES)))
