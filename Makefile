@@ -82,9 +82,9 @@ SERIAL_FILES = $(sort $(shell grep -rl --include='test_*.py' 'mark\.serial' test
 # The caches are __pycache__ folders beside the sources, which git ignores.
 test test-fast: export PYTHONDONTWRITEBYTECODE =
 
-# One thread for each OpenMP and BLAS pool (torch, OpenBLAS) unless the environment names a count: the pytest
-# processes and the workers they start already fill the cores, where a pool's extra threads only spin
-# against the others (docs/benchmarks.md, "Imports on first use": the Qwen3 tests took two to three times the CPU).
+# One thread for each OpenMP and BLAS pool (torch, OpenBLAS) unless the environment names a count: the
+# pytest processes and the workers they start already fill the cores, where a pool's extra threads only
+# spin against the others (docs/benchmarks.md, "Imports on first use": Qwen3 tests took 2-3 times the CPU).
 test test-fast: export OMP_NUM_THREADS ?= 1
 
 test: lint
