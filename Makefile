@@ -72,6 +72,9 @@ PYTEST_PARALLEL = -n $(TEST_PROCESSES) --dist loadfile --no-loadscope-reorder
 # Each part ends with its slowest tests (setup, call and teardown apart): where the suite's time goes.
 PYTEST_DURATIONS = --durations=30
 pytest_allowing_none = $(PY) -m pytest $(1) || [ $$? -eq 5 ]
+# The serial run collects only the test files that mark a test `serial` (found when make runs), not the
+# whole suite again; PYTEST_ARGS, when given, replaces them.
+SERIAL_FILES = $(sort $(shell grep -rl --include='test_*.py' 'mark\.serial' tests))
 
 # Python caches bytecode for the tests even where the environment says not to (PYTHONDONTWRITEBYTECODE):
 # otherwise every worker, API and CLI process the suite starts compiles the project's modules again, and
@@ -79,9 +82,14 @@ pytest_allowing_none = $(PY) -m pytest $(1) || [ $$? -eq 5 ]
 # The caches are __pycache__ folders beside the sources, which git ignores.
 test test-fast: export PYTHONDONTWRITEBYTECODE =
 
+# One thread for each OpenMP and BLAS pool (torch, OpenBLAS) unless the environment names a count: the
+# pytest processes and the workers they start already fill the cores, where a pool's extra threads only
+# spin against the others (docs/benchmarks.md, "Imports on first use": Qwen3 tests took 2-3 times the CPU).
+test test-fast: export OMP_NUM_THREADS ?= 1
+
 test: lint
 	$(call pytest_allowing_none,$(PYTEST_PARALLEL) $(PYTEST_DURATIONS) -m "not serial" $(PYTEST_ARGS))
-	$(call pytest_allowing_none,$(PYTEST_DURATIONS) -m serial $(PYTEST_ARGS))
+	$(call pytest_allowing_none,$(PYTEST_DURATIONS) -m serial $(or $(PYTEST_ARGS),$(SERIAL_FILES)))
 
 # The inner loop: lint, then the unit, API and cache tests (no worker processes, no chaos): minutes, not the whole suite.
 test-fast: lint

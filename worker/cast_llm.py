@@ -21,13 +21,14 @@ import time
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from math import isfinite
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from worker.config import Settings
 from worker.script.attribution import Cast, Line, relabelled
 from worker.script.cast import names
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +101,8 @@ def label(
     failed: dict[str, int] = {}  # reason -> lines left to the rules (one warning per reason)
     deadline = time.monotonic() + llm.budget_seconds
     headers = {"Authorization": f"Bearer {llm.key}"} if llm.key else {}
+    import httpx  # imported on first use: a process that never asks a model does not pay for it
+
     with httpx.Client(headers=headers, follow_redirects=False) as client:
         for start in range(0, len(asked), llm.batch_lines):
             batch = asked[start : start + llm.batch_lines]
@@ -161,6 +164,8 @@ def _prompt(cast: Cast, chapters: Sequence[Sequence[str]], batch: Sequence[Line]
 
 def _ask(client: httpx.Client, llm: LlmSettings, prompt: str, deadline: float) -> Any:
     """The JSON the model answered, read within ``deadline`` (a monotonic time) and MAX_ANSWER_BYTES."""
+    import httpx
+
     body = {
         "model": llm.model,
         "temperature": 0,

@@ -13,6 +13,7 @@ from celery.signals import celeryd_after_setup, worker_process_init, worker_proc
 from sqlalchemy.exc import OperationalError
 
 from worker import counters, dispatch
+from worker.audio.loudness import load_numerics
 from worker.celery_app import FRONT_PRIORITY, REQUEST_ID_HEADER, engine_queue
 from worker.engines import warm_up
 from worker.jobs import quality
@@ -65,8 +66,11 @@ _renders = True
 @celeryd_after_setup.connect
 def _note_queues(sender: str, instance: Any, **_: Any) -> None:
     """A worker that does not consume the engine tasks' queue (the CPU worker beside GPU workers: it starts
-    jobs, stitches, sends webhooks) never renders, so it never loads a model."""
+    jobs, stitches, sends webhooks) never renders, so it never loads a model. Every worker imports the
+    audio stack's numerical libraries here, before the pool forks, so that its pool processes share them
+    (the API and other processes import them on first use)."""
     global _renders  # noqa: PLW0603 - set once per worker, before fork
+    load_numerics()
     consumed = set(instance.app.amqp.queues.consume_from or ())
     renders_on = engine_queue(runtime().settings)
     _renders = not consumed or renders_on in consumed

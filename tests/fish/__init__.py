@@ -6,7 +6,8 @@ from tests.support.engine_jobs import require_package
 
 
 def require_fish_speech() -> None:
-    """Skip the calling test module where ``fish_speech`` does not import (a failure under CI)."""
+    """Skip the calling test (tests/fish/conftest.py calls it for each module) where ``fish_speech`` does not
+    import (a failure under CI)."""
 
     def load() -> object:
         from worker.engines.fish import import_fish_speech

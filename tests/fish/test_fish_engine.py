@@ -14,12 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
-from tests.fish import require_fish_speech
-
-require_fish_speech()
-
-import torch
 from safetensors.numpy import load_file, save_file
 
 from tests.fish.tiny_checkpoint import CODEBOOK_SIZE, NUM_CODEBOOKS, build_tiny_checkpoint
@@ -99,6 +93,8 @@ def test_loads_strictly_through_the_package_classes(engine: FishEngine, tiny_dir
 
 def test_a_checkpoint_with_a_missing_or_extra_weight_is_refused(tiny_dir: Path, tmp_path: Path) -> None:
     """strict=True: a key the config does not have (or lacks) is an error, not a warning in a log."""
+    import torch
+
     copy = Path(shutil.copytree(tiny_dir, tmp_path / "extra"))
     state = torch.load(copy / "codec.pth", weights_only=True)
     state["surprise.weight"] = torch.zeros(1)
@@ -113,6 +109,8 @@ def test_a_checkpoint_with_a_missing_or_extra_weight_is_refused(tiny_dir: Path, 
 
 
 def test_weights_are_never_unpickled(tiny_dir: Path, tmp_path: Path) -> None:
+    import torch
+
     copy = Path(shutil.copytree(tiny_dir, tmp_path / "pickled"))
     torch.save({"weights": Fraction(1, 3)}, copy / "model.pth")  # any object outside tensors: refused
     with pytest.raises(EngineError, match=r"cannot read model\.pth"):

@@ -18,15 +18,10 @@ from flask.testing import FlaskClient
 from sqlalchemy import select
 
 from tests.api.helpers import upload_voice
-from tests.fish import require_fish_speech
-from tests.support.apps import tome_of
-from tests.support.engine_jobs import prompt_counts, render
-
-require_fish_speech()
-
 from tests.fish.tiny_checkpoint import build_tiny_checkpoint
-from tests.support.apps import app_on
+from tests.support.apps import app_on, tome_of
 from tests.support.audio import reference_wav
+from tests.support.engine_jobs import prompt_counts, render
 from webapi.cli import mint_key
 from worker import counters
 from worker.audio import read_wav

@@ -6,7 +6,8 @@ from tests.support.engine_jobs import require_package
 
 
 def require_qwen_tts() -> None:
-    """Skip the calling test module where ``qwen_tts`` does not import (a failure under CI)."""
+    """Skip the calling test (tests/qwen3/conftest.py calls it for each module) where ``qwen_tts`` does not
+    import (a failure under CI)."""
 
     def load() -> object:
         from worker.engines.qwen3 import import_qwen_tts

@@ -6,12 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.qwen3 import require_qwen_tts
-
-require_qwen_tts()
-
-import torch
-
 from bench import qwen3
 from tests.qwen3.tiny_checkpoint import build_tiny_checkpoint
 
@@ -54,6 +48,8 @@ def test_broken_rows_are_problems() -> None:
 def test_auto_without_cuda_skips_with_the_cpu_hint(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    import torch
+
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     assert qwen3.run_section("auto", (1,), tmp_path) == ([], "")
     assert qwen3.run_section("skip", (1,), tmp_path) == ([], "")

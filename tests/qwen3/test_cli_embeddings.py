@@ -11,11 +11,6 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-
-from tests.qwen3 import require_qwen_tts
-
-require_qwen_tts()
-
 from safetensors.numpy import load, save_file
 
 from tests.cli.conftest import Stack

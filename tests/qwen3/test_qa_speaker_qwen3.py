@@ -13,10 +13,6 @@ import numpy as np
 import pytest
 from flask import Flask
 
-from tests.qwen3 import require_qwen_tts
-
-require_qwen_tts()
-
 from tests.api.helpers import submit_job, upload_voice
 from tests.conftest import bearer
 from tests.qwen3.tiny_checkpoint import build_tiny_checkpoint

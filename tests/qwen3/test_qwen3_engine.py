@@ -13,12 +13,6 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-
-from tests.qwen3 import require_qwen_tts
-
-require_qwen_tts()
-
-import torch
 from safetensors.numpy import load_file, save_file
 
 from tests.qwen3.tiny_checkpoint import HIDDEN, NUM_QUANTIZERS, build_tiny_checkpoint
@@ -152,6 +146,8 @@ def test_encode_speaker_shapes_and_dtypes(
 
 
 def test_prompt_from_arrays_checks_shapes_and_dtypes(prompts: dict[str, dict[str, np.ndarray]]) -> None:
+    import torch
+
     good = prompts["low"]
     item = prompt_from_arrays(good, num_quantizers=NUM_QUANTIZERS, embedding_dim=HIDDEN)
     assert item.icl_mode

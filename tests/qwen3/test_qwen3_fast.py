@@ -12,27 +12,24 @@ import shutil
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
-
-from tests.qwen3 import require_qwen_tts
-
-require_qwen_tts()
-
-import torch
-from safetensors.torch import load_file, save_file
 
 from tests.qwen3.tiny_checkpoint import build_tiny_checkpoint
 from worker.config import ConfigError, load_settings
 from worker.engines import registry
 from worker.engines.base import EngineError, SpeakerPrompt, SynthesisRequest
 from worker.engines.qwen3 import Qwen3Engine
-from worker.engines.qwen3_codec import CodecState
-from worker.engines.qwen3_feed import FeedLimits, RowFeed
-from worker.engines.qwen3_loop import LoopRow, TalkerLoop, capture_prompt, row_from_capture
-from worker.engines.qwen3_stream import StreamDecoder, decode_whole
+
+if TYPE_CHECKING:
+    import torch
+
+    from worker.engines.qwen3_loop import LoopRow, TalkerLoop
+
+# torch and the modules built on it are imported in the tests that use them, not when the module is
+# collected (tests/qwen3/conftest.py: every pytest process collects this module, few run it).
 
 SR = 24000
 GREEDY = {"do_sample": False, "subtalker_dosample": False}
@@ -85,6 +82,8 @@ def _generate_args(engine: Qwen3Engine, text: str, prompt: SpeakerPrompt) -> dic
 
 def _reference_frames(engine: Qwen3Engine, text: str, prompt: SpeakerPrompt, **kwargs: Any) -> torch.Tensor:
     """qwen-tts's own generate for one request: its codec frames."""
+    import torch
+
     qm = engine.model
     with torch.inference_mode():
         codes, _ = qm.model.generate(
@@ -95,6 +94,8 @@ def _reference_frames(engine: Qwen3Engine, text: str, prompt: SpeakerPrompt, **k
 
 
 def _row(engine: Qwen3Engine, text: str, prompt: SpeakerPrompt, seed: int = 0, **kwargs: Any) -> LoopRow:
+    from worker.engines.qwen3_loop import capture_prompt, row_from_capture
+
     qm = engine.model
     captured = capture_prompt(
         qm.model, **_generate_args(engine, text, prompt), **qm._merge_generate_kwargs(**kwargs)
@@ -112,6 +113,10 @@ def _assert_same_frames(
     slots: int,
     loop: TalkerLoop | None = None,
 ) -> list[int]:
+    import torch
+
+    from worker.engines.qwen3_loop import TalkerLoop
+
     loop = loop or TalkerLoop(engine.model.model)
     rows = [_row(engine, text, prompt, max_new_tokens=cap, **GREEDY) for text, prompt, cap in cases]
     fast = loop.run(rows, slots)
@@ -147,6 +152,8 @@ def test_the_traced_step_gives_the_reference_frames(
     """The step as ``torch.compile`` traces it (Dynamo's graph, functionalised by AOT autograd), run with
     eager kernels here: inductor's C++ compile of the same graph takes minutes on this machine (the
     benchmark's ``fast-compiled`` runner pays it)."""
+    from worker.engines.qwen3_loop import TalkerLoop
+
     loop = TalkerLoop(engine.model.model, compile_steps=True, compile_backend="aot_eager")
     _assert_same_frames(engine, _cases(prompts, [9, 3, 12]), slots=2, loop=loop)
     assert loop.compiled_step is not None
@@ -157,6 +164,11 @@ def test_a_feed_refills_slots_with_rows_that_come_while_it_runs(
 ) -> None:
     """Rows put into a feed while the loop runs (as later tasks' chunks would come), three voices and five
     caps through two slots: each row's greedy frames equal the reference's for that chunk alone."""
+    import torch
+
+    from worker.engines.qwen3_feed import FeedLimits, RowFeed
+    from worker.engines.qwen3_loop import TalkerLoop
+
     cases = _cases(prompts, [14, 3, 20, 6, 9])
     rows = [_row(engine, text, prompt, max_new_tokens=cap, **GREEDY) for text, prompt, cap in cases]
     longest = max(r.prefill.shape[0] + r.max_new_tokens for r in rows)
@@ -192,6 +204,11 @@ def test_a_feed_refills_slots_with_rows_that_come_while_it_runs(
 
 def test_a_feed_served_from_another_thread(engine: Qwen3Engine, prompts: list[SpeakerPrompt]) -> None:
     """The loop in its own thread, waiting while the feed is empty; rows put later are served."""
+    import torch
+
+    from worker.engines.qwen3_feed import FeedLimits, RowFeed
+    from worker.engines.qwen3_loop import TalkerLoop
+
     cases = _cases(prompts, [5, 8, 4])
     rows = [_row(engine, text, prompt, max_new_tokens=cap, **GREEDY) for text, prompt, cap in cases]
     feed = RowFeed(FeedLimits(512, max(r.trailing.shape[0] for r in rows), 8))
@@ -215,6 +232,9 @@ def test_a_feed_served_from_another_thread(engine: Qwen3Engine, prompts: list[Sp
 def ending_dir(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny checkpoint with its end-of-speech row of the codec head a hair above a token greedy
     decoding picks often: rows then end (at end of speech) where they would have picked that token."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
     from tests.qwen3.tiny_checkpoint import CODEC_EOS
 
     engine = Qwen3Engine(tiny_dir, device="cpu")
@@ -272,6 +292,10 @@ def test_sampled_rows_do_not_depend_on_their_batch_or_the_run(
 def test_greedy_audio_matches_the_reference_runner(tiny_dir: Path, prompts: list[SpeakerPrompt]) -> None:
     """The whole engine path (prompt, loop, decode after the reference's codes) against qwen-tts's
     generate_voice_clone, through the engine's greedy-free params: equal frames give equal audio."""
+    import torch
+
+    from worker.engines.qwen3_stream import decode_whole
+
     fast = Qwen3Engine(tiny_dir, device="cpu", runner="fast", max_new_tokens=16)
     reference = Qwen3Engine(tiny_dir, device="cpu", runner="reference", max_new_tokens=16)
     loop_rows = [_row(fast, TEXTS[i], prompts[i], max_new_tokens=16, **GREEDY) for i in range(3)]
@@ -297,6 +321,8 @@ def test_rows_decoded_apart_on_the_cpu_equal_the_batched_decode(
     engine: Qwen3Engine, prompts: list[SpeakerPrompt]
 ) -> None:
     """On a CPU the engine decodes a call's rows one by one; the audio is qwen-tts's batched decode's."""
+    import torch
+
     requests = [
         SynthesisRequest(TEXTS[i], prompts[i], params={"max_new_tokens": 16}, seed=30 + i) for i in range(3)
     ]
@@ -335,6 +361,10 @@ def test_streamed_audio_equals_the_whole_decode(engine: Qwen3Engine, prompts: li
 def test_stream_decoder_across_the_codec_windows(engine: Qwen3Engine) -> None:
     """Past 300 frames qwen-tts decodes in windows with 25 frames of context: the stream follows them, and
     the whole decode equals qwen-tts's own speech tokenizer's."""
+    import torch
+
+    from worker.engines.qwen3_stream import StreamDecoder, decode_whole
+
     decoder, upsample = engine._decoder()
     generator = torch.Generator().manual_seed(5)
     codes = torch.randint(0, 64, (650, 4), generator=generator)
@@ -355,6 +385,10 @@ def test_stream_decoder_one_frame_at_a_time(engine: Qwen3Engine) -> None:
     """Frames pushed one by one (as the loop's sink does), across two window starts: the decoder state
     carried between pushes gives the whole decode's audio; audio comes out after 4 frames, then as the
     frames double, then every 32."""
+    import torch
+
+    from worker.engines.qwen3_stream import StreamDecoder, decode_whole
+
     decoder, upsample = engine._decoder()
     generator = torch.Generator().manual_seed(11)
     codes = torch.randint(0, 64, (640, 4), generator=generator)
@@ -375,6 +409,10 @@ def test_stream_decoder_one_frame_at_a_time(engine: Qwen3Engine) -> None:
 def test_codec_state_equals_the_whole_forward(engine: Qwen3Engine) -> None:
     """The decoder run piece by piece with its state kept (conv tails, transposed-conv overlap, the
     transformer's sliding-window cache) equals one forward over all the frames."""
+    import torch
+
+    from worker.engines.qwen3_codec import CodecState
+
     decoder, _ = engine._decoder()
     generator = torch.Generator().manual_seed(3)
     codes = torch.randint(0, 64, (1, 4, 150), generator=generator)

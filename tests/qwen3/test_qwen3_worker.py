@@ -22,16 +22,11 @@ from sqlalchemy import select
 
 from tests.api.helpers import upload_voice
 from tests.e2e.flow import check_output, wait_terminal
-from tests.qwen3 import require_qwen_tts
-from tests.support.apps import tome_of
+from tests.qwen3.tiny_checkpoint import build_tiny_checkpoint
+from tests.support.apps import app_on, tome_of
+from tests.support.audio import reference_wav
 from tests.support.engine_jobs import prompt_counts, render
 from tests.support.factories import submit_job
-
-require_qwen_tts()
-
-from tests.qwen3.tiny_checkpoint import build_tiny_checkpoint
-from tests.support.apps import app_on
-from tests.support.audio import reference_wav
 from webapi.cli import mint_key
 from worker import counters
 from worker.audio import read_wav

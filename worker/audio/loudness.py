@@ -8,11 +8,16 @@ twice. ``energy`` (the sum of squares) makes the RMS of any concatenation of chu
 The true peak is the 4x oversampled peak of BS.1770 Annex 2, computed with
 :func:`scipy.signal.resample_poly`. Only the parts of the signal that can reach the peak are oversampled
 (see :func:`oversampled_peak`), which keeps :func:`measure` at a few milliseconds per 20 s chunk.
+
+``pyloudnorm`` and SciPy are imported where they are used, not with this module: importing them costs
+about a second of CPU, which a process that never measures or masters audio (the API, beat, the CLI) need
+not pay. :func:`load_numerics` imports them ahead, in a worker's main process before its pool forks.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import math
 import warnings
 from collections.abc import Mapping
@@ -20,8 +25,6 @@ from dataclasses import asdict, dataclass, fields
 
 import numpy as np
 import numpy.typing as npt
-import pyloudnorm
-from scipy.signal import firwin, resample_poly
 
 __all__ = [
     "FLOOR_PERCENTILE",
@@ -30,6 +33,7 @@ __all__ = [
     "MIN_LOUDNESS_S",
     "OVERSAMPLE",
     "Levels",
+    "load_numerics",
     "measure",
     "oversampled_peak",
     "true_peak_envelope",
@@ -160,6 +164,13 @@ def measure(samples: npt.NDArray[np.floating], sample_rate: int) -> Levels:
     )
 
 
+def load_numerics() -> None:
+    """Import the numerical libraries that measuring (this module) and mastering (:mod:`.master`,
+    :mod:`.roomtone`) use, so that the processes forked after this call share one import of them."""
+    for name in ("pyloudnorm", "scipy.signal", "scipy.ndimage"):
+        importlib.import_module(name)
+
+
 def oversampled_peak(x: npt.NDArray[np.floating], sample_peak: float | None = None) -> float:
     """Largest absolute value of ``x`` and of ``x`` oversampled 4x by ``resample_poly`` (linear).
 
@@ -214,6 +225,8 @@ def _oversampled_runs(
 
 def _upsample(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
     """``resample_poly(x, 4, 1)`` with its default filter, designed once rather than on every call."""
+    from scipy.signal import resample_poly
+
     out: npt.NDArray[np.float64] = resample_poly(x, OVERSAMPLE, 1, window=_kernel())
     return out
 
@@ -221,6 +234,8 @@ def _upsample(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
 @functools.cache
 def _kernel() -> npt.NDArray[np.float64]:
     """resample_poly's default anti-imaging filter for 4x: a Kaiser (beta 5) windowed sinc, 81 taps."""
+    from scipy.signal import firwin
+
     taps: npt.NDArray[np.float64] = firwin(20 * OVERSAMPLE + 1, 1.0 / OVERSAMPLE, window=("kaiser", 5.0))
     return taps
 
@@ -235,6 +250,8 @@ def _kernel_l1() -> float:
 
 
 def _loudness(x: npt.NDArray[np.float64], sample_rate: int) -> float | None:
+    import pyloudnorm
+
     n = x.size
     if n < MIN_LOUDNESS_S * sample_rate:
         return None

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy.ndimage import minimum_filter1d
 
 from worker.audio.loudness import Levels, oversampled_peak, true_peak_envelope
 from worker.audio.pcm import Waveform
@@ -145,6 +144,8 @@ def _limiter_gain(
 ) -> npt.NDArray[np.float64] | None:
     """The limiter's gain per sample for the gained chunk ``y`` (steps 1-4 of :func:`apply`), or
     ``None`` when nothing in ``y`` reaches ``ceiling``."""
+    from scipy.ndimage import minimum_filter1d  # imported on first use (worker.audio.loudness says why)
+
     envelope = np.maximum(true_peak_envelope(y, ceiling), np.abs(y))
     over = np.flatnonzero(envelope > ceiling)
     if over.size == 0:

@@ -8,7 +8,8 @@ hiss, where pink noise is heard as a quiet room.
 
 Gaussian white noise from a seeded :class:`numpy.random.Generator` goes through one filter whose state
 carries over from take to take, so a stream of takes is the same samples as one long take: no step at the
-joins, memory that does not depend on the total, and the same bytes for the same seed.
+joins, memory that does not depend on the total, and the same bytes for the same seed. SciPy is imported
+where it is used (:mod:`worker.audio.loudness` says why).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from collections.abc import Iterable
 
 import numpy as np
 import numpy.typing as npt
-from scipy.signal import butter, sosfilt, sosfilt_zi, tf2sos
 
 from worker.audio.pcm import Waveform
 
@@ -66,6 +66,8 @@ class RoomTone:
         self._rng = np.random.default_rng(seed)
         self._sos = _filter(sample_rate)
         self._scale = 10.0 ** (level_db / 20.0) / _noise_rms(sample_rate)
+        from scipy.signal import sosfilt, sosfilt_zi
+
         warm = self._rng.standard_normal(round(_WARM_UP_S * sample_rate))
         zi = sosfilt_zi(self._sos) * 0.0
         _, self._state = sosfilt(self._sos, warm, zi=zi)
@@ -76,6 +78,8 @@ class RoomTone:
             raise ValueError(f"count must not be negative, got {count}")
         if count == 0:
             return np.zeros(0, dtype=np.float32)
+        from scipy.signal import sosfilt
+
         white = self._rng.standard_normal(count)
         shaped, self._state = sosfilt(self._sos, white, zi=self._state)
         out: Waveform = (shaped * self._scale).astype(np.float32)
@@ -124,6 +128,8 @@ def room_tone_level(
 @functools.cache
 def _filter(sample_rate: int) -> npt.NDArray[np.float64]:
     """Second-order sections: the pinking filter, then a 2nd-order Butterworth high-pass."""
+    from scipy.signal import butter, tf2sos
+
     pink = tf2sos(_PINK_B, _PINK_A)
     highpass = butter(2, HIGHPASS_HZ, btype="highpass", fs=sample_rate, output="sos")
     sos: npt.NDArray[np.float64] = np.vstack([pink, highpass])
@@ -133,6 +139,8 @@ def _filter(sample_rate: int) -> npt.NDArray[np.float64]:
 @functools.cache
 def _noise_rms(sample_rate: int) -> float:
     """RMS of unit white noise through :func:`_filter`: the square root of its impulse response's energy."""
+    from scipy.signal import sosfilt
+
     impulse = np.zeros(sample_rate * 4)
     impulse[0] = 1.0
     response = sosfilt(_filter(sample_rate), impulse)

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
@@ -274,3 +278,32 @@ def test_measure_is_cheap() -> None:
         best = min(best, time.process_time() - start)
     # CPU time, not wall time: other work on the machine does not stretch it
     assert best < 0.1  # about 17 ms on the development machine (2 cores)
+
+
+# What a gunicorn worker and a Celery worker do as they start (build the app, import the task modules),
+# then load_numerics; the modules of NUMERICS each left loaded, as JSON on the last line.
+STARTS = (
+    "import json, sys\n"
+    "import webapi, worker.tasks\n"
+    "from worker.audio.loudness import load_numerics\n"
+    "webapi.create_app()\n"
+    "NUMERICS = ('pyloudnorm', 'scipy')\n"
+    "started = [m for m in NUMERICS if m in sys.modules]\n"
+    "load_numerics()\n"
+    "print(json.dumps([started, [m for m in NUMERICS if m in sys.modules]]))\n"
+)
+
+
+def test_processes_import_the_numerics_on_first_use_or_when_asked(tmp_path: Path) -> None:
+    """The API and the task modules leave pyloudnorm and SciPy (about a second of CPU) to their first use,
+    so that a process that never measures audio does not pay for them; ``load_numerics`` imports them (a
+    worker calls it before its pool forks, see worker.tasks)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOME_")}
+    env |= {"TOME_DATA_DIR": str(tmp_path / "var"), "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
+    done = subprocess.run(
+        [sys.executable, "-c", STARTS], check=False, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    started, loaded = json.loads(done.stdout.strip().splitlines()[-1])
+    assert started == []
+    assert loaded == ["pyloudnorm", "scipy"]
