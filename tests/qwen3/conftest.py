@@ -5,11 +5,28 @@ the modules here import torch only in the tests and fixtures that use it."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import pytest
 
 from tests.qwen3 import require_qwen_tts
+from tests.qwen3.fast_rows import SR, voice_wave
+
+if TYPE_CHECKING:
+    from worker.engines.base import SpeakerPrompt
+    from worker.engines.qwen3 import Qwen3Engine
 
 
 @pytest.fixture(scope="module", autouse=True)
 def _qwen_tts_imports() -> None:
     require_qwen_tts()
+
+
+@pytest.fixture(scope="module")
+def prompts(engine: Qwen3Engine) -> list[SpeakerPrompt]:
+    """Three voices' prompts, made by the module's own ``engine``."""
+    return [
+        engine.encode_speaker(voice_wave(110.0, 1), SR, "Hello there, this is a low voice."),
+        engine.encode_speaker(voice_wave(220.0, 2), SR, "And this one is higher."),
+        engine.encode_speaker(voice_wave(160.0, 3), SR, ""),  # x-vector only: no reference codes
+    ]

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pytest
 
+from tests.qwen3.fast_rows import GREEDY, SR, TEXTS, loop_row, reference_frames, voice_wave
 from tests.qwen3.tiny_checkpoint import build_tiny_checkpoint
 from worker.config import ConfigError, load_settings
 from worker.engines import registry
@@ -26,26 +27,10 @@ from worker.engines.qwen3 import Qwen3Engine
 if TYPE_CHECKING:
     import torch
 
-    from worker.engines.qwen3_loop import LoopRow, TalkerLoop
+    from worker.engines.qwen3_loop import TalkerLoop
 
 # torch and the modules built on it are imported in the tests that use them, not when the module is
 # collected (tests/qwen3/conftest.py: every pytest process collects this module, few run it).
-
-SR = 24000
-GREEDY = {"do_sample": False, "subtalker_dosample": False}
-TEXTS = (
-    "The keeper climbed the stairs and counted every step.",
-    "A fisherman mended his net.",
-    "Beyond the wall, the ships passed slowly into the night, one by one.",
-    "Short.",
-    "The tide turned, and the quay was quiet once again.",
-)
-
-
-def _voice(f0: float, seed: int) -> np.ndarray:
-    t = np.arange(2 * SR, dtype=np.float64) / SR
-    noise = np.random.default_rng(seed).standard_normal(t.size)
-    return (0.3 * np.sin(2 * np.pi * f0 * t) + 0.01 * noise).astype(np.float32)
 
 
 @pytest.fixture(scope="module")
@@ -56,51 +41,6 @@ def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def engine(tiny_dir: Path) -> Qwen3Engine:
     return Qwen3Engine(tiny_dir, device="cpu")
-
-
-@pytest.fixture(scope="module")
-def prompts(engine: Qwen3Engine) -> list[SpeakerPrompt]:
-    return [
-        engine.encode_speaker(_voice(110.0, 1), SR, "Hello there, this is a low voice."),
-        engine.encode_speaker(_voice(220.0, 2), SR, "And this one is higher."),
-        engine.encode_speaker(_voice(160.0, 3), SR, ""),  # x-vector only: no reference codes
-    ]
-
-
-def _generate_args(engine: Qwen3Engine, text: str, prompt: SpeakerPrompt) -> dict[str, Any]:
-    qm = engine.model
-    item = engine.prompt_item(prompt)
-    ref = [qm._tokenize_texts([qm._build_ref_text(item.ref_text)])[0] if item.ref_text else None]
-    return {
-        "input_ids": qm._tokenize_texts([qm._build_assistant_text(text)]),
-        "ref_ids": ref,
-        "voice_clone_prompt": qm._prompt_items_to_voice_clone_prompt([item]),
-        "languages": ["english"],
-        "non_streaming_mode": False,
-    }
-
-
-def _reference_frames(engine: Qwen3Engine, text: str, prompt: SpeakerPrompt, **kwargs: Any) -> torch.Tensor:
-    """qwen-tts's own generate for one request: its codec frames."""
-    import torch
-
-    qm = engine.model
-    with torch.inference_mode():
-        codes, _ = qm.model.generate(
-            **_generate_args(engine, text, prompt), **qm._merge_generate_kwargs(**kwargs)
-        )
-    frames: torch.Tensor = codes[0].cpu()
-    return frames
-
-
-def _row(engine: Qwen3Engine, text: str, prompt: SpeakerPrompt, seed: int = 0, **kwargs: Any) -> LoopRow:
-    from worker.engines.qwen3_loop import capture_prompt, row_from_capture
-
-    qm = engine.model
-    captured = capture_prompt(
-        qm.model, **_generate_args(engine, text, prompt), **qm._merge_generate_kwargs(**kwargs)
-    )
-    return row_from_capture(captured, seed)
 
 
 def _cases(prompts: Sequence[SpeakerPrompt], caps: Sequence[int]) -> list[tuple[str, SpeakerPrompt, int]]:
@@ -118,11 +58,11 @@ def _assert_same_frames(
     from worker.engines.qwen3_loop import TalkerLoop
 
     loop = loop or TalkerLoop(engine.model.model)
-    rows = [_row(engine, text, prompt, max_new_tokens=cap, **GREEDY) for text, prompt, cap in cases]
+    rows = [loop_row(engine, text, prompt, max_new_tokens=cap, **GREEDY) for text, prompt, cap in cases]
     fast = loop.run(rows, slots)
     lengths = []
     for (text, prompt, cap), got in zip(cases, fast, strict=True):
-        expected = _reference_frames(engine, text, prompt, max_new_tokens=cap, **GREEDY)
+        expected = reference_frames(engine, text, prompt, max_new_tokens=cap, **GREEDY)
         assert got.shape == expected.shape, (text, cap)
         assert torch.equal(got.cpu(), expected), (text, cap)
         lengths.append(int(expected.shape[0]))
@@ -170,7 +110,7 @@ def test_a_feed_refills_slots_with_rows_that_come_while_it_runs(
     from worker.engines.qwen3_loop import TalkerLoop
 
     cases = _cases(prompts, [14, 3, 20, 6, 9])
-    rows = [_row(engine, text, prompt, max_new_tokens=cap, **GREEDY) for text, prompt, cap in cases]
+    rows = [loop_row(engine, text, prompt, max_new_tokens=cap, **GREEDY) for text, prompt, cap in cases]
     longest = max(r.prefill.shape[0] + r.max_new_tokens for r in rows)
     feed = RowFeed(FeedLimits(longest, max(r.trailing.shape[0] for r in rows), 20))
     loop = TalkerLoop(engine.model.model)
@@ -194,7 +134,7 @@ def test_a_feed_refills_slots_with_rows_that_come_while_it_runs(
         got = ended.get(f"chunk-{i}")
         if got is None:
             got = feed.result(f"chunk-{i}", timeout=0)
-        expected = _reference_frames(engine, text, prompt, max_new_tokens=cap, **GREEDY)
+        expected = reference_frames(engine, text, prompt, max_new_tokens=cap, **GREEDY)
         assert torch.equal(got.cpu(), expected), (i, cap)
         assert seen[f"chunk-{i}"] == expected.shape[0]
     assert loop.last_slots == 2
@@ -210,7 +150,7 @@ def test_a_feed_served_from_another_thread(engine: Qwen3Engine, prompts: list[Sp
     from worker.engines.qwen3_loop import TalkerLoop
 
     cases = _cases(prompts, [5, 8, 4])
-    rows = [_row(engine, text, prompt, max_new_tokens=cap, **GREEDY) for text, prompt, cap in cases]
+    rows = [loop_row(engine, text, prompt, max_new_tokens=cap, **GREEDY) for text, prompt, cap in cases]
     feed = RowFeed(FeedLimits(512, max(r.trailing.shape[0] for r in rows), 8))
     loop = TalkerLoop(engine.model.model)
     server = threading.Thread(target=loop.serve, args=(feed, 2), daemon=True)
@@ -224,7 +164,7 @@ def test_a_feed_served_from_another_thread(engine: Qwen3Engine, prompts: list[Sp
     assert not server.is_alive()
     got = [first, feed.result(1, timeout=0), feed.result(2, timeout=0)]
     for (text, prompt, cap), frames in zip(cases, got, strict=True):
-        expected = _reference_frames(engine, text, prompt, max_new_tokens=cap, **GREEDY)
+        expected = reference_frames(engine, text, prompt, max_new_tokens=cap, **GREEDY)
         assert torch.equal(frames.cpu(), expected), cap
 
 
@@ -238,9 +178,9 @@ def ending_dir(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
     from tests.qwen3.tiny_checkpoint import CODEC_EOS
 
     engine = Qwen3Engine(tiny_dir, device="cpu")
-    voice = engine.encode_speaker(_voice(110.0, 1), SR, "Hello there, this is a low voice.")
+    voice = engine.encode_speaker(voice_wave(110.0, 1), SR, "Hello there, this is a low voice.")
     picks = torch.cat(
-        [_reference_frames(engine, text, voice, max_new_tokens=40, **GREEDY)[2:, 0] for text in TEXTS]
+        [reference_frames(engine, text, voice, max_new_tokens=40, **GREEDY)[2:, 0] for text in TEXTS]
     )
     common = int(torch.bincount(picks).argmax())
     dest = tmp_path_factory.mktemp("qwen3-ending") / "tiny-ending"
@@ -255,8 +195,8 @@ def ending_dir(tiny_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
 def test_greedy_frames_equal_the_reference_when_rows_end_at_end_of_speech(ending_dir: Path) -> None:
     engine = Qwen3Engine(ending_dir, device="cpu")
     voices = [
-        engine.encode_speaker(_voice(110.0, 1), SR, "Hello there, this is a low voice."),
-        engine.encode_speaker(_voice(160.0, 3), SR, ""),
+        engine.encode_speaker(voice_wave(110.0, 1), SR, "Hello there, this is a low voice."),
+        engine.encode_speaker(voice_wave(160.0, 3), SR, ""),
     ]
     lengths = _assert_same_frames(engine, _cases(voices, [40, 40, 40, 40, 40]), slots=3)
     ended = [n for n in lengths if n < 39]
@@ -298,7 +238,7 @@ def test_greedy_audio_matches_the_reference_runner(tiny_dir: Path, prompts: list
 
     fast = Qwen3Engine(tiny_dir, device="cpu", runner="fast", max_new_tokens=16)
     reference = Qwen3Engine(tiny_dir, device="cpu", runner="reference", max_new_tokens=16)
-    loop_rows = [_row(fast, TEXTS[i], prompts[i], max_new_tokens=16, **GREEDY) for i in range(3)]
+    loop_rows = [loop_row(fast, TEXTS[i], prompts[i], max_new_tokens=16, **GREEDY) for i in range(3)]
     frames = fast._fast_loop().run(loop_rows, 3)
     decoder, upsample = fast._decoder()
     qm = reference.model

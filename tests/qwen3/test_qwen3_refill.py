@@ -5,24 +5,23 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
 
-from tests.qwen3 import require_qwen_tts
-
-require_qwen_tts()
-
-import torch
-
-from tests.qwen3.test_qwen3_fast import GREEDY, SR, TEXTS, _reference_frames, _row, _voice
+from tests.qwen3.fast_rows import GREEDY, TEXTS, loop_row, reference_frames
 from tests.qwen3.tiny_checkpoint import build_tiny_checkpoint
 from worker.config import load_settings
 from worker.engines import registry
 from worker.engines.base import SpeakerPrompt, SynthesisRequest, refilling_engine
 from worker.engines.qwen3 import Qwen3Engine
-from worker.engines.qwen3_feed import FeedLimits
-from worker.engines.qwen3_loop import LoopRow, TalkerLoop
+
+if TYPE_CHECKING:
+    from worker.engines.qwen3_loop import LoopRow
+
+# torch and the loop's modules are imported in the tests that use them, not when the module is collected
+# (tests/qwen3/conftest.py).
 
 
 @pytest.fixture(scope="module")
@@ -35,27 +34,24 @@ def engine(tiny_dir: Path) -> Qwen3Engine:
     return Qwen3Engine(tiny_dir, device="cpu", max_batch=2, max_new_tokens=16, pull_chunks=True)
 
 
-@pytest.fixture(scope="module")
-def prompts(engine: Qwen3Engine) -> list[SpeakerPrompt]:
-    return [
-        engine.encode_speaker(_voice(110.0, 1), SR, "Hello there, this is a low voice."),
-        engine.encode_speaker(_voice(220.0, 2), SR, "And this one is higher."),
-        engine.encode_speaker(_voice(160.0, 3), SR, ""),  # x-vector only: no reference codes
-    ]
-
-
 def test_greedy_frames_of_refilled_rows_equal_each_chunk_alone(
     engine: Qwen3Engine, prompts: list[SpeakerPrompt]
 ) -> None:
     """A batch of two rows (one voice) in three slots; rows of two other voices arrive from ``refill``
     as slots free (at the start, and where the short row ends), and refill is asked for none once the
     batch's own rows have ended. Every row's greedy frames equal qwen-tts's for that chunk alone."""
+    import torch
+
+    from worker.engines.qwen3_feed import FeedLimits
+    from worker.engines.qwen3_loop import TalkerLoop
+
     own_cases = [(TEXTS[0], prompts[0], 14), (TEXTS[1], prompts[0], 3)]
     other_cases = [(TEXTS[2], prompts[1], 6), (TEXTS[3], prompts[2], 9), (TEXTS[4], prompts[1], 4)]
     own = [
-        (f"own-{i}", _row(engine, t, p, max_new_tokens=c, **GREEDY)) for i, (t, p, c) in enumerate(own_cases)
+        (f"own-{i}", loop_row(engine, t, p, max_new_tokens=c, **GREEDY))
+        for i, (t, p, c) in enumerate(own_cases)
     ]
-    others = [_row(engine, t, p, max_new_tokens=c, **GREEDY) for t, p, c in other_cases]
+    others = [loop_row(engine, t, p, max_new_tokens=c, **GREEDY) for t, p, c in other_cases]
     limits = FeedLimits(768, 256, 14)
     asked: list[int] = []
     given: list[str] = []
@@ -79,14 +75,17 @@ def test_greedy_frames_of_refilled_rows_equal_each_chunk_alone(
         *((f"own-{i}", case) for i, case in enumerate(own_cases)),
         *((f"other-{i}", case) for i, case in enumerate(other_cases)),
     ]:
-        expected = _reference_frames(engine, text, prompt, max_new_tokens=cap, **GREEDY)
+        expected = reference_frames(engine, text, prompt, max_new_tokens=cap, **GREEDY)
         assert torch.equal(frames[key].cpu(), expected), key
 
 
 def test_refill_rows_beyond_the_limits_or_too_many_are_refused(
     engine: Qwen3Engine, prompts: list[SpeakerPrompt]
 ) -> None:
-    row = _row(engine, TEXTS[1], prompts[0], max_new_tokens=3, **GREEDY)
+    from worker.engines.qwen3_feed import FeedLimits
+    from worker.engines.qwen3_loop import TalkerLoop
+
+    row = loop_row(engine, TEXTS[1], prompts[0], max_new_tokens=3, **GREEDY)
     loop = TalkerLoop(engine.model.model)
     with pytest.raises(ValueError, match="limits"):
         loop.run_refilling([("a", row)], 2, FeedLimits(row.prefill.shape[0] + 3, 256, 2), lambda _n: [])
