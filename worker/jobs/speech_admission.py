@@ -136,8 +136,7 @@ def admit(session: Session, job: Job, speech_plan: SpeechPlan, per_owner: int) -
     count runs after the insert, in the same transaction, so two requests at once cannot both pass the
     last place. A job older than :data:`ORPHAN_SECONDS` no longer counts (its API process died while
     streaming it), so such a job cannot lock its owner out."""
-    if session.get_bind().dialect.name == "postgresql":
-        session.execute(select(func.pg_advisory_xact_lock(_owner_lock(job.owner))))
+    _serialise(session, job.owner)
     _insert_speech(session, job, speech_plan)
     running = running_speech(session, job.owner, but=job.id)
     if running >= per_owner:
@@ -150,8 +149,7 @@ def hold_wait(session: Session, owner: str, voice_id: uuid.UUID, per_owner: int,
     its owner's speech jobs and waiting requests already take ``per_owner`` (then :class:`SpeechBusy`, and
     the caller rolls back); race-safe as :func:`admit` is. The caller commits, and ends it with
     :func:`end_wait`; a place whose API process died frees itself a little after ``seconds``."""
-    if session.get_bind().dialect.name == "postgresql":
-        session.execute(select(func.pg_advisory_xact_lock(_owner_lock(owner))))
+    _serialise(session, owner)
     now = utcnow()
     session.execute(delete(SpeechWait).where(SpeechWait.owner == owner, SpeechWait.until < now))
     wait = SpeechWait(owner=owner, voice_id=voice_id, until=now + timedelta(seconds=seconds + WAIT_SLACK))
@@ -192,6 +190,13 @@ def running_speech(session: Session, owner: str, but: uuid.UUID | None = None) -
         )
         or 0
     )
+
+
+def _serialise(session: Session, owner: str) -> None:
+    """Serialise the owner's admissions and waits until the transaction ends: a transaction lock on the
+    owner on PostgreSQL; SQLite has one writer, and the insert that follows takes the write lock."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(select(func.pg_advisory_xact_lock(_owner_lock(owner))))
 
 
 def _owner_lock(owner: str) -> int:
