@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import itertools
 import shutil
-import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -25,8 +24,6 @@ from worker.engines.base import EngineError, SpeakerPrompt, SynthesisRequest
 from worker.engines.qwen3 import Qwen3Engine
 
 if TYPE_CHECKING:
-    import torch
-
     from worker.engines.qwen3_loop import TalkerLoop
 
 # torch and the modules built on it are imported in the tests that use them, not when the module is
@@ -97,75 +94,6 @@ def test_the_traced_step_gives_the_reference_frames(
     loop = TalkerLoop(engine.model.model, compile_steps=True, compile_backend="aot_eager")
     _assert_same_frames(engine, _cases(prompts, [9, 3, 12]), slots=2, loop=loop)
     assert loop.compiled_step is not None
-
-
-def test_a_feed_refills_slots_with_rows_that_come_while_it_runs(
-    engine: Qwen3Engine, prompts: list[SpeakerPrompt]
-) -> None:
-    """Rows put into a feed while the loop runs (as later tasks' chunks would come), three voices and five
-    caps through two slots: each row's greedy frames equal the reference's for that chunk alone."""
-    import torch
-
-    from worker.engines.qwen3_feed import FeedLimits, RowFeed
-    from worker.engines.qwen3_loop import TalkerLoop
-
-    cases = _cases(prompts, [14, 3, 20, 6, 9])
-    rows = [loop_row(engine, text, prompt, max_new_tokens=cap, **GREEDY) for text, prompt, cap in cases]
-    longest = max(r.prefill.shape[0] + r.max_new_tokens for r in rows)
-    feed = RowFeed(FeedLimits(longest, max(r.trailing.shape[0] for r in rows), 20))
-    loop = TalkerLoop(engine.model.model)
-    seen: dict[str, int] = {}
-
-    def sink(key: Any, frames: torch.Tensor) -> None:
-        seen[key] = seen.get(key, 0) + int(frames.shape[0])
-
-    feed.put("chunk-0", rows[0])
-    feed.put("chunk-1", rows[1])
-    steps = loop.serve_iter(feed, 2, sink=sink)
-    for _ in range(4):
-        next(steps)
-    ended = {"chunk-1": feed.result("chunk-1", timeout=0)}  # its slot idles: nothing waits
-    for i in range(2, 5):
-        feed.put(f"chunk-{i}", rows[i])
-    feed.close()
-    for _ in steps:
-        pass
-    for i, (text, prompt, cap) in enumerate(cases):
-        got = ended.get(f"chunk-{i}")
-        if got is None:
-            got = feed.result(f"chunk-{i}", timeout=0)
-        expected = reference_frames(engine, text, prompt, max_new_tokens=cap, **GREEDY)
-        assert torch.equal(got.cpu(), expected), (i, cap)
-        assert seen[f"chunk-{i}"] == expected.shape[0]
-    assert loop.last_slots == 2
-    with pytest.raises(ValueError, match="limits"):
-        RowFeed(FeedLimits(longest, 1, 20)).put("too-long", rows[0])
-
-
-def test_a_feed_served_from_another_thread(engine: Qwen3Engine, prompts: list[SpeakerPrompt]) -> None:
-    """The loop in its own thread, waiting while the feed is empty; rows put later are served."""
-    import torch
-
-    from worker.engines.qwen3_feed import FeedLimits, RowFeed
-    from worker.engines.qwen3_loop import TalkerLoop
-
-    cases = _cases(prompts, [5, 8, 4])
-    rows = [loop_row(engine, text, prompt, max_new_tokens=cap, **GREEDY) for text, prompt, cap in cases]
-    feed = RowFeed(FeedLimits(512, max(r.trailing.shape[0] for r in rows), 8))
-    loop = TalkerLoop(engine.model.model)
-    server = threading.Thread(target=loop.serve, args=(feed, 2), daemon=True)
-    server.start()
-    feed.put(0, rows[0])
-    first = feed.result(0, timeout=60)  # the loop then waits on the empty feed
-    feed.put(1, rows[1])
-    feed.put(2, rows[2])
-    feed.close()
-    server.join(timeout=60)
-    assert not server.is_alive()
-    got = [first, feed.result(1, timeout=0), feed.result(2, timeout=0)]
-    for (text, prompt, cap), frames in zip(cases, got, strict=True):
-        expected = reference_frames(engine, text, prompt, max_new_tokens=cap, **GREEDY)
-        assert torch.equal(frames.cpu(), expected), cap
 
 
 @pytest.fixture(scope="module")

@@ -42,8 +42,8 @@ def test_greedy_frames_of_refilled_rows_equal_each_chunk_alone(
     batch's own rows have ended. Every row's greedy frames equal qwen-tts's for that chunk alone."""
     import torch
 
-    from worker.engines.qwen3_feed import FeedLimits
     from worker.engines.qwen3_loop import TalkerLoop
+    from worker.engines.qwen3_refill import FeedLimits
 
     own_cases = [(TEXTS[0], prompts[0], 14), (TEXTS[1], prompts[0], 3)]
     other_cases = [(TEXTS[2], prompts[1], 6), (TEXTS[3], prompts[2], 9), (TEXTS[4], prompts[1], 4)]
@@ -79,11 +79,80 @@ def test_greedy_frames_of_refilled_rows_equal_each_chunk_alone(
         assert torch.equal(frames[key].cpu(), expected), key
 
 
+def test_the_tail_refills_freed_slots_a_bounded_number_of_times_after_the_own_rows_end(
+    engine: Qwen3Engine, prompts: list[SpeakerPrompt]
+) -> None:
+    """One own row (3 frames) in two slots, four rows waiting with the caller: one fills the free slot at
+    once; once the own row has ended, the tail takes two more (``tail=2``) as slots free, then none, and
+    the fourth stays with the caller. Every row's greedy frames equal qwen-tts's for that chunk alone."""
+    import torch
+
+    from worker.engines.qwen3_loop import TalkerLoop
+    from worker.engines.qwen3_refill import FeedLimits
+
+    own_case = (TEXTS[1], prompts[0], 3)
+    other_cases = [(TEXTS[2], prompts[1], 8), (TEXTS[3], prompts[2], 5), (TEXTS[4], prompts[1], 4)]
+    others = [loop_row(engine, t, p, max_new_tokens=c, **GREEDY) for t, p, c in other_cases]
+    others.append(others[-1])  # a fourth, never taken
+    given: list[str] = []
+    asked: list[int] = []
+
+    def refill(wanted: int) -> Sequence[tuple[Hashable, LoopRow]]:
+        asked.append(wanted)
+        out: list[tuple[Hashable, LoopRow]] = []
+        while others and len(out) < wanted:
+            given.append(f"other-{len(given)}")
+            out.append((given[-1], others.pop(0)))
+        return out
+
+    loop = TalkerLoop(engine.model.model)
+    own = [("own", loop_row(engine, own_case[0], own_case[1], max_new_tokens=own_case[2], **GREEDY))]
+    frames = loop.run_refilling(own, 2, FeedLimits(768, 256, 8), refill, tail=2)
+    assert given == ["other-0", "other-1", "other-2"]
+    assert len(others) == 1
+    assert asked[-1] == 0  # the tail spent: none asked for while the last rows finish
+    assert loop.last_steps >= 8  # the longest row's frames, at least
+    for key, (text, prompt, cap) in [("own", own_case), *zip(given, other_cases, strict=True)]:
+        expected = reference_frames(engine, text, prompt, max_new_tokens=cap, **GREEDY)
+        assert torch.equal(frames[key].cpu(), expected), key
+
+
+def test_the_slots_follow_the_rows_waiting_and_the_tail_is_bounded_by_them(
+    engine: Qwen3Engine, prompts: list[SpeakerPrompt], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An engine of eight slots runs a call in the fewest slots (a power of two) that hold its own rows
+    and those the caller says are waiting; told nothing, in all eight. Once its own rows end, it takes
+    TAIL_ROUNDS times its slots more, then stops however many still wait."""
+    from worker.engines.qwen3_refill import TAIL_ROUNDS
+
+    monkeypatch.setattr(engine, "max_batch_size", 8)
+    own = [_request(prompts[0], TEXTS[1], 1, max_new_tokens=3)]
+    for waiting, slots in [(0, 1), (1, 2), (2, 4), (7, 8), (100, 8), (None, 8)]:
+        engine.synthesize_refilling(own, lambda _wanted: [], waiting)
+        assert engine.last_calls == (slots,), waiting
+    queue = [_request(prompts[1], TEXTS[2], 20 + i, max_new_tokens=3) for i in range(12)]
+    given: list[SynthesisRequest] = []
+
+    def refill(wanted: int) -> list[SynthesisRequest]:
+        out = queue[:wanted]
+        del queue[:wanted]
+        given.extend(out)
+        return out
+
+    shared = engine.synthesize_refilling(own, refill, 1)
+    assert engine.last_calls == (2,)
+    # one beside the own row while it runs, then the tail
+    assert len(given) == 1 + TAIL_ROUNDS * 2
+    assert len(queue) == 12 - len(given)
+    assert all(wave is not None and wave.size for wave in shared)
+    assert 0.5 < engine.last_occupancy <= 1.0
+
+
 def test_refill_rows_beyond_the_limits_or_too_many_are_refused(
     engine: Qwen3Engine, prompts: list[SpeakerPrompt]
 ) -> None:
-    from worker.engines.qwen3_feed import FeedLimits
     from worker.engines.qwen3_loop import TalkerLoop
+    from worker.engines.qwen3_refill import FeedLimits
 
     row = loop_row(engine, TEXTS[1], prompts[0], max_new_tokens=3, **GREEDY)
     loop = TalkerLoop(engine.model.model)

@@ -126,10 +126,14 @@ class RefillingEngine(Protocol):
         ...
 
     def synthesize_refilling(
-        self, batch: Sequence[SynthesisRequest], refill: Callable[[int], Sequence[SynthesisRequest]]
+        self,
+        batch: Sequence[SynthesisRequest],
+        refill: Callable[[int], Sequence[SynthesisRequest]],
+        waiting: int | None = None,
     ) -> list[Waveform | None]:
         """The waves of ``batch`` then of each request ``refill`` returned (asked before every step with
-        how many it may return); None for a refilled request to render on its own."""
+        how many it may return); None for a refilled request to render on its own. ``waiting``: how many
+        requests ``refill`` could give now (None: unknown), so the engine need not size for more."""
         ...
 
 

@@ -313,7 +313,7 @@ class Qwen3Engine:
         max_batch: int | None = None,
         max_new_tokens: int | None = None,
         runner: str = "fast",
-        pull_chunks: bool = False,
+        pull_chunks: bool = True,
     ) -> None:
         """``device``: cpu, cuda or cuda:N (None: cuda:0 when available, else cpu); ``max_batch``: rows
         per generate call, or rows in flight for the fast runner (None: from free GPU memory, CPU_BATCH
@@ -352,6 +352,7 @@ class Qwen3Engine:
         # for the fast runner, the rows it kept in flight, and the seconds its loop took (benchmarks).
         self.last_calls: tuple[int, ...] = ()
         self.last_generate_s = 0.0
+        self.last_occupancy = 0.0  # frames made per slot and step in the last refilled call (benchmarks)
         # The fast runner's step through torch.compile where no CUDA graph is captured (TalkerLoop).
         self.compile_loop = False
 
@@ -506,14 +507,18 @@ class Qwen3Engine:
         return self.pull_chunks and self.runner == "fast"
 
     def synthesize_refilling(
-        self, batch: Sequence[SynthesisRequest], refill: Callable[[int], Sequence[SynthesisRequest]]
+        self,
+        batch: Sequence[SynthesisRequest],
+        refill: Callable[[int], Sequence[SynthesisRequest]],
+        waiting: int | None = None,
     ) -> list[Waveform | None]:
         """``batch`` through the fast loop, its free slots refilled from ``refill`` while it runs: the waves
         of ``batch`` then of every refilled request (None: one the loop could not take; render it on its
-        own). See worker.engines.qwen3_refill."""
+        own); ``waiting`` (how many requests ``refill`` could give now) sizes the slots. See
+        worker.engines.qwen3_refill."""
         from worker.engines.qwen3_refill import synthesize_refilling
 
-        return synthesize_refilling(self, batch, refill)
+        return synthesize_refilling(self, batch, refill, waiting)
 
     def synthesize_stream(self, request: SynthesisRequest) -> Iterator[Waveform]:
         """One request's audio in pieces as its frames are generated (the fast runner; the reference

@@ -38,7 +38,7 @@ from worker.engines.qwen3_sampling import (
 )
 
 if TYPE_CHECKING:
-    from worker.engines.qwen3_feed import FeedLimits, RowFeed
+    from worker.engines.qwen3_refill import FeedLimits
 
 __all__ = ["FrameSink", "LoopRow", "TalkerLoop", "capture_prompt"]
 
@@ -246,6 +246,7 @@ class TalkerLoop:
         self.compiled_step: Callable[[_State, int], None] | None = None  # made by the first compiled step
         # Rows in flight at most in the last run (benchmarks, tests).
         self.last_slots = 0
+        self.last_steps = 0  # the frames the last run_refilling ran
 
     # -- buffers ---------------------------------------------------------------------------------------
 
@@ -574,45 +575,25 @@ class TalkerLoop:
         empty = torch.zeros(0, self.codebooks, dtype=torch.int64, device=self.device)
         return [r if r is not None else empty for r in results]
 
-    def serve(
-        self, feed: RowFeed, slots: int, *, sink: Callable[[Any, torch.Tensor], None] | None = None
-    ) -> None:
-        """Generate the rows of ``feed`` as they come, at most ``slots`` in flight, until it is closed and
-        empty; each row's frames go to ``feed.finish`` when it ends (worker.engines.qwen3_feed)."""
-        for _ in self.serve_iter(feed, slots, sink=sink):
-            pass
-
-    def serve_iter(
-        self, feed: RowFeed, slots: int, *, sink: Callable[[Any, torch.Tensor], None] | None = None
-    ) -> Generator[None, None, None]:
-        """:meth:`serve`, yielding after every frame. The warpers are sized for the whole vocabulary, so
-        any row's top-k and top-p can come later (the tokens are the same as with narrower warpers)."""
-        limits = feed.limits
-        state = self._begin(int(slots), int(slots), limits.length, limits.trailing, limits.cap)
-        state.warps = (Warps.of([0], [0.5], self.vocab), Warps.of([0], [0.5], self.cp_vocab))
-
-        def take(wait: bool) -> tuple[Any, LoopRow] | None:
-            return feed.take(wait=wait)
-
-        yield from self._drive(state, take, feed.finish, sink)
-
     def run_refilling(
         self,
         rows: Sequence[tuple[Hashable, LoopRow]],
         slots: int,
         limits: FeedLimits,
         refill: Callable[[int], Sequence[tuple[Hashable, LoopRow]]],
+        tail: int = 0,
     ) -> dict[Hashable, torch.Tensor]:
         """Generate the keyed ``rows`` with ``slots`` in flight, taking more rows from ``refill`` as slots
         free; returns every row's frames (frames, codebooks) by key.
 
         Before every frame ``refill`` is told how many rows the loop would take now: the free slots not
-        claimed by a waiting row of ``rows``, and 0 once every row of ``rows`` has ended (the loop then
-        only finishes the rows it took; the caller may use the call to keep its own bookkeeping). It
+        claimed by a waiting row of ``rows``; once every row of ``rows`` has ended, at most ``tail`` rows
+        more in all (the tail: refilled rows keep the slots busy while the caller has work), then 0 (the
+        loop only finishes the rows it took; the caller may use the call to keep its own bookkeeping). It
         returns at most that many rows, with keys of its own, each within ``limits``, which size the
-        buffers before the first row. Called in the caller's thread, so it needs no locking. As in
-        :meth:`serve_iter` the warpers are sized for the whole vocabulary: a row's tokens do not depend on
-        the rows beside it."""
+        buffers before the first row. Called in the caller's thread, so it needs no locking. The warpers
+        are sized for the whole vocabulary: a row's tokens do not depend on the rows beside it.
+        ``last_steps``: the frames (steps) the call ran."""
         for key, row in rows:
             if not limits.admits(row):
                 raise ValueError(f"row {key!r} is beyond the limits {limits}")
@@ -628,18 +609,25 @@ class TalkerLoop:
         def finish(key: Any, frames: torch.Tensor) -> None:
             results[key] = frames
 
+        left = max(0, int(tail))  # rows the tail may still take
+
         def ask(free: int) -> None:
-            wanted = max(0, free - len(waiting)) if any(k not in results for k in own) else 0
+            nonlocal left
+            ending = all(k in results for k in own)  # the own rows have ended: the tail
+            wanted = max(0, free - len(waiting))
+            if ending:
+                wanted = min(wanted, left)
             more = list(refill(wanted))
             if len(more) > wanted:
                 raise ValueError(f"refill gave {len(more)} rows where {wanted} were asked for")
+            if ending:
+                left -= len(more)
             for key, row in more:
                 if not limits.admits(row) or key in results or key in own:
                     raise ValueError(f"row {key!r} is beyond the limits {limits} or its key is taken")
                 waiting.append((key, row))
 
-        for _ in self._drive(state, take, finish, None, ask):
-            pass
+        self.last_steps = sum(1 for _ in self._drive(state, take, finish, None, ask))
         return results
 
     def _begin(self, wanted: int, allowed: int, longest: int, trailing: int, cap: int) -> _State:

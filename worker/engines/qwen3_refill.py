@@ -1,22 +1,23 @@
 """One fast-runner call whose free slots are refilled by its caller while it runs (pure: torch, numpy).
 
 :meth:`Qwen3Engine.synthesize_refilling` renders a batch through :meth:`TalkerLoop.run_refilling`: before
-every frame the caller's ``refill`` is asked for up to as many requests as there are free slots (a render
-task answers with the next chunks the fair scheduler gives it, of any job and voice on this engine), so
-slots do not idle while the batch's longest row finishes. ``refill`` runs in the caller's thread, between
-two frames: no locks, no second thread. Once the batch's own rows have all ended it is asked for none (it
-is still called every frame, so its caller can keep its leases), and the call ends with the rows it took.
+every frame the caller's ``refill`` (run in the caller's thread: no locks) is asked for up to as many
+requests as there are free slots (a render task answers with the fair scheduler's next chunks on this
+engine, any job and voice). Once the batch's own rows have ended it is asked for at most
+:data:`TAIL_ROUNDS` times the slots more (bounded: the batch's own waves wait for the call's end), then
+for none, and the call ends with the rows it took.
 
-The loop's buffers are sized before the first row (:class:`FeedLimits`): prompt plus frame cap one cache
-bucket longer than the batch's longest (a refilled voice's reference may be longer), text twice the
-batch's longest, the batch's frame cap. A refilled request beyond them, or whose parameters the engine
-refuses, is not rendered here: its place in the result is None and the caller renders it on its own.
+The slots are the engine's limit, or the batch plus the ``waiting`` requests the caller announces,
+rounded up to a power of two, when fewer. The buffers are sized before the first row (:class:`FeedLimits`,
+docs/engines.md): a refilled request beyond them, or whose parameters the engine refuses, gets None in
+the result, and the caller renders it on its own.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -27,23 +28,41 @@ if TYPE_CHECKING:
     import torch
 
     from worker.engines.qwen3 import Qwen3Engine
-    from worker.engines.qwen3_feed import FeedLimits
     from worker.engines.qwen3_loop import LoopRow
 
-__all__ = ["Refill", "synthesize_refilling"]
+__all__ = ["TAIL_ROUNDS", "FeedLimits", "Refill", "synthesize_refilling"]
 
 # Asked before every frame with the number of requests the loop takes now; returns at most that many.
 Refill = Callable[[int], Sequence[SynthesisRequest]]
 
 MIN_TRAILING = 64  # text positions a refilled row may have at least, whatever the batch's own
+TAIL_ROUNDS = 2  # once the batch's own rows end, refill up to this many times the slots more
+
+
+@dataclass(frozen=True)
+class FeedLimits:
+    """The most a refilled row may bring: prompt plus frame cap, text embeddings, frame cap (the loop's
+    buffers are sized before the first row)."""
+
+    length: int
+    trailing: int
+    cap: int
+
+    def admits(self, row: LoopRow) -> bool:
+        return (
+            row.prefill.shape[0] + row.max_new_tokens <= self.length
+            and row.trailing.shape[0] <= self.trailing
+            and row.max_new_tokens <= self.cap
+        )
 
 
 def synthesize_refilling(
-    engine: Qwen3Engine, batch: Sequence[SynthesisRequest], refill: Refill
+    engine: Qwen3Engine, batch: Sequence[SynthesisRequest], refill: Refill, waiting: int | None = None
 ) -> list[Waveform | None]:
     """The waves of ``batch`` then of every request ``refill`` returned, in the order given; None for a
     refilled request the loop could not take. A request of ``batch`` the engine refuses raises
-    :class:`EngineError` before anything is rendered."""
+    :class:`EngineError` before anything is rendered. ``waiting``: how many requests ``refill`` could give
+    now (None: unknown; the slots are then the engine's limit)."""
     from worker.engines.qwen3 import change_rate
 
     requests: list[SynthesisRequest] = list(batch)
@@ -86,12 +105,14 @@ def synthesize_refilling(
                     waves[index] = None
             return taken
 
-        slots = engine.batch_limit(limits.length)
+        slots = _slots(engine.batch_limit(limits.length), len(own), waiting)
         loop = engine._fast_loop()
         began = time.perf_counter()
-        frames = loop.run_refilling(own, slots, limits, more)
+        frames = loop.run_refilling(own, slots, limits, more, tail=TAIL_ROUNDS * slots)
         engine.last_generate_s = time.perf_counter() - began
         engine.last_calls = (loop.last_slots,)
+        made = sum(int(f.shape[0]) for f in frames.values())
+        engine.last_occupancy = made / max(1, loop.last_steps * loop.last_slots)
         rendered = sorted(cast(int, key) for key in frames)
         prefixes = [engine._reference_codes(prepared[i][0]) for i in rendered]
         wholes = [_joined(prefix, frames[i]) for i, prefix in zip(rendered, prefixes, strict=True)]
@@ -104,9 +125,17 @@ def synthesize_refilling(
     return out
 
 
+def _slots(limit: int, own: int, waiting: int | None) -> int:
+    """The loop's slots: the engine's ``limit``, or the ``own`` rows plus the ``waiting`` requests rounded
+    up to a power of two (a handful of shapes, each captured once), when that is fewer."""
+    if waiting is None:
+        return limit
+    wanted = max(1, own + max(0, waiting))
+    return min(limit, 1 << (wanted - 1).bit_length())
+
+
 def _limits(rows: Sequence[LoopRow]) -> FeedLimits:
     """The loop's buffers for a batch of ``rows`` and the rows refilled beside them (module docstring)."""
-    from worker.engines.qwen3_feed import FeedLimits
     from worker.engines.qwen3_loop import CACHE_BUCKET, _round_up
 
     longest = max(r.prefill.shape[0] + r.max_new_tokens for r in rows)

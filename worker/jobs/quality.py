@@ -315,12 +315,15 @@ def review(
 ) -> list[Take]:
     """The take to keep of each request: its first rendering if it passes, else the best of up to
     ``max_rerenders`` more, each with a new seed (``synthesize`` renders a batch as the render step
-    does). ``renew`` is called before each new take (the render step renews its chunks' leases)."""
+    does). ``renew`` is called before each request's check and each new take (the render step keeps its
+    claims' leases up: cheap when no renewal is due)."""
     takes = []
     for request, (wave, marks), hold in zip(requests, rendered, expected, strict=True):
         if not settings.enabled:  # no checks but one: audio with nothing in it never counts as done
             takes.append(Take(wave, marks, unusable_audio(wave, engine.sample_rate, settings.policy), 1))
             continue
+        if renew is not None:
+            renew()
         best = Take(wave, marks, assess(engine, wave, request, settings, hold), 1)
         renders = 1
         while not best.passed and renders <= settings.max_rerenders:

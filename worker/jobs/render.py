@@ -5,10 +5,11 @@ that token can mark it done, so a redelivered or duplicated message never writes
 prompts are loaded before the claim: a chunk whose voice is not ready is sent back to wait for its build
 without using up an attempt.
 
-On an engine that refills a running batch (TOME_QWEN3_PULL_CHUNKS: worker.engines.base.RefillingEngine),
-the task fills the engine's free slots with the next chunks the fair scheduler gives (any job on that
-engine), each pulled batch claimed, checked and stored under its own token as its own task would
-(:class:`_Puller`; docs/engines.md, "Across render tasks").
+On an engine that refills a running batch (TOME_QWEN3_PULL_CHUNKS, on by default for the Qwen3-TTS fast
+runner: worker.engines.base.RefillingEngine), the task fills the engine's free slots with the next chunks
+the fair scheduler gives (any job on that engine), each pulled batch claimed, checked and stored under its
+own token as its own task would (:class:`_Puller`), every claim's lease kept up until it is stored
+(:class:`_Leases`; docs/engines.md, "Across render tasks").
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from worker.engines import Engine, EngineError, SynthesisRequest, release_memory
 from worker.engines.base import RefillingEngine, refilling_engine, synthesize_timed
 from worker.jobs import actions, quality, rerender, reuse, state
 from worker.jobs.chapters import maybe_stitch_chapters
-from worker.jobs.scheduler import schedule, take_next
+from worker.jobs.scheduler import schedule, sendable, take_next
 from worker.jobs.stitch import maybe_begin_stitch
 from worker.logs import log_context
 from worker.qa.checks import policy_for
@@ -111,22 +112,28 @@ def _render(rt: Runtime, job_id: uuid.UUID, seqs: list[int], enqueue: Enqueue) -
     rest = [c for c in batch.claimed if c.seq not in done]
     waves: list[Any] | None = None
     pulled: list[_Pulled] = []
+    leases = _Leases(rt)
+    leases.hold(batch.token, rest)
     if rest:
-        waves, pulled = _synthesize_rest(batch, rest)
+        waves, pulled = _synthesize_rest(batch, rest, leases)
     try:
-        return _complete(batch, done, rest, waves)
+        return _complete(batch, done, rest, waves, leases)
     finally:
+        leases.drop(batch.token)
         for extra in pulled:
-            _complete_pulled(extra)
+            _complete_pulled(extra, leases)
 
 
-def _complete(batch: _Batch, done: list[int], rest: list[state.Claimed], waves: list[Any] | None) -> int:
+def _complete(
+    batch: _Batch, done: list[int], rest: list[state.Claimed], waves: list[Any] | None, leases: _Leases
+) -> int:
     """Check, store and advance a claimed batch whose ``rest`` was rendered as ``waves`` (None: a chunk
-    failed the job) and whose ``done`` seqs were reused; returns how many chunks it completed."""
+    failed the job) and whose ``done`` seqs were reused; returns how many chunks it completed. ``leases``
+    (this batch's claim among them) are kept up while it is checked."""
     rt, job_id = batch.rt, batch.job_id
     left: int | None = None  # the job's chunks not done after this task's completion, if it knows
     if rest:
-        reviewed = None if waves is None else _check(batch, rest, waves)
+        reviewed = None if waves is None else _check(batch, rest, waves, leases)
         if reviewed is None:
             return len(done)
         asked = {c.id: batch.take_keys[c.id] for c in rest if c.seed is not None}  # takes chosen on request
@@ -203,18 +210,20 @@ def _reuse(batch: _Batch) -> list[int] | None:
     )
 
 
-def _synthesize_rest(batch: _Batch, rest: list[state.Claimed]) -> tuple[list[Any] | None, list[_Pulled]]:
+def _synthesize_rest(
+    batch: _Batch, rest: list[state.Claimed], leases: _Leases
+) -> tuple[list[Any] | None, list[_Pulled]]:
     """The engine's waves for ``rest`` (None when a chunk failed the job, its claim given back), and the
     chunks pulled into the engine's free slots while it rendered them (an engine that refills its batch:
     worker.engines.base.RefillingEngine). If the shared call fails, ``rest`` renders on its own, and so
     does each pulled batch after it (:func:`_complete_pulled`), under the claim it holds: a failure that
     was not theirs (out of memory with every row in, say) costs the pulled chunks no attempt, and the same
     chunks are not pulled into the next task's batch to fail again. If ``rest`` then fails too, the
-    pulled batches are given back."""
+    pulled batches are given back. Each pulled batch's claim is added to ``leases``."""
     refilling = refilling_engine(batch.engine)
     if refilling is None:
         return _synthesize_alone(batch, rest), []
-    puller = _Puller(batch, rest)
+    puller = _Puller(batch, leases)
     try:
         return _synthesize_shared(batch, rest, refilling, puller), puller.pulled
     except Exception:
@@ -223,7 +232,7 @@ def _synthesize_rest(batch: _Batch, rest: list[state.Claimed]) -> tuple[list[Any
         return _synthesize_alone(batch, rest), puller.pulled
     except Exception:
         for extra in puller.pulled:
-            _give_back(extra)
+            _give_back(extra, leases)
         raise
 
 
@@ -231,9 +240,11 @@ def _synthesize_shared(
     batch: _Batch, rest: list[state.Claimed], engine: RefillingEngine, puller: _Puller
 ) -> list[Any]:
     """``rest`` in one engine call whose free slots ``puller`` refills; each pulled batch gets its waves
-    (None when the engine left one of them out: that batch renders on its own later)."""
+    (None when the engine left one of them out: that batch renders on its own later). The engine is told
+    how many chunks wait to be pulled now, so that it runs no more slots than the rows it can fill."""
     started = time.perf_counter()
-    waves = engine.synthesize_refilling([batch.requests[c.id] for c in rest], puller)
+    waiting = sendable(batch.rt, batch.running.engine, _Puller.MOST_WAITING)
+    waves = engine.synthesize_refilling([batch.requests[c.id] for c in rest], puller, waiting)
     own = waves[: len(rest)]
     if any(w is None for w in own):
         raise EngineError("the shared batch left out one of its own chunks")
@@ -252,22 +263,22 @@ class _Puller:
     """The refill of a render task's shared engine call: asked before every step for up to ``wanted``
     requests, it takes the next sendable chunks on the same engine from the fair scheduler
     (worker.jobs.scheduler.take_next), claims them under a token of their own and serves what it can from
-    audio already rendered, as a render task of their own would, and returns the rest's requests. It also
-    keeps the leases of every claim in the call up while the call runs."""
+    audio already rendered, as a render task of their own would, and returns the rest's requests. Each
+    pulled claim joins ``leases``, which it keeps up while the call runs."""
 
     PULLS_PER_STEP = 3  # tries a step (a pulled batch may be all reused, or wait for its voice)
     IDLE_SECONDS = 2.0  # after finding nothing to send, look again this much later (not every frame)
+    MOST_WAITING = 1024  # waiting chunks counted at most when the engine sizes its slots
 
-    def __init__(self, batch: _Batch, rest: list[state.Claimed]) -> None:
+    def __init__(self, batch: _Batch, leases: _Leases) -> None:
         self.batch = batch
-        self.rest = rest
+        self.leases = leases
         self.pulled: list[_Pulled] = []
-        self.renewed = time.monotonic()
         self.idle_until = 0.0  # nothing was sendable: no query before then
         self.stopped = False  # pull no more in this call
 
     def __call__(self, wanted: int) -> list[SynthesisRequest]:
-        self._keep_leases()
+        self.leases.keep()
         requests: list[SynthesisRequest] = []
         for _ in range(self.PULLS_PER_STEP):
             if len(requests) >= wanted or self.stopped or time.monotonic() < self.idle_until:
@@ -303,7 +314,7 @@ class _Puller:
             return []
         try:
             if batch.engine is not own.engine:  # another instance (settings differ): not this loop's
-                _give_back(_Pulled(batch, [], list(batch.claimed)))
+                _give_back(_Pulled(batch, [], list(batch.claimed)), self.leases)
                 self.stopped = True
                 return []
             done = _reuse(batch)
@@ -314,44 +325,71 @@ class _Puller:
             return []
         rest = [c for c in batch.claimed if c.seq not in done]
         self.pulled.append(_Pulled(batch, done, rest))
+        self.leases.hold(batch.token, rest)
         log.info("chunks %s of job %s pulled into the running batch", [c.seq for c in rest], job_id)
         return [batch.requests[c.id] for c in rest]
 
-    def _keep_leases(self) -> None:
-        rt = self.batch.rt
-        if time.monotonic() - self.renewed < rt.settings.tasks.chunk_lease_seconds / 3:
+
+class _Leases:
+    """The claims a render task holds (its own batch's, each pulled batch's) until each is stored or given
+    back, renewed together once a third of ``TOME_CHUNK_LEASE_SECONDS`` has passed since they last were.
+    :meth:`keep` runs before every frame of a shared call, before each chunk's check and before each
+    pulled batch's turn, so a claim waiting while earlier batches are checked and stored keeps its lease
+    (past it, the sweeper would send its chunks again: the same work twice)."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+        self.held: dict[str, list[int]] = {}  # chunk ids, by the claim's attempt token
+        self.renewed = time.monotonic()
+
+    def hold(self, token: str, chunks: Sequence[state.Claimed]) -> None:
+        if chunks:
+            self.held[token] = [c.id for c in chunks]
+
+    def drop(self, token: str) -> None:
+        self.held.pop(token, None)
+
+    def keep(self) -> None:
+        """Renew every held claim's lease, if a third of the lease has passed since the last renewal."""
+        seconds = self.rt.settings.tasks.chunk_lease_seconds
+        if time.monotonic() - self.renewed < seconds / 3 or not self.held:
             return
         self.renewed = time.monotonic()
-        _renew_leases(rt, [c.id for c in self.rest], self.batch.token)
-        for extra in self.pulled:
-            _renew_leases(rt, [c.id for c in extra.rest], extra.batch.token)
+        with unit_of_work(self.rt.sessions) as session:
+            for token, ids in self.held.items():
+                state.renew_leases(session, ids, token, timedelta(seconds=seconds), utcnow())
 
 
-def _complete_pulled(extra: _Pulled) -> None:
+def _complete_pulled(extra: _Pulled, leases: _Leases) -> None:
     """Check, store and advance a pulled batch (rendered on its own first if the shared call left it
-    out); on failure its chunks are given back to the scheduler, as no task message holds them."""
+    out); on failure its chunks are given back to the scheduler, as no task message holds them. The
+    claims still waiting in ``leases`` are kept up meanwhile; this one is dropped from them after."""
     batch = extra.batch
     with log_context(job_id=batch.job_id):
         try:
-            # Its lease ran while the task's own batch was checked and stored: renewed first (a chunk
-            # another attempt took over meanwhile is then not stored: its token lost).
+            leases.keep()
+            # Renewed first whatever the time (a chunk another attempt took over meanwhile is then not
+            # stored: its token lost).
             if extra.rest:
                 _renew_leases(batch.rt, [c.id for c in extra.rest], batch.token)
             waves = extra.waves
             if waves is None and extra.rest:
                 waves = _synthesize_alone(batch, extra.rest)
-            _complete(batch, extra.done, extra.rest, waves)
+            _complete(batch, extra.done, extra.rest, waves, leases)
         except Exception:
             log.exception("pulled chunks %s failed; given back", [c.seq for c in extra.rest])
-            _give_back(extra)
+            _give_back(extra, leases)
+        finally:
+            leases.drop(batch.token)
 
 
-def _give_back(extra: _Pulled) -> None:
+def _give_back(extra: _Pulled, leases: _Leases) -> None:
     """Release a pulled batch's claims and mark its chunks unsent, so the scheduler sends them again.
     Never raises: a give-back that fails (the database unreachable) is logged, and its chunks go back
     when their leases run out (the sweeper sends them again), while the task's other batches, its own
     and the other pulled ones, are still completed or given back."""
     batch = extra.batch
+    leases.drop(batch.token)
     try:
         with unit_of_work(batch.rt.sessions) as session:
             for chunk in extra.rest:
@@ -387,9 +425,12 @@ def _synthesize_alone(batch: _Batch, rest: list[state.Claimed]) -> list[Any] | N
         raise
 
 
-def _check(batch: _Batch, rest: list[state.Claimed], waves: list[Any]) -> list[quality.Take] | None:
-    """Each chunk's take after QA (re-rendered where a check failed); None when the batch may not be
-    stored: a take refused under the job's policy failed its chunk, or the recogniser could not run."""
+def _check(
+    batch: _Batch, rest: list[state.Claimed], waves: list[Any], leases: _Leases
+) -> list[quality.Take] | None:
+    """Each chunk's take after QA (re-rendered where a check failed; ``leases`` kept up before each check
+    and take); None when the batch may not be stored: a take refused under the job's policy failed its
+    chunk, or the recogniser could not run."""
     rt, qa, engine, job_id = batch.rt, batch.running.qa, batch.engine, batch.job_id
     with rt.sessions() as session:
         learnt = quality.learnt(session, job_id, {c.voice_id for c in rest}) if qa.enabled else {}
@@ -407,7 +448,7 @@ def _check(batch: _Batch, rest: list[state.Claimed], waves: list[Any]) -> list[q
             qa,
             synthesize_in_halves,
             expected,
-            renew=lambda: _renew_leases(rt, [c.id for c in rest], batch.token),
+            renew=leases.keep,
         )
     except RecogniserError:  # a deployment's recogniser that cannot load: no take can be judged
         log.exception("the transcript check's recogniser failed")  # its paths stay in the worker log

@@ -123,6 +123,20 @@ def take_next(rt: Runtime, count: int, engine: str) -> tuple[uuid.UUID, list[int
     return None
 
 
+def sendable(rt: Runtime, engine: str, limit: int) -> int:
+    """How many chunks of running jobs on ``engine`` wait to be sent (voice ready), counting up to
+    ``limit``: what a render task may expect to pull into its running batch now."""
+    with rt.sessions() as session:
+        waiting = (
+            select(Chunk.id)
+            .join(Job, Job.id == Chunk.job_id)
+            .where(_RUNNING, Job.engine == engine, _SENDABLE)
+            .limit(max(0, limit))
+            .subquery()
+        )
+        return int(session.scalar(select(func.count()).select_from(waiting)) or 0)
+
+
 def _in_flight(session: Session) -> dict[str, int]:
     return dict(
         session.execute(
