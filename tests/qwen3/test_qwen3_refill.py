@@ -221,11 +221,9 @@ def test_a_refilled_request_beyond_the_frame_cap_is_left_out(
 
 def test_pulling_chunks_is_a_setting_of_the_fast_runner(tiny_dir: Path) -> None:
     base = {"TOME_QWEN3_MODEL_DIR": str(tiny_dir), "TOME_QWEN3_DEVICE": "cpu"}
-    off = registry.get_engine("qwen3-tts", load_settings(base))
-    on = registry.get_engine("qwen3-tts", load_settings({**base, "TOME_QWEN3_PULL_CHUNKS": "1"}))
-    reference = registry.get_engine(
-        "qwen3-tts", load_settings({**base, "TOME_QWEN3_PULL_CHUNKS": "1", "TOME_QWEN3_RUNNER": "reference"})
-    )
+    on = registry.get_engine("qwen3-tts", load_settings(base))  # the default
+    off = registry.get_engine("qwen3-tts", load_settings({**base, "TOME_QWEN3_PULL_CHUNKS": "0"}))
+    reference = registry.get_engine("qwen3-tts", load_settings({**base, "TOME_QWEN3_RUNNER": "reference"}))
     assert refilling_engine(off) is None
     assert refilling_engine(on) is not None
     assert isinstance(on, Qwen3Engine)

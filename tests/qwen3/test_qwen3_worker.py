@@ -158,14 +158,14 @@ def test_chunks_of_two_jobs_share_one_running_batch(
     engine_env: dict[str, str],
     start_worker: Callable[..., Any],
 ) -> None:
-    """TOME_QWEN3_PULL_CHUNKS: the scheduler sends one chunk at a time (one render task in flight, one
-    chunk a task), and each task fills its engine's other three slots with the next chunks the fair
-    scheduler gives (either owner's job) while its own renders. Both jobs succeed, every chunk is done at
-    its first attempt, its audio stored under the token of that attempt; chunks of a job were pulled into
-    another task's batch."""
+    """TOME_QWEN3_PULL_CHUNKS (on by default): the scheduler sends one chunk at a time (one render task in
+    flight, one chunk a task), and each task fills its engine's other three slots with the next chunks
+    the fair scheduler gives (either owner's job) while its own renders. Both jobs succeed, every chunk
+    is done at its first attempt, its audio stored under the token of that attempt; chunks of a job were
+    pulled into another task's batch."""
     from models import Chunk, ChunkStatus
 
-    env = {**engine_env, "TOME_QWEN3_PULL_CHUNKS": "1", "TOME_QWEN3_MAX_BATCH": "4"}
+    env = {**engine_env, "TOME_QWEN3_MAX_BATCH": "4"}
     settings: Settings = load_settings(
         env, data_dir=tmp_path / "var", engine="qwen3-tts", chunks_per_task=1, render_tasks_in_flight=1
     )

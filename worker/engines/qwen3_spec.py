@@ -34,9 +34,9 @@ class Qwen3Settings:
     max_new_tokens: int = 0  # cap on codec frames per chunk (12.5 a second); 0: the model's own
     runner: str = "fast"  # one of RUNNERS
     # A render task on the fast runner refills the loop's free slots with the next waiting chunks (any job
-    # and voice on this engine, as the fair scheduler picks them) while its own batch renders. Off by
-    # default until measured on a GPU: it lengthens a task by up to one more chunk's rendering.
-    pull_chunks: bool = False
+    # and voice on this engine, as the fair scheduler picks them) while its own batch renders, and for a
+    # bounded tail after (worker.engines.qwen3_refill). 0 turns it off: each task renders its own chunks.
+    pull_chunks: bool = True
 
     def validate(self) -> None:
         if self.runner not in RUNNERS:
