@@ -229,6 +229,7 @@ def _synthesize_rest(
     except Exception:
         log.warning("the shared batch failed; each batch in it renders on its own", exc_info=True)
     try:
+        leases.keep()
         return _synthesize_alone(batch, rest), puller.pulled
     except Exception:
         for extra in puller.pulled:
