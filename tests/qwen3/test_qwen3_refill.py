@@ -219,6 +219,41 @@ def test_a_refilled_request_beyond_the_frame_cap_is_left_out(
     assert shared[1] is None
 
 
+def test_a_refused_request_ends_the_pulls_and_a_call_takes_a_bounded_number(
+    engine: Qwen3Engine, prompts: list[SpeakerPrompt]
+) -> None:
+    """A queue of requests the buffers cannot take (texts far longer than the batch's): the call takes the
+    first, refuses it (None: rendered alone by the caller) and asks for none after, instead of claiming
+    one a frame. A queue the loop can take is pulled PULL_ROUNDS times the slots at most, however long
+    the own row runs."""
+    from worker.engines.qwen3_refill import PULL_ROUNDS
+
+    own = [_request(prompts[0], TEXTS[1], 1)]  # the engine's cap, 16 frames: many frames to refill in
+    long_text = " ".join([TEXTS[0]] * 12)
+    queue = [_request(prompts[1], long_text, 10 + i, max_new_tokens=3) for i in range(40)]
+    asked: list[int] = []
+
+    def refill(wanted: int) -> list[SynthesisRequest]:
+        asked.append(wanted)
+        out = queue[:wanted]
+        del queue[:wanted]
+        return out
+
+    shared = engine.synthesize_refilling(own, refill, 40)
+    assert len(shared) == 2
+    assert shared[0] is not None
+    assert shared[1] is None
+    assert len(asked) > 2
+    assert set(asked[1:]) == {0}  # still asked each frame (leases), for none
+    short = [_request(prompts[1], TEXTS[2], 60 + i, max_new_tokens=1) for i in range(40)]
+    queue[:] = short
+    asked.clear()
+    shared = engine.synthesize_refilling(own, refill, 40)
+    (slots,) = engine.last_calls
+    assert len(shared) - 1 == PULL_ROUNDS * slots < 40
+    assert all(wave is not None for wave in shared)
+
+
 def test_pulling_chunks_is_a_setting_of_the_fast_runner(tiny_dir: Path) -> None:
     base = {"TOME_QWEN3_MODEL_DIR": str(tiny_dir), "TOME_QWEN3_DEVICE": "cpu"}
     on = registry.get_engine("qwen3-tts", load_settings(base))  # the default

@@ -4,8 +4,9 @@
 every frame the caller's ``refill`` (run in the caller's thread: no locks) is asked for up to as many
 requests as there are free slots (a render task answers with the fair scheduler's next chunks on this
 engine, any job and voice). Once the batch's own rows have ended it is asked for at most
-:data:`TAIL_ROUNDS` times the slots more (bounded: the batch's own waves wait for the call's end), then
-for none, and the call ends with the rows it took.
+:data:`TAIL_ROUNDS` times the rows it can fill more (bounded: the batch's own waves wait for the call's
+end), then for none, and the call ends with the rows it took. In all it takes at most
+:data:`PULL_ROUNDS` times its slots, refused requests counted, and none after a refusal (docs/engines.md).
 
 The slots are the engine's limit, or the batch plus the ``waiting`` requests the caller announces,
 rounded up to a power of two, when fewer. The buffers are sized before the first row (:class:`FeedLimits`,
@@ -30,13 +31,14 @@ if TYPE_CHECKING:
     from worker.engines.qwen3 import Qwen3Engine
     from worker.engines.qwen3_loop import LoopRow
 
-__all__ = ["TAIL_ROUNDS", "FeedLimits", "Refill", "synthesize_refilling"]
+__all__ = ["PULL_ROUNDS", "TAIL_ROUNDS", "FeedLimits", "Refill", "synthesize_refilling"]
 
 # Asked before every frame with the number of requests the loop takes now; returns at most that many.
 Refill = Callable[[int], Sequence[SynthesisRequest]]
 
 MIN_TRAILING = 64  # text positions a refilled row may have at least, whatever the batch's own
-TAIL_ROUNDS = 2  # once the batch's own rows end, refill up to this many times the slots more
+TAIL_ROUNDS = 2  # once the batch's own rows end, refill up to this many times the rows it can fill more
+PULL_ROUNDS = 4  # a call takes at most this many times its slots from refill, refused requests included
 
 
 @dataclass(frozen=True)
@@ -81,34 +83,31 @@ def synthesize_refilling(
             return [waves[i] for i in range(len(requests))]
         limits = _limits([row for _, row in own])
 
+        slots = _slots(engine.batch_limit(limits.length), len(own), waiting)
+        budget = PULL_ROUNDS * slots  # requests refill may still give, refused ones included
+
         def more(wanted: int) -> list[tuple[Hashable, LoopRow]]:
-            given = list(refill(wanted))
+            nonlocal budget
+            wanted = min(wanted, budget)
+            given = list(refill(wanted))  # asked even for none: the caller keeps its leases meanwhile
             if len(given) > wanted:
                 raise ValueError(f"refill gave {len(given)} requests where {wanted} were asked for")
+            budget -= len(given)
             taken: list[tuple[Hashable, LoopRow]] = []
             for request in given:
                 index = len(requests)
                 requests.append(request)
-                try:
-                    prepared[index] = _prepared(engine, request)
-                except EngineError:
-                    waves[index] = None  # the caller renders it on its own, which names the error
-                    continue
-                if not request.text.strip():
-                    waves[index] = np.zeros(0, dtype=np.float32)
-                    continue
-                item, language, kwargs, _rate = prepared[index]
-                row = engine._loop_row(request, item, language, kwargs)
-                if limits.admits(row):
+                row = _admitted(engine, request, limits, prepared, waves, index)
+                if row is not None:
                     taken.append((index, row))
-                else:
-                    waves[index] = None
+                elif waves[index] is None:  # refused: the caller renders it on its own; pull no more
+                    budget = 0
             return taken
 
-        slots = _slots(engine.batch_limit(limits.length), len(own), waiting)
+        filled = slots if waiting is None else min(slots, len(own) + max(0, waiting))
         loop = engine._fast_loop()
         began = time.perf_counter()
-        frames = loop.run_refilling(own, slots, limits, more, tail=TAIL_ROUNDS * slots)
+        frames = loop.run_refilling(own, slots, limits, more, tail=TAIL_ROUNDS * filled)
         engine.last_generate_s = time.perf_counter() - began
         engine.last_calls = (loop.last_slots,)
         made = sum(int(f.shape[0]) for f in frames.values())
@@ -123,6 +122,33 @@ def synthesize_refilling(
         wave = waves.get(index)
         out.append(None if wave is None else change_rate(wave, prepared[index][3]))
     return out
+
+
+def _admitted(
+    engine: Qwen3Engine,
+    request: SynthesisRequest,
+    limits: FeedLimits,
+    prepared: dict[int, tuple[Any, str, dict[str, Any], float]],
+    waves: dict[int, Waveform | None],
+    index: int,
+) -> LoopRow | None:
+    """The loop row of refilled ``request`` (at ``index``), or None with its wave set: empty for a blank
+    text, None for a request the engine refuses (the caller renders it alone, which names the error) or
+    one beyond the buffers' ``limits``."""
+    try:
+        prepared[index] = _prepared(engine, request)
+    except EngineError:
+        waves[index] = None
+        return None
+    if not request.text.strip():
+        waves[index] = np.zeros(0, dtype=np.float32)
+        return None
+    item, language, kwargs, _rate = prepared[index]
+    row = engine._loop_row(request, item, language, kwargs)
+    if limits.admits(row):
+        return row
+    waves[index] = None
+    return None
 
 
 def _slots(limit: int, own: int, waiting: int | None) -> int:

@@ -270,6 +270,9 @@ class _Puller:
     PULLS_PER_STEP = 3  # tries a step (a pulled batch may be all reused, or wait for its voice)
     IDLE_SECONDS = 2.0  # after finding nothing to send, look again this much later (not every frame)
     MOST_WAITING = 1024  # waiting chunks counted at most when the engine sizes its slots
+    # Pull only in the first part of the task's soft time limit: what it pulled is checked and stored
+    # after the call, within the same limit.
+    PULL_SHARE_OF_TIME_LIMIT = 1 / 3
 
     def __init__(self, batch: _Batch, leases: _Leases) -> None:
         self.batch = batch
@@ -277,9 +280,13 @@ class _Puller:
         self.pulled: list[_Pulled] = []
         self.idle_until = 0.0  # nothing was sendable: no query before then
         self.stopped = False  # pull no more in this call
+        limit = batch.rt.settings.tasks.task_soft_time_limit
+        self.pull_until = time.monotonic() + limit * self.PULL_SHARE_OF_TIME_LIMIT
 
     def __call__(self, wanted: int) -> list[SynthesisRequest]:
         self.leases.keep()
+        if time.monotonic() >= self.pull_until:
+            self.stopped = True
         requests: list[SynthesisRequest] = []
         for _ in range(self.PULLS_PER_STEP):
             if len(requests) >= wanted or self.stopped or time.monotonic() < self.idle_until:
@@ -351,14 +358,20 @@ class _Leases:
         self.held.pop(token, None)
 
     def keep(self) -> None:
-        """Renew every held claim's lease, if a third of the lease has passed since the last renewal."""
+        """Renew every held claim's lease, if a third of the lease has passed since the last renewal.
+        Never raises: a renewal that fails (the database unreachable) is logged and tried again a third
+        of a lease later; a claim whose lease runs out meanwhile is sent again by the sweeper, and this task's
+        store of it is then refused (its token lost)."""
         seconds = self.rt.settings.tasks.chunk_lease_seconds
         if time.monotonic() - self.renewed < seconds / 3 or not self.held:
             return
-        self.renewed = time.monotonic()
-        with unit_of_work(self.rt.sessions) as session:
-            for token, ids in self.held.items():
-                state.renew_leases(session, ids, token, timedelta(seconds=seconds), utcnow())
+        self.renewed = time.monotonic()  # a failed renewal too waits its turn (no query every frame)
+        try:
+            with unit_of_work(self.rt.sessions) as session:
+                for token, ids in self.held.items():
+                    state.renew_leases(session, ids, token, timedelta(seconds=seconds), utcnow())
+        except Exception:
+            log.warning("renewing the leases of held chunks failed; tried again later", exc_info=True)
 
 
 def _complete_pulled(extra: _Pulled, leases: _Leases) -> None:
