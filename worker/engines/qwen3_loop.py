@@ -150,10 +150,11 @@ class _State:
     v: list[torch.Tensor]
     cp_k: list[torch.Tensor]
     cp_v: list[torch.Tensor]
-    trailing: torch.Tensor  # (slots, T, D)
-    trailing_len: torch.Tensor  # (slots,)
+    trailing: torch.Tensor  # (slots, T + 1, D): each row's text embeddings, then the pad embedding
+    slot_index: torch.Tensor  # (slots,) 0..slots-1
     position: torch.Tensor  # (slots,) next cache index of the row
     generated: torch.Tensor  # (slots,) tokens the row has generated
+    frame: torch.Tensor  # (slots,) generated - 1, at least 0: the frame a step records
     cap: torch.Tensor  # (slots,) max_new_tokens
     min_new: torch.Tensor  # (slots,)
     active: torch.Tensor  # (slots,) bool
@@ -164,6 +165,8 @@ class _State:
     seed_key: torch.Tensor  # (slots,) the hash of each row's seed (worker.engines.qwen3_sampling.row_key)
     talker_params: RowParams
     sub_params: RowParams
+    talker_kth: torch.Tensor  # (slots, 1) kth_index of the parameters under `warps` (set with the rows)
+    sub_kth: torch.Tensor
     frames: torch.Tensor  # (slots, cap_max, codebooks) int64
     done: torch.Tensor  # (slots,) bool: ended at this step
     warps: tuple[Warps, Warps] = (Warps(0, False), Warps(0, False))  # talker, code predictor
@@ -228,6 +231,10 @@ class TalkerLoop:
             else None
         )
         self._rotary_tables(int(config.max_position_embeddings))
+        # Numbers a step computes with, as tensors (a Python number is wrapped anew on every operation).
+        self._one = torch.tensor(1, device=self.device)
+        self._codebooks = torch.tensor(self.codebooks, device=self.device)
+        self._groups = torch.arange(1, self.codebooks, device=self.device)  # the residual codebooks
         self.use_graphs = torch.device(self.device).type == "cuda" if use_graphs is None else bool(use_graphs)
         self._states: dict[int, _State] = {}  # by slots (a power of two), each with its graphs
         self.compile_steps = bool(compile_steps)
@@ -256,11 +263,11 @@ class TalkerLoop:
             cp_cos, cp_sin = self.cp.model.rotary_emb(probe, where)
             cp_sin = signed_sin(cp_sin)
         causal = torch.ones(self.codebooks, self.codebooks, dtype=torch.bool, device=self.device).tril()
-        self._cp_at: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {
+        self._cp_at: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]] = {
             (start, start + width): (
                 cp_cos[:, start : start + width].unsqueeze(1),
                 cp_sin[:, start : start + width].unsqueeze(1),
-                causal[start : start + width, : start + width],
+                causal[start : start + width, : start + width] if width > 1 else None,  # 1: sees all
             )
             for start, width in [(0, 2), *((p, 1) for p in range(2, self.codebooks))]
         }
@@ -288,10 +295,11 @@ class TalkerLoop:
             v=[torch.zeros(shape, dtype=dt, device=dev) for _ in range(layers)],
             cp_k=[torch.zeros(cp_shape, dtype=dt, device=dev) for _ in range(cp_layers)],
             cp_v=[torch.zeros(cp_shape, dtype=dt, device=dev) for _ in range(cp_layers)],
-            trailing=zeros(slots, max(1, trailing), self.hidden, dtype=dt),
-            trailing_len=zeros(slots),
+            trailing=zeros(slots, trailing + 1, self.hidden, dtype=dt),
+            slot_index=torch.arange(slots, device=dev),
             position=zeros(slots),
             generated=zeros(slots),
+            frame=zeros(slots),
             cap=zeros(slots),
             min_new=zeros(slots),
             active=zeros(slots, dtype=torch.bool),
@@ -302,6 +310,8 @@ class TalkerLoop:
             seed_key=zeros(slots),
             talker_params=RowParams.allocate(slots, dev),
             sub_params=RowParams.allocate(slots, dev),
+            talker_kth=zeros(slots, 1),
+            sub_kth=zeros(slots, 1),
             frames=zeros(slots, max(1, cap), self.codebooks),
             done=zeros(slots, dtype=torch.bool),
         )
@@ -314,7 +324,7 @@ class TalkerLoop:
         if (
             state is None
             or state.length < length
-            or state.trailing.shape[1] < trailing
+            or state.trailing.shape[1] <= trailing
             or state.frames.shape[1] < cap
         ):
             self._states.pop(slots, None)
@@ -401,30 +411,26 @@ class TalkerLoop:
         params = state.talker_params if rows is None else _params_of(state.talker_params, rows)
         if not warps.sample:
             return choose(scores, params, None, warps)
-        noise = gumbel_noise(pick(state.seed_key), (generated + 1) * self.codebooks, self.talker_salt)
-        return choose(scores, params, noise, warps)
+        counter = (generated + self._one) * self._codebooks
+        noise = gumbel_noise(pick(state.seed_key), counter, self.talker_salt)
+        return choose(scores, params, noise, warps, pick(state.talker_kth))
 
     # -- one frame -------------------------------------------------------------------------------------
 
     def _step(self, state: _State, length: int) -> None:
         """One frame for every slot (inactive slots compute and change nothing that is read later)."""
-        slots = state.slots
-        active = state.active
-        token = state.last_token
-        first = functional.embedding(token, self._talker_table)  # (slots, D)
-        frame, embedded = self._code_pass(state, first)  # (slots, codebooks - 1), each code's embedding
-        # Record the frame of the token fed in: frame number `generated` (1-based) of the row.
-        index = (state.generated - 1).clamp(min=0)
-        slot_index = torch.arange(slots, device=token.device)
-        codes = torch.cat([token.unsqueeze(1), frame], dim=1)
-        previous = state.frames[slot_index, index]
-        state.frames[slot_index, index] = torch.where(active.unsqueeze(1), codes, previous)
-        # The next input: the sum of the frame's 16 codebook embeddings and this step's text embedding.
+        active, slot_index = state.active, state.slot_index
+        keep = active.unsqueeze(1)
+        first = functional.embedding(state.last_token, self._talker_table)  # (slots, D)
+        # The frame of the token fed in, (slots, codebooks), and each code's embedding.
+        codes, embedded = self._code_pass(state, first)
+        # Recorded as frame number `generated` (1-based) of the row.
+        previous = state.frames[slot_index, state.frame]
+        state.frames[slot_index, state.frame] = torch.where(keep, codes, previous)
+        # The next input: the sum of the frame's codebook embeddings and this step's text embedding (the
+        # row's text, then the pad embedding, which follows the text in `trailing`).
         embeds = torch.stack([first, *embedded], dim=1).sum(1)
-        step = state.generated - 1
-        trailing_index = step.clamp(max=state.trailing.shape[1] - 1)
-        text = state.trailing[slot_index, trailing_index]
-        text = torch.where((step < state.trailing_len).unsqueeze(1), text, self.pad_embed)
+        text = state.trailing[slot_index, state.frame.clamp(max=state.trailing.shape[1] - 1)]
         embeds = (embeds + text).unsqueeze(1)
         positions = state.position.clamp(max=length - 1).unsqueeze(1)
         mask = self._talker_mask(positions, length)
@@ -434,11 +440,12 @@ class TalkerLoop:
         logits = functional.linear(hidden, self._codec_head)
         nxt = self._talker_choice(state, logits, None)
         # Commit, for active rows only.
-        state.last_hidden.copy_(torch.where(active.unsqueeze(1), hidden, state.last_hidden))
+        state.last_hidden.copy_(torch.where(keep, hidden, state.last_hidden))
         state.last_token.copy_(torch.where(active, nxt, state.last_token))
         grow = active.to(torch.int64)
         state.position.add_(grow)
         state.generated.add_(grow)
+        state.frame.add_(grow)
         state.seen[slot_index, nxt] |= active
         ended = active & ((nxt == self.eos) | (state.generated >= state.cap))
         state.done.copy_(ended)
@@ -451,25 +458,24 @@ class TalkerLoop:
         return functional.linear(hidden, *self._project)
 
     def _code_pass(self, state: _State, first: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """The 15 residual codebooks of every slot's current frame (rows, codebooks - 1), and each code's
-        embedding (rows, D): the next pass's input and a part of the frame's talker input."""
+        """Every slot's current frame (rows, codebooks): its first code, then the 15 residual codes, and
+        each residual code's embedding (rows, D): the next pass's input and a part of the frame's talker
+        input."""
         embedded: list[torch.Tensor] = []
         hidden = self._projected(torch.stack([state.last_hidden, first], dim=1))
-        codes: list[torch.Tensor] = []
+        codes = [state.last_token]
         warps = state.warps[1]
         noises: torch.Tensor | None = None
         if warps.sample:
-            groups = torch.arange(1, self.codebooks, device=self.device)
-            counters = (state.generated * self.codebooks).unsqueeze(1) + groups
+            counters = state.generated.unsqueeze(1) * self._codebooks + self._groups
             noises = gumbel_noise(state.seed_key, counters, self.cp_salt)
-        kth = kth_index(state.sub_params, warps, self.cp_vocab) if warps.sample else None
         start = 0
         for group in range(self.codebooks - 1):
             out = self._cp_forward(hidden, start, state)
             start += hidden.shape[1]
             logits = functional.linear(out[:, -1], self._cp_heads[group]).float()
             noise = None if noises is None else noises[:, group]
-            code = choose(logits, state.sub_params, noise, warps, kth)
+            code = choose(logits, state.sub_params, noise, warps, state.sub_kth)
             codes.append(code)
             embedded.append(functional.embedding(code, self._cp_tables[group]))
             if group + 1 < self.codebooks - 1:
@@ -529,9 +535,8 @@ class TalkerLoop:
         embeds = row.prefill.to(device=self.device, dtype=self.dtype).unsqueeze(0)
         hidden = self._talker_forward(embeds, positions, k, v, mask)[:, -1]
         trailing = row.trailing.to(device=self.device, dtype=self.dtype)
-        state.trailing[slot].zero_()
+        state.trailing[slot] = self.pad_embed  # after the text: the pad embedding (see _drive)
         state.trailing[slot, : trailing.shape[0]] = trailing
-        state.trailing_len[slot] = trailing.shape[0]
         state.position[slot] = length
         state.generated[slot] = 0
         state.cap[slot] = row.max_new_tokens
@@ -549,12 +554,15 @@ class TalkerLoop:
             top_k=row.sub_top_k,
             top_p=row.sub_top_p,
         )
+        state.talker_kth.copy_(kth_index(state.talker_params, state.warps[0], self.vocab))
+        state.sub_kth.copy_(kth_index(state.sub_params, state.warps[1], self.cp_vocab))
         logits = self.talker.codec_head(hidden)
         rows = torch.tensor([slot], device=self.device)
         token = self._talker_choice(state, logits, rows)[0]
         state.last_hidden[slot] = hidden[0]
         state.last_token[slot] = token
         state.generated[slot] = 1
+        state.frame[slot] = 0
         state.seen[slot, token] = True
         state.frames[slot].zero_()
         state.done[slot] = False

@@ -26,17 +26,29 @@ _MASK32 = 0xFFFF_FFFF
 _NEG_INF = float("-inf")
 
 
+def _constant(value: float, dtype: torch.dtype = torch.int64) -> torch.Tensor:
+    """A number as a 0-dimensional (CPU) tensor: as an operand it gives the same values as the Python
+    number, without wrapping the number into a new tensor on every call (several microseconds each on
+    a CPU; a step makes dozens). Any device's tensors take it."""
+    return torch.tensor(value, dtype=dtype)
+
+
+_SHIFT_9, _SHIFT_15, _SHIFT_16 = _constant(9), _constant(15), _constant(16)
+_MUL_1, _MUL_2, _MASK = _constant(0x7FEB352D), _constant(0x846CA68B), _constant(_MASK32)
+_HALF, _UNIT = _constant(0.5, torch.float32), _constant(1.0 / (1 << 23), torch.float32)
+
+
 def _mix32(x: torch.Tensor) -> torch.Tensor:
     """A 32-bit integer hash with full avalanche (Wellons' lowbias32) on int64 tensors in [0, 2**32).
 
     A product of two numbers below 2**32 can pass 2**63: int64 multiplication wraps modulo 2**64 (two's
     complement, as torch computes it on every device), so its low 32 bits are the 32-bit product's (a
     test checks the hash against :func:`mix32`, the same hash on Python integers)."""
-    x = x ^ (x >> 16)
-    x = (x * 0x7FEB352D) & _MASK32
-    x = x ^ (x >> 15)
-    x = (x * 0x846CA68B) & _MASK32
-    return x ^ (x >> 16)
+    x = x ^ (x >> _SHIFT_16)
+    x = (x * _MUL_1) & _MASK
+    x = x ^ (x >> _SHIFT_15)
+    x = (x * _MUL_2) & _MASK
+    return x ^ (x >> _SHIFT_16)
 
 
 def mix32(x: int) -> int:
@@ -71,8 +83,8 @@ def gumbel_noise(key: torch.Tensor, counter: torch.Tensor, vocab_salt: torch.Ten
     """
     if counter.dim() == 2:
         key = key.unsqueeze(1)
-    hashed = _mix32(_mix32(key ^ (counter & _MASK32)).unsqueeze(-1) ^ vocab_salt)
-    uniform = ((hashed >> 9).to(torch.float32) + 0.5) * (1.0 / (1 << 23))
+    hashed = _mix32(_mix32(key ^ (counter & _MASK)).unsqueeze(-1) ^ vocab_salt)
+    uniform = ((hashed >> _SHIFT_9).to(torch.float32) + _HALF) * _UNIT
     return -torch.log(-torch.log(uniform))
 
 

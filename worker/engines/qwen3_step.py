@@ -24,18 +24,26 @@ from typing import Any
 import torch
 from torch.nn import functional
 
-__all__ = ["Stack", "Store", "attend", "rms_norm", "signed_sin"]
+__all__ = ["Stack", "Store", "attend", "epsilon", "rms_norm", "signed_sin"]
 
 # Writes layer i's keys and values (rows, kv_heads, q, dim) into its cache; returns what the queries attend.
 Store = Callable[[int, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
 
-def rms_norm(hidden: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
-    """qwen-tts's ``Qwen3TTSRMSNorm`` over the last dimension, operation for operation."""
+def rms_norm(hidden: torch.Tensor, weight: torch.Tensor, eps: float | torch.Tensor) -> torch.Tensor:
+    """qwen-tts's ``Qwen3TTSRMSNorm`` over the last dimension, value for value. ``eps``: a number, or the
+    number as a float32 tensor (:func:`epsilon`: a tensor operand skips wrapping a Python number on every
+    call; the sum is the same, since the number is rounded to float32 either way); ``x * x`` is what
+    ``pow(x, 2)`` computes."""
     dtype = hidden.dtype
     x = hidden if dtype == torch.float32 else hidden.to(torch.float32)
-    x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+    x = x * torch.rsqrt((x * x).mean(-1, keepdim=True) + eps)
     return weight * (x if dtype == torch.float32 else x.to(dtype))
+
+
+def epsilon(value: float, device: torch.device | str) -> torch.Tensor:
+    """A norm's epsilon as :func:`rms_norm` takes it fastest."""
+    return torch.tensor([value], dtype=torch.float32, device=device)
 
 
 def signed_sin(sin: torch.Tensor) -> torch.Tensor:
@@ -46,19 +54,20 @@ def signed_sin(sin: torch.Tensor) -> torch.Tensor:
 
 
 def attend(
-    query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, scale: float
+    query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor | None, scale: float
 ) -> torch.Tensor:
     """Grouped-query attention: ``query`` (rows, heads, q, dim) over ``keys``/``values`` (rows, kv_heads,
-    S, dim); ``mask`` (rows or 1, 1, q or 1, S) or (q, S) says what each query sees. One query position
-    (a decode step): the heads sharing a key/value head are folded into that head's queries, so the
-    fused attention kernels run without copying the cache per head (a mask with grouped heads sends them
-    to the slow path). Several positions: the key/value heads are repeated, as transformers does."""
+        S, dim); ``mask`` (rows or 1, 1, q or 1, S) or (q, S) says what each query sees (None: everything;
+    a mask that is all true gives the same values: it adds zeros to the scores). One query position
+        (a decode step): the heads sharing a key/value head are folded into that head's queries, so the
+        fused attention kernels run without copying the cache per head (a mask with grouped heads sends them
+        to the slow path). Several positions: the key/value heads are repeated, as transformers does."""
     rows, heads, positions, dim = query.shape
     kv_heads = keys.shape[1]
     groups = heads // kv_heads
     if positions == 1 and groups > 1:
         folded = query.reshape(rows, kv_heads, groups, dim)
-        if mask.dim() == 4:
+        if mask is not None and mask.dim() == 4:
             mask = mask.reshape(mask.shape[0], 1, 1, mask.shape[-1])
         out = functional.scaled_dot_product_attention(folded, keys, values, attn_mask=mask, scale=scale)
         return out.reshape(rows, heads, 1, dim)
@@ -88,15 +97,16 @@ def stack_linears(linears: Sequence[Any]) -> tuple[torch.Tensor, torch.Tensor | 
 @dataclass(frozen=True)
 class _Layer:
     norm_in: torch.Tensor
-    eps_in: float
+    eps_in: torch.Tensor  # the epsilons as float32 tensors (:func:`epsilon`)
     qkv: torch.Tensor  # (heads + 2 * kv_heads) * dim rows: queries, keys, values
     qkv_bias: torch.Tensor | None
     qk_norm: torch.Tensor  # (heads + kv_heads, dim): the query norm's weight per query head, then the key's
-    eps_qk: float
+    qk_norm_heads: torch.Tensor  # the same as (heads + kv_heads, 1, dim), for heads-first queries and keys
+    eps_qk: torch.Tensor
     o: torch.Tensor
     o_bias: torch.Tensor | None
     norm_post: torch.Tensor
-    eps_post: float
+    eps_post: torch.Tensor
     gate_up: torch.Tensor  # the gate projection's rows, then the up projection's
     gate_up_bias: torch.Tensor | None
     down: torch.Tensor
@@ -123,17 +133,19 @@ def _layer(layer: Any) -> _Layer:
     qk_norm = torch.cat(
         [attn.q_norm.weight.detach().expand(heads, dim), attn.k_norm.weight.detach().expand(kv_heads, dim)]
     )
+    device = qkv.device
     return _Layer(
         norm_in=layer.input_layernorm.weight.detach(),
-        eps_in=float(layer.input_layernorm.variance_epsilon),
+        eps_in=epsilon(layer.input_layernorm.variance_epsilon, device),
         qkv=qkv,
         qkv_bias=qkv_bias,
         qk_norm=qk_norm,
-        eps_qk=float(attn.q_norm.variance_epsilon),
+        qk_norm_heads=qk_norm.unsqueeze(1),
+        eps_qk=epsilon(attn.q_norm.variance_epsilon, device),
         o=attn.o_proj.weight.detach(),
         o_bias=None if attn.o_proj.bias is None else attn.o_proj.bias.detach(),
         norm_post=layer.post_attention_layernorm.weight.detach(),
-        eps_post=float(layer.post_attention_layernorm.variance_epsilon),
+        eps_post=epsilon(layer.post_attention_layernorm.variance_epsilon, device),
         gate_up=gate_up,
         gate_up_bias=gate_up_bias,
         down=mlp.down_proj.weight.detach(),
@@ -148,7 +160,7 @@ class Stack:
 
     layers: tuple[_Layer, ...]
     norm: torch.Tensor
-    eps: float
+    eps: torch.Tensor
     heads: int
     kv_heads: int
     dim: int
@@ -165,7 +177,7 @@ class Stack:
             stack = cls(
                 layers=tuple(_layer(layer) for layer in model.layers),
                 norm=model.norm.weight.detach(),
-                eps=float(model.norm.variance_epsilon),
+                eps=epsilon(model.norm.variance_epsilon, model.norm.weight.device),
                 heads=int(model.config.num_attention_heads),
                 kv_heads=int(model.config.num_key_value_heads),
                 dim=int(attn.head_dim),
@@ -175,24 +187,36 @@ class Stack:
         return stack
 
     def forward(
-        self, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, store: Store, mask: torch.Tensor
+        self,
+        hidden: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        store: Store,
+        mask: torch.Tensor | None,
     ) -> torch.Tensor:
         """The layers over ``hidden`` (rows, q, D): rotary ``cos`` and ``sin`` (:func:`signed_sin`) of
         shape (rows or 1, 1, q, dim), ``store`` writing layer i's keys and values into the cache and giving
-        back what the queries attend, ``mask`` saying what each query sees. Returns the final-norm hidden
-        states."""
+        back what the queries attend, ``mask`` saying what each query sees (None: all of it). Returns the
+        final-norm hidden states. One query position (a step) keeps the heads first throughout, so that
+        no transposition is needed."""
         rows, q = hidden.shape[0], hidden.shape[1]
         heads, qk_heads, dim = self.heads, self.heads + self.kv_heads, self.dim
+        width = qk_heads + self.kv_heads
         for index, layer in enumerate(self.layers):
-            x = rms_norm(hidden, layer.norm_in, layer.eps_in)
-            qkv = functional.linear(x, layer.qkv, layer.qkv_bias).view(rows, q, qk_heads + self.kv_heads, dim)
-            qk = rms_norm(qkv[:, :, :qk_heads], layer.qk_norm, layer.eps_qk).transpose(1, 2)
+            qkv = functional.linear(rms_norm(hidden, layer.norm_in, layer.eps_in), layer.qkv, layer.qkv_bias)
+            if q == 1:  # (rows, heads, 1, dim) is (rows, 1, heads, dim) in memory
+                qkv = qkv.view(rows, width, 1, dim)
+                qk = rms_norm(qkv[:, :qk_heads], layer.qk_norm_heads, layer.eps_qk)
+                vs = qkv[:, qk_heads:]
+            else:
+                qkv = qkv.view(rows, q, width, dim)
+                qk = rms_norm(qkv[:, :, :qk_heads], layer.qk_norm, layer.eps_qk).transpose(1, 2)
+                vs = qkv[:, :, qk_heads:].transpose(1, 2)
             qk = qk * cos + qk.roll(dim // 2, -1) * sin
-            keys, values = store(index, qk[:, heads:], qkv[:, :, qk_heads:].transpose(1, 2))
+            keys, values = store(index, qk[:, heads:], vs)
             out = attend(qk[:, :heads], keys, values, mask, self.scaling)
-            hidden = hidden + functional.linear(
-                out.transpose(1, 2).reshape(rows, q, -1), layer.o, layer.o_bias
-            )
+            out = out.reshape(rows, 1, -1) if q == 1 else out.transpose(1, 2).reshape(rows, q, -1)
+            hidden = hidden + functional.linear(out, layer.o, layer.o_bias)
             x = rms_norm(hidden, layer.norm_post, layer.eps_post)
             gate, up = functional.linear(x, layer.gate_up, layer.gate_up_bias).chunk(2, dim=-1)
             hidden = hidden + functional.linear(layer.act(gate) * up, layer.down, layer.down_bias)
