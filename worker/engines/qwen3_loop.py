@@ -171,6 +171,11 @@ class _State:
     done: torch.Tensor  # (slots,) bool: ended at this step
     warps: tuple[Warps, Warps] = (Warps(0, False), Warps(0, False))  # talker, code predictor
     graphs: dict[tuple[int, tuple[Warps, Warps]], Any] = field(default_factory=dict)
+    # Views of the caches a step writes and reads, cut once: the talker's by cache length, (keys, values)
+    # per layer; the code predictor's by (start, end) of a call, (written keys, values, read keys,
+    # values) per layer.
+    talker_views: dict[int, tuple[list[torch.Tensor], list[torch.Tensor]]] = field(default_factory=dict)
+    cp_views: dict[tuple[int, int], list[tuple[torch.Tensor, ...]]] = field(default_factory=dict)
     pool: Any = None  # one CUDA graph memory pool for all of them (they replay one at a time)
 
 
@@ -377,11 +382,19 @@ class TalkerLoop:
         per-frame cache."""
         length = start + hidden.shape[1]
         cos, sin, mask = self._cp_at[(start, length)]
+        views = state.cp_views.get((start, length))
+        if views is None:
+            views = [
+                (k[:, :, start:length], v[:, :, start:length], k[:, :, :length], v[:, :, :length])
+                for k, v in zip(state.cp_k, state.cp_v, strict=True)
+            ]
+            state.cp_views[(start, length)] = views
 
         def store(index: int, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            state.cp_k[index][:, :, start:length] = keys
-            state.cp_v[index][:, :, start:length] = values
-            return state.cp_k[index][:, :, :length], state.cp_v[index][:, :, :length]
+            write_k, write_v, read_k, read_v = views[index]
+            write_k.copy_(keys)
+            write_v.copy_(values)
+            return read_k, read_v
 
         return self._cp_stack.forward(hidden, cos, sin, store, mask)
 
@@ -434,9 +447,11 @@ class TalkerLoop:
         embeds = (embeds + text).unsqueeze(1)
         positions = state.position.clamp(max=length - 1).unsqueeze(1)
         mask = self._talker_mask(positions, length)
-        k = [cache[:, :, :length] for cache in state.k]
-        v = [cache[:, :, :length] for cache in state.v]
-        hidden = self._talker_forward(embeds, positions, k, v, mask)[:, -1]
+        views = state.talker_views.get(length)
+        if views is None:
+            views = ([c[:, :, :length] for c in state.k], [c[:, :, :length] for c in state.v])
+            state.talker_views[length] = views
+        hidden = self._talker_forward(embeds, positions, *views, mask)[:, -1]
         logits = functional.linear(hidden, self._codec_head)
         nxt = self._talker_choice(state, logits, None)
         # Commit, for active rows only.
