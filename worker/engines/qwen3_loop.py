@@ -33,9 +33,10 @@ from worker.engines.qwen3_sampling import (
     gumbel_noise,
     kth_index,
     repetition_penalty,
-    seed_halves,
+    row_key,
     vocab_salt,
 )
+from worker.engines.qwen3_step import Stack, signed_sin
 
 if TYPE_CHECKING:
     from worker.engines.qwen3_refill import FeedLimits
@@ -149,10 +150,11 @@ class _State:
     v: list[torch.Tensor]
     cp_k: list[torch.Tensor]
     cp_v: list[torch.Tensor]
-    trailing: torch.Tensor  # (slots, T, D)
-    trailing_len: torch.Tensor  # (slots,)
+    trailing: torch.Tensor  # (slots, T + 1, D): each row's text embeddings, then the pad embedding
+    slot_index: torch.Tensor  # (slots,) 0..slots-1
     position: torch.Tensor  # (slots,) next cache index of the row
     generated: torch.Tensor  # (slots,) tokens the row has generated
+    frame: torch.Tensor  # (slots,) generated - 1, at least 0: the frame a step records
     cap: torch.Tensor  # (slots,) max_new_tokens
     min_new: torch.Tensor  # (slots,)
     active: torch.Tensor  # (slots,) bool
@@ -160,14 +162,20 @@ class _State:
     last_hidden: torch.Tensor  # (slots, D)
     seen: torch.Tensor  # (slots, vocab) bool
     penalty: torch.Tensor  # (slots,) float32
-    seed_low: torch.Tensor
-    seed_high: torch.Tensor
+    seed_key: torch.Tensor  # (slots,) the hash of each row's seed (worker.engines.qwen3_sampling.row_key)
     talker_params: RowParams
     sub_params: RowParams
+    talker_kth: torch.Tensor  # (slots, 1) kth_index of the parameters under `warps` (set with the rows)
+    sub_kth: torch.Tensor
     frames: torch.Tensor  # (slots, cap_max, codebooks) int64
     done: torch.Tensor  # (slots,) bool: ended at this step
     warps: tuple[Warps, Warps] = (Warps(0, False), Warps(0, False))  # talker, code predictor
     graphs: dict[tuple[int, tuple[Warps, Warps]], Any] = field(default_factory=dict)
+    # Views of the caches a step writes and reads, cut once: the talker's by cache length, (keys, values)
+    # per layer; the code predictor's by (start, end) of a call, (written keys, values, read keys,
+    # values) per layer.
+    talker_views: dict[int, tuple[list[torch.Tensor], list[torch.Tensor]]] = field(default_factory=dict)
+    cp_views: dict[tuple[int, int], list[tuple[torch.Tensor, ...]]] = field(default_factory=dict)
     pool: Any = None  # one CUDA graph memory pool for all of them (they replay one at a time)
 
 
@@ -213,32 +221,25 @@ class TalkerLoop:
         self.talker_salt = vocab_salt(self.vocab, self.device)
         self.cp_vocab = int(self.cp.config.vocab_size)
         self.cp_salt = vocab_salt(self.cp_vocab, self.device)
-        # The talker's rotary tables for every position. Its multimodal rotary embedding gives the three
-        # sections (time, height, width) the same position for speech, so the cos and sin it assembles
-        # are those of the first section, value for value: one table lookup a step replaces the rotary
-        # module and the assembly.
-        with torch.inference_mode():
-            every = torch.arange(int(config.max_position_embeddings), device=self.device)
-            probe = torch.zeros(1, dtype=self.dtype, device=self.device)
-            cos, sin = self.talker.model.rotary_emb(probe, every.view(1, 1, -1).expand(3, 1, -1))
-            self._talker_cos, self._talker_sin = cos[0, 0], sin[0, 0]
-        # The code predictor's positions are the same every frame (0..codebooks-1): its rotary tables and
-        # causal mask are computed once.
-        with torch.inference_mode():
-            where = torch.arange(self.codebooks, device=self.device).unsqueeze(0)
-            probe = torch.zeros(1, dtype=self.dtype, device=self.device)
-            self._cp_cos, self._cp_sin = self.cp.model.rotary_emb(probe, where)
-        causal = torch.ones(self.codebooks, self.codebooks, dtype=torch.bool, device=self.device).tril()
-        # The pass runs at positions 0-1 (the talker's hidden state and the first code), then one position
-        # per code: each call's rotary slices and mask rows are cut here once, not every frame.
-        self._cp_at: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {
-            (start, start + width): (
-                self._cp_cos[:, start : start + width].unsqueeze(1),
-                self._cp_sin[:, start : start + width].unsqueeze(1),
-                causal[start : start + width, : start + width],
-            )
-            for start, width in [(0, 2), *((p, 1) for p in range(2, self.codebooks))]
-        }
+        # The decoder stacks over stacked weights, and the plain weights of the embeddings and heads a step
+        # uses (worker.engines.qwen3_step: no module call inside a step).
+        self._talker_stack = Stack.of(self.talker.model)
+        self._cp_stack = Stack.of(self.cp.model)
+        self._talker_table = self.talker.get_input_embeddings().weight.detach()
+        self._codec_head = self.talker.codec_head.weight.detach()
+        self._cp_tables = [table.weight.detach() for table in self.cp.model.get_input_embeddings()]
+        self._cp_heads = [head.weight.detach() for head in self.cp.lm_head]
+        project = self.cp.small_to_mtp_projection
+        self._project: tuple[torch.Tensor, torch.Tensor | None] | None = (
+            (project.weight.detach(), None if project.bias is None else project.bias.detach())
+            if isinstance(project, torch.nn.Linear)
+            else None
+        )
+        self._rotary_tables(int(config.max_position_embeddings))
+        # Numbers a step computes with, as tensors (a Python number is wrapped anew on every operation).
+        self._one = torch.tensor(1, device=self.device)
+        self._codebooks = torch.tensor(self.codebooks, device=self.device)
+        self._groups = torch.arange(1, self.codebooks, device=self.device)  # the residual codebooks
         self.use_graphs = torch.device(self.device).type == "cuda" if use_graphs is None else bool(use_graphs)
         self._states: dict[int, _State] = {}  # by slots (a power of two), each with its graphs
         self.compile_steps = bool(compile_steps)
@@ -247,6 +248,35 @@ class TalkerLoop:
         # Rows in flight at most in the last run (benchmarks, tests).
         self.last_slots = 0
         self.last_steps = 0  # the frames the last run_refilling ran
+
+    def _rotary_tables(self, positions: int) -> None:
+        """The rotary tables (sin with its first half negated, worker.engines.qwen3_step.signed_sin) and
+        the code predictor's mask slices, computed once.
+
+        The talker's multimodal rotary embedding gives the three sections (time, height, width) the same
+        position for speech, so the cos and sin it assembles are those of the first section, value for
+        value: one table lookup a step replaces the rotary module and the assembly. The code predictor's
+        positions are the same every frame (0..codebooks-1); its pass runs at positions 0-1 (the talker's
+        hidden state and the first code), then one position per code: each call's rotary slices and mask
+        rows are cut here once."""
+        with torch.inference_mode():
+            every = torch.arange(positions, device=self.device)
+            probe = torch.zeros(1, dtype=self.dtype, device=self.device)
+            cos, sin = self.talker.model.rotary_emb(probe, every.view(1, 1, -1).expand(3, 1, -1))
+            self._talker_cos, self._talker_sin = cos[0, 0], signed_sin(sin[0, 0])
+            self._cache_index = every  # cache entry numbers, for the talker's mask
+            where = torch.arange(self.codebooks, device=self.device).unsqueeze(0)
+            cp_cos, cp_sin = self.cp.model.rotary_emb(probe, where)
+            cp_sin = signed_sin(cp_sin)
+        causal = torch.ones(self.codebooks, self.codebooks, dtype=torch.bool, device=self.device).tril()
+        self._cp_at: dict[tuple[int, int], tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]] = {
+            (start, start + width): (
+                cp_cos[:, start : start + width].unsqueeze(1),
+                cp_sin[:, start : start + width].unsqueeze(1),
+                causal[start : start + width, : start + width] if width > 1 else None,  # 1: sees all
+            )
+            for start, width in [(0, 2), *((p, 1) for p in range(2, self.codebooks))]
+        }
 
     # -- buffers ---------------------------------------------------------------------------------------
 
@@ -271,10 +301,11 @@ class TalkerLoop:
             v=[torch.zeros(shape, dtype=dt, device=dev) for _ in range(layers)],
             cp_k=[torch.zeros(cp_shape, dtype=dt, device=dev) for _ in range(cp_layers)],
             cp_v=[torch.zeros(cp_shape, dtype=dt, device=dev) for _ in range(cp_layers)],
-            trailing=zeros(slots, max(1, trailing), self.hidden, dtype=dt),
-            trailing_len=zeros(slots),
+            trailing=zeros(slots, trailing + 1, self.hidden, dtype=dt),
+            slot_index=torch.arange(slots, device=dev),
             position=zeros(slots),
             generated=zeros(slots),
+            frame=zeros(slots),
             cap=zeros(slots),
             min_new=zeros(slots),
             active=zeros(slots, dtype=torch.bool),
@@ -282,10 +313,11 @@ class TalkerLoop:
             last_hidden=zeros(slots, self.hidden, dtype=dt),
             seen=zeros(slots, self.vocab, dtype=torch.bool),
             penalty=torch.ones(slots, dtype=torch.float32, device=dev),
-            seed_low=zeros(slots),
-            seed_high=zeros(slots),
+            seed_key=zeros(slots),
             talker_params=RowParams.allocate(slots, dev),
             sub_params=RowParams.allocate(slots, dev),
+            talker_kth=zeros(slots, 1),
+            sub_kth=zeros(slots, 1),
             frames=zeros(slots, max(1, cap), self.codebooks),
             done=zeros(slots, dtype=torch.bool),
         )
@@ -298,7 +330,7 @@ class TalkerLoop:
         if (
             state is None
             or state.length < length
-            or state.trailing.shape[1] < trailing
+            or state.trailing.shape[1] <= trailing
             or state.frames.shape[1] < cap
         ):
             self._states.pop(slots, None)
@@ -325,32 +357,52 @@ class TalkerLoop:
         which cache entries each query sees. Returns the final-norm hidden states."""
         rows, q = positions.shape
         cos, sin = self._talker_cos[positions].unsqueeze(1), self._talker_sin[positions].unsqueeze(1)
-        row_index = torch.arange(rows, device=positions.device).unsqueeze(1).expand(rows, q)
+        if q == 1:  # a step: one scatter per cache, its index made once for all layers
+            stack = self._talker_stack
+            where = positions.view(rows, 1, 1, 1).expand(rows, stack.kv_heads, 1, stack.dim)
 
-        def store(index: int, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            k[index][row_index, :, positions] = keys.transpose(1, 2)
-            v[index][row_index, :, positions] = values.transpose(1, 2)
-            return k[index], v[index]
+            def store(
+                index: int, keys: torch.Tensor, values: torch.Tensor
+            ) -> tuple[torch.Tensor, torch.Tensor]:
+                return k[index].scatter_(2, where, keys), v[index].scatter_(2, where, values)
 
-        return _layers(self.talker.model, hidden, cos, sin, store, mask)
+        else:
+            row_index = torch.arange(rows, device=positions.device).unsqueeze(1).expand(rows, q)
+
+            def store(
+                index: int, keys: torch.Tensor, values: torch.Tensor
+            ) -> tuple[torch.Tensor, torch.Tensor]:
+                k[index][row_index, :, positions] = keys.transpose(1, 2)
+                v[index][row_index, :, positions] = values.transpose(1, 2)
+                return k[index], v[index]
+
+        return self._talker_stack.forward(hidden, cos, sin, store, mask)
 
     def _cp_forward(self, hidden: torch.Tensor, start: int, state: _State) -> torch.Tensor:
         """Code-predictor layers over ``hidden`` (rows, q, D_cp) at positions start..start+q-1 of the
         per-frame cache."""
         length = start + hidden.shape[1]
         cos, sin, mask = self._cp_at[(start, length)]
+        views = state.cp_views.get((start, length))
+        if views is None:
+            views = [
+                (k[:, :, start:length], v[:, :, start:length], k[:, :, :length], v[:, :, :length])
+                for k, v in zip(state.cp_k, state.cp_v, strict=True)
+            ]
+            state.cp_views[(start, length)] = views
 
         def store(index: int, keys: torch.Tensor, values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            state.cp_k[index][:, :, start:length] = keys
-            state.cp_v[index][:, :, start:length] = values
-            return state.cp_k[index][:, :, :length], state.cp_v[index][:, :, :length]
+            write_k, write_v, read_k, read_v = views[index]
+            write_k.copy_(keys)
+            write_v.copy_(values)
+            return read_k, read_v
 
-        return _layers(self.cp.model, hidden, cos, sin, store, mask)
+        return self._cp_stack.forward(hidden, cos, sin, store, mask)
 
     def _talker_mask(self, positions: torch.Tensor, length: int) -> torch.Tensor:
         """(rows, 1, q, length): cache entry j is seen by the query at position p when j <= p (and within
         the sliding window, where the talker has one)."""
-        index = torch.arange(length, device=positions.device).view(1, 1, 1, length)
+        index = self._cache_index[:length].view(1, 1, 1, length)
         query = positions.view(positions.shape[0], 1, positions.shape[1], 1)
         seen = index <= query
         if self.sliding_window is not None:
@@ -367,76 +419,83 @@ class TalkerLoop:
         generated = pick(state.generated)
         scores = logits.float()
         scores = repetition_penalty(scores, pick(state.seen), pick(state.penalty))
-        scores = scores.masked_fill(self.suppress, float("-inf"))
         too_early = (generated < pick(state.min_new)).unsqueeze(1)
-        scores = scores.masked_fill(too_early & self.eos_mask, float("-inf"))
-        counter = (generated + 1) * self.codebooks
-        noise = gumbel_noise(pick(state.seed_low), pick(state.seed_high), counter, self.talker_salt)
+        scores = scores.masked_fill(self.suppress | (too_early & self.eos_mask), float("-inf"))
+        warps = state.warps[0]
         params = state.talker_params if rows is None else _params_of(state.talker_params, rows)
-        return choose(scores, params, noise, state.warps[0])
+        if not warps.sample:
+            return choose(scores, params, None, warps)
+        counter = (generated + self._one) * self._codebooks
+        noise = gumbel_noise(pick(state.seed_key), counter, self.talker_salt)
+        return choose(scores, params, noise, warps, pick(state.talker_kth))
 
     # -- one frame -------------------------------------------------------------------------------------
 
     def _step(self, state: _State, length: int) -> None:
         """One frame for every slot (inactive slots compute and change nothing that is read later)."""
-        slots = state.slots
-        active = state.active
-        token = state.last_token
-        first = self.talker.get_input_embeddings()(token)  # (slots, D)
-        frame, embedded = self._code_pass(state, first)  # (slots, codebooks - 1), each code's embedding
-        # Record the frame of the token fed in: frame number `generated` (1-based) of the row.
-        index = (state.generated - 1).clamp(min=0)
-        slot_index = torch.arange(slots, device=token.device)
-        codes = torch.cat([token.unsqueeze(1), frame], dim=1)
-        previous = state.frames[slot_index, index]
-        state.frames[slot_index, index] = torch.where(active.unsqueeze(1), codes, previous)
-        # The next input: the sum of the frame's 16 codebook embeddings and this step's text embedding.
+        active, slot_index = state.active, state.slot_index
+        keep = active.unsqueeze(1)
+        first = functional.embedding(state.last_token, self._talker_table)  # (slots, D)
+        # The frame of the token fed in, (slots, codebooks), and each code's embedding.
+        codes, embedded = self._code_pass(state, first)
+        # Recorded as frame number `generated` (1-based) of the row.
+        previous = state.frames[slot_index, state.frame]
+        state.frames[slot_index, state.frame] = torch.where(keep, codes, previous)
+        # The next input: the sum of the frame's codebook embeddings and this step's text embedding (the
+        # row's text, then the pad embedding, which follows the text in `trailing`).
         embeds = torch.stack([first, *embedded], dim=1).sum(1)
-        step = state.generated - 1
-        trailing_index = step.clamp(max=state.trailing.shape[1] - 1)
-        text = state.trailing[slot_index, trailing_index]
-        text = torch.where((step < state.trailing_len).unsqueeze(1), text, self.pad_embed)
+        text = state.trailing[slot_index, state.frame.clamp(max=state.trailing.shape[1] - 1)]
         embeds = (embeds + text).unsqueeze(1)
         positions = state.position.clamp(max=length - 1).unsqueeze(1)
         mask = self._talker_mask(positions, length)
-        k = [cache[:, :, :length] for cache in state.k]
-        v = [cache[:, :, :length] for cache in state.v]
-        hidden = self._talker_forward(embeds, positions, k, v, mask)[:, -1]
-        logits = self.talker.codec_head(hidden)
+        views = state.talker_views.get(length)
+        if views is None:
+            views = ([c[:, :, :length] for c in state.k], [c[:, :, :length] for c in state.v])
+            state.talker_views[length] = views
+        hidden = self._talker_forward(embeds, positions, *views, mask)[:, -1]
+        logits = functional.linear(hidden, self._codec_head)
         nxt = self._talker_choice(state, logits, None)
         # Commit, for active rows only.
-        state.last_hidden.copy_(torch.where(active.unsqueeze(1), hidden, state.last_hidden))
+        state.last_hidden.copy_(torch.where(keep, hidden, state.last_hidden))
         state.last_token.copy_(torch.where(active, nxt, state.last_token))
         grow = active.to(torch.int64)
         state.position.add_(grow)
         state.generated.add_(grow)
+        state.frame.add_(grow)
         state.seen[slot_index, nxt] |= active
         ended = active & ((nxt == self.eos) | (state.generated >= state.cap))
         state.done.copy_(ended)
         state.active.copy_(active & ~ended)
 
+    def _projected(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The code predictor's input projection (qwen-tts's ``small_to_mtp_projection``)."""
+        if self._project is None:
+            return hidden
+        return functional.linear(hidden, *self._project)
+
     def _code_pass(self, state: _State, first: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """The 15 residual codebooks of every slot's current frame (rows, codebooks - 1), and each code's
-        embedding (rows, D): the next pass's input and a part of the frame's talker input."""
-        project = self.cp.small_to_mtp_projection
-        tables = self.cp.model.get_input_embeddings()
+        """Every slot's current frame (rows, codebooks): its first code, then the 15 residual codes, and
+        each residual code's embedding (rows, D): the next pass's input and a part of the frame's talker
+        input."""
         embedded: list[torch.Tensor] = []
-        hidden = project(torch.stack([state.last_hidden, first], dim=1))
-        codes: list[torch.Tensor] = []
-        groups = torch.arange(1, self.codebooks, device=self.device)
-        counters = (state.generated * self.codebooks).unsqueeze(1) + groups
-        noises = gumbel_noise(state.seed_low, state.seed_high, counters, self.cp_salt)
-        kth = kth_index(state.sub_params, state.warps[1], self.cp_vocab)
+        hidden = self._projected(torch.stack([state.last_hidden, first], dim=1))
+        codes = [state.last_token]
+        warps = state.warps[1]
+        noises: torch.Tensor | None = None
+        if warps.sample:
+            counters = state.generated.unsqueeze(1) * self._codebooks + self._groups
+            noises = gumbel_noise(state.seed_key, counters, self.cp_salt)
         start = 0
         for group in range(self.codebooks - 1):
             out = self._cp_forward(hidden, start, state)
             start += hidden.shape[1]
-            logits = self.cp.lm_head[group](out[:, -1]).float()
-            code = choose(logits, state.sub_params, noises[:, group], state.warps[1], kth)
+            logits = functional.linear(out[:, -1], self._cp_heads[group]).float()
+            noise = None if noises is None else noises[:, group]
+            code = choose(logits, state.sub_params, noise, warps, state.sub_kth)
             codes.append(code)
-            embedded.append(tables[group](code))
+            embedded.append(functional.embedding(code, self._cp_tables[group]))
             if group + 1 < self.codebooks - 1:
-                hidden = project(embedded[-1].unsqueeze(1))
+                hidden = self._projected(embedded[-1].unsqueeze(1))
         return torch.stack(codes, dim=1), embedded
 
     def _run_step(self, state: _State, length: int) -> None:
@@ -492,18 +551,15 @@ class TalkerLoop:
         embeds = row.prefill.to(device=self.device, dtype=self.dtype).unsqueeze(0)
         hidden = self._talker_forward(embeds, positions, k, v, mask)[:, -1]
         trailing = row.trailing.to(device=self.device, dtype=self.dtype)
-        state.trailing[slot].zero_()
+        state.trailing[slot] = self.pad_embed  # after the text: the pad embedding (see _drive)
         state.trailing[slot, : trailing.shape[0]] = trailing
-        state.trailing_len[slot] = trailing.shape[0]
         state.position[slot] = length
         state.generated[slot] = 0
         state.cap[slot] = row.max_new_tokens
         state.min_new[slot] = row.min_new_tokens
         state.seen[slot] = False
         state.penalty[slot] = row.repetition_penalty
-        low, high = seed_halves(row.seed)
-        state.seed_low[slot] = low
-        state.seed_high[slot] = high
+        state.seed_key[slot] = row_key(row.seed)
         state.talker_params.set_row(
             slot, sample=row.sample, temperature=row.temperature, top_k=row.top_k, top_p=row.top_p
         )
@@ -514,12 +570,15 @@ class TalkerLoop:
             top_k=row.sub_top_k,
             top_p=row.sub_top_p,
         )
+        state.talker_kth.copy_(kth_index(state.talker_params, state.warps[0], self.vocab))
+        state.sub_kth.copy_(kth_index(state.sub_params, state.warps[1], self.cp_vocab))
         logits = self.talker.codec_head(hidden)
         rows = torch.tensor([slot], device=self.device)
         token = self._talker_choice(state, logits, rows)[0]
         state.last_hidden[slot] = hidden[0]
         state.last_token[slot] = token
         state.generated[slot] = 1
+        state.frame[slot] = 0
         state.seen[slot, token] = True
         state.frames[slot].zero_()
         state.done[slot] = False
@@ -552,11 +611,17 @@ class TalkerLoop:
         cap = max(r.max_new_tokens for r in rows)
         state = self._begin(min(int(slots), len(rows)), int(slots), longest, trailing, cap)
         state.warps = (
-            Warps.of([r.top_k for r in rows], [r.top_p if r.sample else 1.0 for r in rows], self.vocab),
+            Warps.of(
+                [r.top_k for r in rows],
+                [r.top_p if r.sample else 1.0 for r in rows],
+                self.vocab,
+                [r.sample for r in rows],
+            ),
             Warps.of(
                 [r.sub_top_k for r in rows],
                 [r.sub_top_p if r.sub_sample else 1.0 for r in rows],
                 self.cp_vocab,
+                [r.sub_sample for r in rows],
             ),
         )
         results: list[torch.Tensor | None] = [None] * len(rows)
@@ -690,57 +755,6 @@ class TalkerLoop:
                         finish(owner[slot], state.frames[slot, :frames].clone())
                         owner[slot], busy[slot] = None, False
             yield
-
-
-Store = Callable[[int, torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
-
-
-def _layers(
-    model: Any, hidden: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, store: Store, mask: torch.Tensor
-) -> torch.Tensor:
-    """A qwen-tts decoder stack (talker or code predictor: the same layer shape) over ``hidden``
-    (rows, q, D), its own modules called as they are: rotary ``cos``/``sin`` broadcast over the heads,
-    ``store`` writing layer i's keys and values into the cache and giving back what the queries attend,
-    ``mask`` saying what each query sees. Returns the final-norm hidden states."""
-    from qwen_tts.core.models.modeling_qwen3_tts import rotate_half
-
-    rows, q = hidden.shape[0], hidden.shape[1]
-    for index, layer in enumerate(model.layers):
-        attn = layer.self_attn
-        x = layer.input_layernorm(hidden)
-        shape = (rows, q, -1, attn.head_dim)
-        qs = attn.q_norm(attn.q_proj(x).view(shape)).transpose(1, 2)
-        ks = attn.k_norm(attn.k_proj(x).view(shape)).transpose(1, 2)
-        vs = attn.v_proj(x).view(shape).transpose(1, 2)
-        qs, ks = qs * cos + rotate_half(qs) * sin, ks * cos + rotate_half(ks) * sin
-        keys, values = store(index, ks, vs)
-        out = _attend(qs, keys, values, mask, attn.scaling)
-        hidden = hidden + attn.o_proj(out.transpose(1, 2).reshape(rows, q, -1))
-        hidden = hidden + layer.mlp(layer.post_attention_layernorm(hidden))
-    return cast(torch.Tensor, model.norm(hidden))
-
-
-def _attend(
-    query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, scale: float
-) -> torch.Tensor:
-    """Grouped-query attention: ``query`` (rows, heads, q, dim) over ``keys``/``values`` (rows, kv_heads,
-    S, dim); ``mask`` (rows or 1, 1, q or 1, S) or (q, S) says what each query sees. One query position
-    (a decode step): the heads sharing a key/value head are folded into that head's queries, so the
-    fused attention kernels run without copying the cache per head (a mask with grouped heads sends them
-    to the slow path). Several positions: the key/value heads are repeated, as transformers does."""
-    rows, heads, positions, dim = query.shape
-    kv_heads = keys.shape[1]
-    groups = heads // kv_heads
-    if positions == 1 and groups > 1:
-        folded = query.reshape(rows, kv_heads, groups, dim)
-        if mask.dim() == 4:
-            mask = mask.reshape(mask.shape[0], 1, 1, mask.shape[-1])
-        out = functional.scaled_dot_product_attention(folded, keys, values, attn_mask=mask, scale=scale)
-        return out.reshape(rows, heads, 1, dim)
-    if groups > 1:
-        keys = keys.repeat_interleave(groups, dim=1)
-        values = values.repeat_interleave(groups, dim=1)
-    return functional.scaled_dot_product_attention(query, keys, values, attn_mask=mask, scale=scale)
 
 
 def _params_of(params: RowParams, sel: slice | torch.Tensor) -> RowParams:

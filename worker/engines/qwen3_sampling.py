@@ -20,24 +20,43 @@ from dataclasses import dataclass
 
 import torch
 
-__all__ = ["RowParams", "Warps", "choose", "gumbel_noise", "kth_index", "seed_halves"]
+__all__ = ["RowParams", "Warps", "choose", "gumbel_noise", "kth_index", "mix32", "row_key", "seed_halves"]
 
 _MASK32 = 0xFFFF_FFFF
 _NEG_INF = float("-inf")
 
 
-def _mul32(x: torch.Tensor, constant: int) -> torch.Tensor:
-    """``x * constant mod 2**32`` for int64 ``x`` in [0, 2**32) without overflowing int64."""
-    low, high = constant & 0xFFFF, constant >> 16
-    return (x * low + (((x * high) & 0xFFFF) << 16)) & _MASK32
+def _constant(value: float, dtype: torch.dtype = torch.int64) -> torch.Tensor:
+    """A number as a 0-dimensional (CPU) tensor: as an operand it gives the same values as the Python
+    number, without wrapping the number into a new tensor on every call (several microseconds each on
+    a CPU; a step makes dozens). Any device's tensors take it."""
+    return torch.tensor(value, dtype=dtype)
+
+
+_SHIFT_9, _SHIFT_15, _SHIFT_16 = _constant(9), _constant(15), _constant(16)
+_MUL_1, _MUL_2, _MASK = _constant(0x7FEB352D), _constant(0x846CA68B), _constant(_MASK32)
+_HALF, _UNIT = _constant(0.5, torch.float32), _constant(1.0 / (1 << 23), torch.float32)
 
 
 def _mix32(x: torch.Tensor) -> torch.Tensor:
-    """A 32-bit integer hash with full avalanche (Wellons' lowbias32) on int64 tensors in [0, 2**32)."""
-    x = x ^ (x >> 16)
-    x = _mul32(x, 0x7FEB352D)
-    x = x ^ (x >> 15)
-    x = _mul32(x, 0x846CA68B)
+    """A 32-bit integer hash with full avalanche (Wellons' lowbias32) on int64 tensors in [0, 2**32).
+
+    A product of two numbers below 2**32 can pass 2**63: int64 multiplication wraps modulo 2**64 (two's
+    complement, as torch computes it on every device), so its low 32 bits are the 32-bit product's (a
+    test checks the hash against :func:`mix32`, the same hash on Python integers)."""
+    x = x ^ (x >> _SHIFT_16)
+    x = (x * _MUL_1) & _MASK
+    x = x ^ (x >> _SHIFT_15)
+    x = (x * _MUL_2) & _MASK
+    return x ^ (x >> _SHIFT_16)
+
+
+def mix32(x: int) -> int:
+    """:func:`_mix32` on a Python integer in [0, 2**32)."""
+    x ^= x >> 16
+    x = (x * 0x7FEB352D) & _MASK32
+    x ^= x >> 15
+    x = (x * 0x846CA68B) & _MASK32
     return x ^ (x >> 16)
 
 
@@ -47,22 +66,25 @@ def seed_halves(seed: int) -> tuple[int, int]:
     return value & _MASK32, value >> 32
 
 
-def gumbel_noise(
-    seed_low: torch.Tensor, seed_high: torch.Tensor, counter: torch.Tensor, vocab_salt: torch.Tensor
-) -> torch.Tensor:
+def row_key(seed: int) -> int:
+    """The hash of a row's 64-bit seed that its noise starts from (computed once, when the row is loaded)."""
+    low, high = seed_halves(seed)
+    return mix32(low ^ mix32(high))
+
+
+def gumbel_noise(key: torch.Tensor, counter: torch.Tensor, vocab_salt: torch.Tensor) -> torch.Tensor:
     """Standard Gumbel noise of shape ``counter.shape + (vocab,)``, a pure function of each row's seed
-    and counter (``counter`` is (rows,) or (rows, draws): several draws of a row in one call).
+    (``key``: (rows,), :func:`row_key` of it) and counter (``counter`` is (rows,) or (rows, draws):
+    several draws of a row in one call).
 
     ``vocab_salt`` is ``_mix32(arange(vocab))``, computed once per vocabulary (see :func:`vocab_salt`).
     Uniforms come from the top 23 bits of the hash: ``(h + 0.5) / 2**23`` needs 24 bits, so it is exact in
     float32 and lies strictly inside (0, 1) (at most ``1 - 2**-24``): the noise is always finite.
     """
-    row = _mix32(seed_low ^ _mix32(seed_high))
     if counter.dim() == 2:
-        row = row.unsqueeze(1)
-    key = _mix32(row ^ (counter & _MASK32))
-    hashed = _mix32(key.unsqueeze(-1) ^ vocab_salt)
-    uniform = ((hashed >> 9).to(torch.float32) + 0.5) * (1.0 / (1 << 23))
+        key = key.unsqueeze(1)
+    hashed = _mix32(_mix32(key ^ (counter & _MASK)).unsqueeze(-1) ^ vocab_salt)
+    uniform = ((hashed >> _SHIFT_9).to(torch.float32) + _HALF) * _UNIT
     return -torch.log(-torch.log(uniform))
 
 
@@ -98,17 +120,27 @@ class RowParams:
 
 @dataclass(frozen=True)
 class Warps:
-    """What the rows of a run ask of the warpers, known on the host when the rows are loaded: the
-    largest top-k (0: some row keeps the whole vocabulary) and whether any row has a top-p below 1.
-    Steps are specialised on it (and CUDA graphs captured per value)."""
+    """What the rows of a run ask of the token choice, known on the host when the rows are loaded: the
+    largest top-k (the vocabulary's size when some row keeps it all), whether any row has a top-p below
+    1, whether any row samples and whether any row is greedy (both, when not known: rows may come later).
+    Steps are specialised on it (and CUDA graphs captured per value): with no sampled row the choice is an
+    argmax, with no greedy row there is no per-row pick between the two."""
 
     top_k: int
     top_p: bool
+    sample: bool = True
+    greedy: bool = True
 
     @classmethod
-    def of(cls, top_ks: list[int], top_ps: list[float], vocab: int) -> Warps:
+    def of(
+        cls, top_ks: list[int], top_ps: list[float], vocab: int, samples: list[bool] | None = None
+    ) -> Warps:
+        """``samples``: whether each row samples (None: rows of both kinds may come)."""
         ks = [min(k, vocab) if k > 0 else vocab for k in top_ks] or [vocab]
-        return cls(top_k=max(ks), top_p=any(p < 1.0 for p in top_ps))
+        top_p = any(p < 1.0 for p in top_ps)
+        if samples is None:
+            return cls(top_k=max(ks), top_p=top_p)
+        return cls(top_k=max(ks), top_p=top_p, sample=any(samples), greedy=not all(samples))
 
 
 def kth_index(params: RowParams, warps: Warps, vocab: int) -> torch.Tensor:
@@ -142,15 +174,20 @@ def warp(
 def choose(
     scores: torch.Tensor,
     params: RowParams,
-    noise: torch.Tensor,
+    noise: torch.Tensor | None,
     warps: Warps,
     kth: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The token of each row: greedy rows the argmax of ``scores`` (already processed), sampled rows the
-    argmax of the warped log-probabilities plus ``noise`` (``kth``: as :func:`warp` takes it)."""
-    warped = warp(scores, params, warps, kth)
-    sampled = (torch.log_softmax(warped, dim=-1) + noise).masked_fill(warped == _NEG_INF, _NEG_INF)
-    picked = torch.where(params.sample.unsqueeze(1), sampled, scores)
+    argmax of the warped log-probabilities plus ``noise`` (``kth``: as :func:`warp` takes it; ``noise``
+    may be None when ``warps`` says no row samples). Tokens the warpers removed stay at minus infinity:
+    the noise is finite."""
+    if not warps.sample:
+        return torch.argmax(scores, dim=-1)
+    if noise is None:
+        raise ValueError("sampled rows need noise")
+    sampled = torch.log_softmax(warp(scores, params, warps, kth), dim=-1) + noise
+    picked = torch.where(params.sample.unsqueeze(1), sampled, scores) if warps.greedy else sampled
     return torch.argmax(picked, dim=-1)
 
 
