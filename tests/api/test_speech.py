@@ -731,7 +731,7 @@ def _flood_of_unbuilt_voices(tmp_path: Path, reference_audio: tuple[bytes, str],
     gets them): a request waiting for a build holds one of her TOME_SPEECH_PER_OWNER (2) places, so two
     wait and six are answered 429 ``speech_busy`` at once, holding nothing. bob's request is served while
     hers wait; hers end in 409 ``voice_not_ready``, never a 5xx, and free their places."""
-    wait = 8.0
+    wait = 4.0  # bob's request takes 0.1-0.2 s beside the flood on a loaded machine
     with speech_stack(tmp_path, speech_per_owner=2, speech_wait_seconds=wait, **overrides) as flood:
         flood.voice("bob", "narrator", reference_audio)
         worker = flood.worker

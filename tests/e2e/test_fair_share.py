@@ -114,10 +114,11 @@ def _stack(settings: Settings, folder: Path, reference_audio: tuple[bytes, str])
             settings, folder, concurrency=STITCH_CONCURRENCY, queues=[settings.broker.stitch_queue_name]
         )
         try:
-            render.wait_ready()
-            control.wait_ready()
-            stitch.wait_ready()
+            # the API starts while the workers do (it needs none of them to answer /healthz)
             with running_api(settings, folder, lambda bind: api_command(bind, workers=2)) as server:
+                render.wait_ready()
+                control.wait_ready()
+                stitch.wait_ready()
                 built = Stack(app, server, settings)
                 client = app.test_client()
                 for owner in ("alice", "bob", "carol"):
@@ -134,10 +135,9 @@ def _stack(settings: Settings, folder: Path, reference_audio: tuple[bytes, str])
                 _book(built, "bob", "warm", BOOK)  # the first run of each path pays for imports and caches
                 _first_byte(built, "carol", "Warming up.")
                 yield built
-        finally:
-            stitch.stop()
-            control.stop()
-            render.stop()
+        finally:  # killed by their PIDs: nothing is checked after the tests (a warm stop is seconds each)
+            for worker in (stitch, control, render):
+                worker.stop(timeout=0)
 
 
 def _until(condition: object, what: str, timeout: float = WAIT) -> None:

@@ -40,8 +40,10 @@ from worker.processes import api_command
 
 pytestmark = [pytest.mark.e2e, pytest.mark.serial]  # ratios of idle and busy runs: run alone
 
-BUILD_SECONDS = 8.0
-REFERENCES = 4
+# Three builds of alice's (more than the worker's two processes) of 5 s each, one at a time: 15 s in which
+# bob's job (about a second) runs, with room for the uploads' spread.
+BUILD_SECONDS = 5.0
+REFERENCES = 3
 REFERENCE_SECONDS = 60.0
 
 
