@@ -2,10 +2,11 @@
 
 Applies migrations, mints an admin key on first start (stored in <data dir>/admin.key, mode 0600) and a secret
 key (<data dir>/secret.key, unless TOME_SECRET_KEY is set), then runs the API under gunicorn on
-TOME_API_HOST:TOME_API_PORT (127.0.0.1:8000), one Celery worker that renders (and takes any task), a small
-one for the control tasks alone (a job's start never waits behind render batches or stitches), one for
-stitches (a finished book's stitch never waits behind render batches) and Celery beat (the sweeper's
-clock), until Ctrl-C; if any of them exits, the others are stopped too.
+TOME_API_HOST:TOME_API_PORT (127.0.0.1:8000), one Celery worker that renders (the engine tasks, webhooks
+and deliveries; never a control task or a stitch), a small one for the control tasks alone (a job's plan
+and start never wait behind render batches or stitches), one for stitches alone (a finished book's stitch
+never waits behind render batches) and Celery beat (the sweeper's clock), until Ctrl-C; if any of them
+exits, the others are stopped too.
 SQLite, Celery's filesystem broker and the espeak engine are the defaults (see worker/config.py).
 
 The children run in their own process group, so that Ctrl-C reaches this process alone: it stops them with
@@ -33,14 +34,7 @@ from webapi.cli import mint_key_in
 from worker.celery_app import ensure_broker_folders
 from worker.config import ConfigError, Settings, load_settings
 from worker.engines import EngineError, get_engine
-from worker.processes import (
-    all_queues,
-    api_command,
-    beat_command,
-    control_worker_command,
-    stitch_worker_command,
-    worker_command,
-)
+from worker.processes import api_command, beat_command, split_workers
 from worker.storage.atomic import keep_files_private
 
 API_START_SECONDS = 120.0  # the API's first answer, at most (gunicorn imports the app in each worker)
@@ -162,9 +156,7 @@ def main() -> int:
     bind = f"{settings.api.host}:{settings.api.port}"
     commands = [
         api_command(bind),
-        worker_command(2, all_queues(settings)),
-        control_worker_command(settings),
-        stitch_worker_command(settings),
+        *split_workers(settings),
         beat_command(settings.layout.beat_schedule),
     ]
     # process_group=0: the children leave the terminal's foreground group, so Ctrl-C reaches only this

@@ -29,7 +29,7 @@ from gunicorn.workers.ggevent import GeventWorker
 
 from worker.celery_app import celery_config
 from worker.config import FLAT_SETTINGS, Settings, env_name, load_settings
-from worker.processes import api_command
+from worker.processes import api_command, render_queues
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
@@ -178,15 +178,17 @@ def test_every_routed_queue_is_consumed_and_gpu_workers_take_only_gpu_work(setup
     unconsumed = routed - set().union(*consumers.values())
     assert not unconsumed, f"tasks are routed to {unconsumed}, which no worker consumes"
     settings = clients["worker"]
-    assert consumers["worker"] == {
-        settings.broker.queue,
-        settings.broker.stitch_queue_name,
-        settings.broker.control_queue_name,
-    }, "the CPU worker: no engine work"
+    # the CPU worker takes no engine work when a GPU worker does; with it, what make run's render worker
+    # takes: neither a control task nor a stitch
+    assert consumers["worker"] == {settings.broker.queue}, "the CPU worker: no engine work"
+    assert consumers["worker"] | consumers.get("worker-gpu", set()) == set(render_queues(settings))
     # the control tasks have a worker of their own, so that they never wait behind render batches or
-    # stitches; stitches one of their own, so that they never wait behind render batches
+    # stitches; stitches one of their own, so that they never wait behind render batches; each queue has
+    # one kind of consumer
     assert consumers["worker-control"] == {settings.broker.control_queue_name}
     assert consumers["worker-stitch"] == {settings.broker.stitch_queue_name}
+    for queue in routed:
+        assert sum(queue in queues for queues in consumers.values()) == 1, queue
     if setup == "gpu":
         assert consumers["worker-gpu"] == {settings.broker.gpu_queue}
 

@@ -33,9 +33,9 @@ def task_routes(settings: Settings) -> dict[str, dict[str, Any]]:
 
     Queues: the engine tasks go to ``gpu_queue`` when it is set; the control tasks (plan, preview, start, the
     wake-ups a build sends, the sweep) to ``control_queue``, which a small worker of its own serves, so that
-    they never wait behind a render batch; stitches to ``stitch_queue`` (the ordinary workers and a stitch
-    worker consume it), so that a long one never holds the control worker; webhooks and deliveries stay on
-    ``settings.broker.queue``.
+    they never wait behind a render batch; stitches to ``stitch_queue`` (a stitch worker consumes it, no
+    render worker does: worker.processes.split_workers), so that a long one never holds the control worker
+    or a render process; webhooks and deliveries stay on ``settings.broker.queue``.
     Priority: an owner's only speech in flight is sent at :data:`SPEECH_PRIORITY`, every other task at
     :data:`WORK_PRIORITY`, in the same queues, so the next pool process that frees up takes it first; a
     priority rather than a queue, because a speech task must be taken by whatever worker renders, on both

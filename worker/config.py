@@ -102,12 +102,14 @@ class BrokerSettings:
     # Empty: every task goes to ``queue``. Set: the engine-bound tasks (chunk rendering, voice prompt builds)
     # go to this queue instead, so that workers holding a GPU consume only GPU work (celery_app.task_routes).
     gpu_queue: str = ""
-    # The short control tasks (planning, starting, the sweep) go to this queue, which every worker
-    # consumes and a small dedicated worker serves too (`make run`, docker-compose), so that they never
-    # wait behind render batches or stitches (celery_app.task_routes). Empty: "<queue>.control".
+    # The short control tasks (planning, starting, the sweep) go to this queue, which a small dedicated
+    # worker serves and no render worker consumes (`make run`, docker-compose: processes.split_workers),
+    # so that they never wait behind render batches or stitches (celery_app.task_routes). Empty:
+    # "<queue>.control".
     control_queue: str = ""
-    # Stitches (a chapter's, the book's) go to this queue, which the ordinary workers and a stitch worker
-    # of its own consume, so that a long stitch never holds a control worker. Empty: "<queue>.stitch".
+    # Stitches (a chapter's, the book's) go to this queue, which a stitch worker of its own consumes and no
+    # render worker does, so that a long stitch never holds a control or render process. Empty:
+    # "<queue>.stitch".
     stitch_queue: str = ""
     visibility_timeout: int = 3600
 

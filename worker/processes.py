@@ -1,6 +1,6 @@
 """Tome's processes as children of this one, configured only through TOME_* variables: the commands that
 `make run` starts (the API under gunicorn, a Celery worker that renders, a small one for the control tasks,
-Celery beat), and the worker and beat
+one for stitches, Celery beat), and the worker and beat
 processes that the end-to-end tests, the chaos battery and the benchmarks start and stop by their PIDs."""
 
 from __future__ import annotations
@@ -39,9 +39,9 @@ STITCH_CONCURRENCY = 2  # the stitch worker: one owner's long stitch leaves a pr
 
 
 def all_queues(settings: Settings) -> list[str]:
-    """Every queue Tome sends to: what a worker that runs everything consumes (``make run``'s render
-    worker, the tests' workers). The control worker consumes ``settings.broker.control_queue_name`` alone, the
-    stitch worker ``settings.broker.stitch_queue_name`` alone."""
+    """Every queue Tome sends to: what a lone worker that runs everything consumes (the tests' workers,
+    the benchmarks'). ``make run`` and compose split them: :func:`render_queues` for the render worker,
+    the control queue alone for the control worker, the stitch queue alone for the stitch worker."""
     named = (
         settings.broker.queue,
         settings.broker.gpu_queue,
@@ -51,16 +51,40 @@ def all_queues(settings: Settings) -> list[str]:
     return list(dict.fromkeys(q for q in named if q))
 
 
+def render_queues(settings: Settings) -> list[str]:
+    """What a render worker consumes: the engine tasks (``settings.broker.gpu_queue`` when set, else the
+    default queue) and the default queue's webhooks and deliveries, never the control or the stitch
+    queue. So a control task or a stitch is never taken by a process that will then render, and a render
+    process is never held by minutes of another owner's stitch."""
+    return list(dict.fromkeys(q for q in (settings.broker.queue, settings.broker.gpu_queue) if q))
+
+
+def render_worker_command(settings: Settings, concurrency: int, *extra: str) -> list[str]:
+    """``make run``'s render worker: :func:`render_queues` with ``concurrency`` pool processes."""
+    return worker_command(concurrency, render_queues(settings), *extra)
+
+
 def control_worker_command(settings: Settings, *extra: str) -> list[str]:
-    """The small worker that serves only the control queue (plan, start, sweep), so that those never
-    wait for a render batch or a stitch to end (worker.celery_app.task_routes). It loads no engine."""
+    """The small worker that serves only the control queue (plan, preview, start, a build's wake-ups,
+    the sweep), so that those never wait for a render batch or a stitch to end
+    (worker.celery_app.task_routes). It loads no engine."""
     return worker_command(CONTROL_CONCURRENCY, [settings.broker.control_queue_name], *extra)
 
 
 def stitch_worker_command(settings: Settings, *extra: str) -> list[str]:
-    """The worker that serves only the stitch queue, so that a finished book's stitch does not wait
-    for a render batch to end (the render workers take stitches too, when they free up)."""
+    """The worker that serves only the stitch queue, so that a finished book's stitch never waits for a
+    render batch to end (no render worker takes stitches: :func:`render_queues`)."""
     return worker_command(STITCH_CONCURRENCY, [settings.broker.stitch_queue_name], *extra)
+
+
+def split_workers(settings: Settings, render_concurrency: int = 2) -> list[list[str]]:
+    """``make run``'s three workers, as compose runs them: the render worker, the control worker and the
+    stitch worker. Between them they consume every queue Tome sends to, each queue by one of them."""
+    return [
+        render_worker_command(settings, render_concurrency),
+        control_worker_command(settings),
+        stitch_worker_command(settings),
+    ]
 
 
 def worker_command(concurrency: int, queues: Sequence[str], *extra: str) -> list[str]:

@@ -22,7 +22,7 @@ from tests.conftest import bearer
 from tests.e2e.flow import wait_terminal
 from webapi.cli import mint_key
 from worker.config import Settings
-from worker.processes import CONTROL_CONCURRENCY, STITCH_CONCURRENCY
+from worker.processes import CONTROL_CONCURRENCY, STITCH_CONCURRENCY, render_queues
 
 pytestmark = pytest.mark.e2e
 
@@ -63,9 +63,9 @@ def test_a_start_never_waits_for_another_owners_stitches(
         voice = upload_voice(client, headers, reference_audio[0], ref_text=reference_audio[1])
         assert voice.status_code == 202, voice.json
         voices[name] = voice.json["id"]
-    # The render worker consumes TOME_QUEUE alone here (in production it takes stitches too): nothing
-    # consumes the stitch queue until the stitch worker starts.
-    start_worker(settings, concurrency=1, queues=[settings.broker.queue])
+    # The render worker consumes what make run's does (TOME_QUEUE): nothing consumes the stitch queue
+    # until the stitch worker starts.
+    start_worker(settings, concurrency=1, queues=render_queues(settings))
     start_worker(settings, concurrency=CONTROL_CONCURRENCY, queues=[settings.broker.control_queue_name])
     for name, headers in owners.items():
         url = f"/v1/voices/{voices[name]}"

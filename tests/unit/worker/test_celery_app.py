@@ -14,7 +14,13 @@ from celery import Celery
 from worker import dispatch, task_names, tasks
 from worker.celery_app import SPEECH_PRIORITY, WORK_PRIORITY, celery_config, make_celery
 from worker.config import ConfigError, Settings, load_settings
-from worker.processes import all_queues, control_worker_command, stitch_worker_command
+from worker.processes import (
+    all_queues,
+    control_worker_command,
+    render_queues,
+    split_workers,
+    stitch_worker_command,
+)
 from worker.task_names import ALL_TASKS, ENGINE_TASKS, TASKS, QueueKind, TaskSpec
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -209,18 +215,32 @@ def test_pool_processes_get_the_start_timeout() -> None:
         load_settings({"TOME_WORKER_START_TIMEOUT": "0"})
 
 
-def test_every_worker_command_consumes_the_control_queue_and_the_control_worker_only_that() -> None:
-    """``make run``'s render worker takes any task; the control worker beside it only the control ones, so
-    that a job's start never waits behind render batches or stitches; the stitch worker only stitches."""
-    settings = load_settings({"TOME_GPU_QUEUE": "gpu"})
-    assert all_queues(settings) == ["tome", "gpu", "tome.control", "tome.stitch"]
-    command = control_worker_command(settings)
-    assert command[command.index("--queues") + 1] == "tome.control"
-    command = stitch_worker_command(settings)
-    assert command[command.index("--queues") + 1] == "tome.stitch"
+def test_make_runs_workers_split_the_queues_and_no_render_process_takes_control_tasks_or_stitches() -> None:
+    """``make run``'s render worker takes the engine tasks, webhooks and deliveries; the control worker
+    beside it only the control tasks, so that a job's plan and start never wait behind render batches or
+    stitches, nor are taken by a process that renders next; the stitch worker only stitches. Every queue
+    Tome routes to is consumed by exactly one of the three."""
+    for env in ({}, {"TOME_GPU_QUEUE": "gpu"}):
+        settings = load_settings(env)
+        render, control, stitch = (_queues(command) for command in split_workers(settings))
+        assert render == render_queues(settings) == [q for q in ("tome", env.get("TOME_GPU_QUEUE")) if q]
+        assert (control, stitch) == (["tome.control"], ["tome.stitch"])
+        routed = {route.get("queue", "tome") for route in celery_config(settings)["task_routes"].values()}
+        consumed = render + control + stitch
+        assert sorted(consumed) == sorted(set(consumed)) == sorted(routed | {"tome"})
+        assert sorted(all_queues(settings)) == sorted(consumed)  # a lone worker still takes everything
+    command = stitch_worker_command(load_settings({}), "--hostname", "s@%h")
+    assert _queues(command) == ["tome.stitch"]
+    assert command[-2:] == ["--hostname", "s@%h"]
+    command = control_worker_command(load_settings({}))
+    assert command[command.index("--concurrency") + 1] == "2"
     work = load_settings({"TOME_QUEUE": "work"})  # private with it
     assert (work.broker.control_queue_name, work.broker.stitch_queue_name) == ("work.control", "work.stitch")
     assert load_settings({"TOME_STITCH_QUEUE": "joins"}).broker.stitch_queue_name == "joins"
+
+
+def _queues(command: list[str]) -> list[str]:
+    return command[command.index("--queues") + 1].split(",")
 
 
 def test_speech_per_owner_must_be_positive() -> None:
