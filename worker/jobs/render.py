@@ -357,13 +357,14 @@ class _Leases:
     def drop(self, token: str) -> None:
         self.held.pop(token, None)
 
-    def keep(self) -> None:
-        """Renew every held claim's lease, if a third of the lease has passed since the last renewal.
+    def keep(self, force: bool = False) -> None:
+        """Renew every held claim's lease, if a third of the lease has passed since the last renewal (or
+        ``force``: before a chunk's check or new take, each of which may outlast a lease on a slow GPU).
         Never raises: a renewal that fails (the database unreachable) is logged and tried again a third
         of a lease later; a claim whose lease runs out meanwhile is sent again by the sweeper, and this task's
         store of it is then refused (its token lost)."""
         seconds = self.rt.settings.tasks.chunk_lease_seconds
-        if time.monotonic() - self.renewed < seconds / 3 or not self.held:
+        if not self.held or (not force and time.monotonic() - self.renewed < seconds / 3):
             return
         self.renewed = time.monotonic()  # a failed renewal too waits its turn (no query every frame)
         try:
@@ -462,7 +463,7 @@ def _check(
             qa,
             synthesize_in_halves,
             expected,
-            renew=leases.keep,
+            renew=lambda: leases.keep(force=True),
         )
     except RecogniserError:  # a deployment's recogniser that cannot load: no take can be judged
         log.exception("the transcript check's recogniser failed")  # its paths stay in the worker log
