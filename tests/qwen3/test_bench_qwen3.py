@@ -98,7 +98,7 @@ def test_the_streamed_decode_bench_on_cpu(tmp_path: Path) -> None:
     from bench import qwen3_stream
 
     rows = qwen3_stream.measure(build_tiny_checkpoint(tmp_path / "tiny"), 40, 10, 1)
-    assert [name for name, _, _ in rows] == ["whole", "stream", "stream-every-1"]
+    assert [name for name, _, _ in rows] == ["whole", "stream", "stream-every-1", "stream-kept-prefix"]
     for name, ms, first in rows:
         assert ms > 0
         assert (first > 0) == (name != "whole")  # the whole decode has no first piece

@@ -51,6 +51,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from qwen_tts import Qwen3TTSModel, VoiceClonePromptItem
 
     from worker.engines.qwen3_loop import LoopRow, TalkerLoop
+    from worker.engines.qwen3_stream import PrefixStates
 
 __all__ = [
     "DEVICE_SETTING",
@@ -331,6 +332,7 @@ class Qwen3Engine:
         self.runner = runner
         self.pull_chunks = bool(pull_chunks)
         self._loop: TalkerLoop | None = None
+        self._prefixes: PrefixStates | None = None  # decoder states after voices' reference codes
         self._layout = read_layout(self.model_dir)
         self.sample_rate: int = self._layout.sample_rate
         self.prompt_shapes: Mapping[str, tuple[int, ...]] = {
@@ -538,7 +540,8 @@ class Qwen3Engine:
         pieces: list[Waveform] = []
         with self._generate_lock:
             row = self._loop_row(request, item, language, kwargs)
-            stream = StreamDecoder(*self._decoder(), self._reference_codes(item))
+            states = self._prefix_states()
+            stream = StreamDecoder(*self._decoder(), self._reference_codes(item), states=states)
 
             def sink(_index: int, frames: torch.Tensor) -> None:
                 piece = stream.push(frames)
@@ -667,6 +670,16 @@ class Qwen3Engine:
         tokenizer = self.model.model.speech_tokenizer.model
         return tokenizer.decoder, int(tokenizer.get_decode_upsample_rate())
 
+    def _prefix_states(self) -> PrefixStates:
+        """The codec decoder's states after the reference codes of the last voices decoded (a new table
+        when the model, and so the decoder, changed): a chunk then decodes only its generated frames."""
+        from worker.engines.qwen3_stream import PrefixStates
+
+        decoder, _ = self._decoder()
+        if self._prefixes is None or self._prefixes.decoder is not decoder:
+            self._prefixes = PrefixStates(decoder)
+        return self._prefixes
+
     def _reference_codes(self, item: VoiceClonePromptItem) -> torch.Tensor | None:
         """The reference's codes a row is decoded after (ICL prompts), on the model's device."""
         if item.ref_code is None:
@@ -713,15 +726,19 @@ class Qwen3Engine:
         self, wholes: Sequence[torch.Tensor], prefixes: Sequence[torch.Tensor | None]
     ) -> list[npt.NDArray[np.float32]]:
         """Each row's samples after its reference's codes. On a GPU one batched decode (qwen-tts's, one
-        launch sequence for all rows); on a CPU row by row with the same windows (``decode_whole``): the
-        convolutions over a batch of rows ran about 5x slower there than the rows one at a time (16 rows of
-        136 frames, tiny checkpoint: 4.0 s against 0.7 s; docs/benchmarks.md)."""
+        launch sequence for all rows); on a CPU row by row with the same windows (``decode_whole``), each
+        from the kept state after its reference's codes (:meth:`_prefix_states`): the convolutions over a
+        batch of rows ran about 5x slower there than the rows one at a time (16 rows of 136 frames, tiny
+        checkpoint: 4.0 s against 0.7 s; docs/benchmarks.md)."""
         decoder, upsample = self._decoder()
         cuts = [0 if prefix is None else int(prefix.shape[0]) for prefix in prefixes]
         if _torch().device(self.model.device).type == "cpu":
             from worker.engines.qwen3_stream import decode_whole
 
-            return [decode_whole(decoder, upsample, w, cut) for w, cut in zip(wholes, cuts, strict=True)]
+            states = self._prefix_states()
+            return [
+                decode_whole(decoder, upsample, w, cut, states) for w, cut in zip(wholes, cuts, strict=True)
+            ]
         wavs, _rate = self.model.model.speech_tokenizer.decode([{"audio_codes": w} for w in wholes])
         return [
             np.asarray(wav, dtype=np.float32).reshape(-1)[cut * upsample :]

@@ -12,6 +12,7 @@ frame once; its samples equal a whole decode of the same frames up to float roun
 
 from __future__ import annotations
 
+import copy
 import math
 from typing import Any
 
@@ -35,6 +36,16 @@ class CodecState:
         self._decoder = decoder
         self._cache = DynamicCache(config=decoder.config)
         self._tails: dict[int, torch.Tensor] = {}  # id(module) -> its last inputs (time on the last axis)
+
+    def copy(self) -> CodecState:
+        """An independent state at the same point: the tails cloned, the transformer's cache deep-copied,
+        the decoder shared (decoding with the copy leaves this state as it was)."""
+        twin = CodecState.__new__(CodecState)
+        twin._codec, twin._decoder = self._codec, self._decoder
+        with torch.inference_mode():
+            twin._cache = copy.deepcopy(self._cache)
+            twin._tails = {key: tail.clone() for key, tail in self._tails.items()}
+        return twin
 
     def decode(self, codes: torch.Tensor) -> torch.Tensor:
         with torch.inference_mode():  # no autograd: the codes and the kept state are inference tensors

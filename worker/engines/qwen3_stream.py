@@ -7,14 +7,19 @@ window's decoder state (:class:`~worker.engines.qwen3_codec.CodecState`) and dec
 are new each time; a new window starts a fresh state on its 25 context frames, as qwen-tts does.
 
 Audio is handed out once ``first_frames`` generated frames exist, then each time the generated frames
-have doubled, but at least every ``every`` frames: a decode call has a fixed cost besides its frames, so
-few calls keep the total near one whole decode while the first audio comes early and the pieces stay
-short (32 frames are 2.56 s of audio). The samples of the reference's own codes are never handed out,
-as qwen-tts cuts them.
+have doubled, but at least every ``every`` frames (a decode call has a fixed cost; docs/engines.md). The
+samples of the reference's own codes are never handed out, as qwen-tts cuts them.
+
+The decoder's state after the reference's codes is the same for every chunk of a voice:
+:class:`PrefixStates` keeps it (with its window) for the last prompts decoded, and a stream given one
+starts from a copy of it, decoding only its generated frames.
 """
 
 from __future__ import annotations
 
+import hashlib
+import threading
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -23,12 +28,13 @@ import torch
 
 from worker.engines.qwen3_codec import CodecState
 
-__all__ = ["StreamDecoder", "decode_whole"]
+__all__ = ["PrefixStates", "StreamDecoder", "decode_whole"]
 
 WINDOW = 300  # frames qwen-tts decodes at once
 LEFT_CONTEXT = 25  # frames of context before each window but the first
 FIRST_FRAMES = 4  # the first audio is handed out after this many generated frames
 EVERY_FRAMES = 32  # then when the frames have doubled, at most this many frames apart
+PREFIX_STATES = 32  # prompts whose decoder state after the reference's codes is kept
 
 
 def _window_start(frame: int) -> tuple[int, int]:
@@ -36,6 +42,56 @@ def _window_start(frame: int) -> tuple[int, int]:
     kept = (frame // WINDOW) * WINDOW
     context = LEFT_CONTEXT if kept - LEFT_CONTEXT > 0 else kept
     return kept - context, kept
+
+
+def _prefix_key(prefix: torch.Tensor) -> tuple[str, tuple[int, ...], str, str]:
+    """What identifies a prefix: a digest of its codes' bytes, its shape, dtype and device."""
+    data = prefix.detach().to("cpu").contiguous().numpy().tobytes()
+    digest = hashlib.sha256(data).hexdigest()
+    return digest, tuple(prefix.shape), str(prefix.dtype), str(prefix.device)
+
+
+class PrefixStates:
+    """The decoder's state after a prompt's reference codes, for the last ``size`` prompts (least recently
+    used dropped first), keyed by the codes' content. Bound to one decoder. Safe across threads: a lock
+    guards the table; a prefix missing is decoded outside it (two threads may both decode one)."""
+
+    def __init__(self, decoder: Any, size: int = PREFIX_STATES) -> None:
+        if size < 1:
+            raise ValueError(f"size must be positive, got {size}")
+        self.decoder = decoder
+        self.size = int(size)
+        self.decodes = 0  # prefixes decoded (misses); tests and benchmarks read it
+        self._lock = threading.Lock()
+        self._states: OrderedDict[tuple[Any, ...], tuple[CodecState, int, int]] = OrderedDict()
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._states)
+
+    def after(self, prefix: torch.Tensor) -> tuple[CodecState, int, int]:
+        """(a copy of the state after ``prefix`` (frames, codebooks), the first kept frame of its window,
+        the frames fed): the state of the window holding the first generated frame, as
+        :class:`StreamDecoder` would have it after decoding the prefix's frames of that window."""
+        key = _prefix_key(prefix)
+        with self._lock:
+            kept = self._states.get(key)
+            if kept is not None:
+                self._states.move_to_end(key)
+        if kept is None:
+            frames = int(prefix.shape[0])
+            first, window = _window_start(frames)
+            state = CodecState(self.decoder)
+            state.decode(prefix[first:frames].transpose(0, 1).unsqueeze(0))
+            kept = (state, window, frames)
+            with self._lock:
+                self.decodes += 1
+                self._states[key] = kept
+                self._states.move_to_end(key)
+                while len(self._states) > self.size:
+                    self._states.popitem(last=False)
+        state, window, fed = kept
+        return state.copy(), window, fed
 
 
 class StreamDecoder:
@@ -49,9 +105,13 @@ class StreamDecoder:
         *,
         first_frames: int = FIRST_FRAMES,
         every: int = EVERY_FRAMES,
+        states: PrefixStates | None = None,
     ) -> None:
         """``decoder``: qwen-tts's 12 Hz codec decoder module; ``upsample``: samples per frame; ``prefix``:
-        the reference's codes (frames, codebooks), decoded for context and never handed out."""
+        the reference's codes (frames, codebooks), decoded for context and never handed out; ``states``:
+        decoder states after prefixes, kept across streams (bound to ``decoder``)."""
+        if states is not None and states.decoder is not decoder:
+            raise ValueError("the prefix states belong to another decoder")
         self._decoder = decoder
         self._upsample = int(upsample)
         self._codes: list[torch.Tensor] = []
@@ -66,6 +126,9 @@ class StreamDecoder:
         self._state: CodecState | None = None
         self._window = -1  # first kept frame of the window ``_state`` decodes
         self._fed = 0  # frames ``_state`` has decoded
+        if self._prefix and states is not None:
+            assert prefix is not None
+            self._state, self._window, self._fed = states.after(prefix)
 
     @property
     def frames(self) -> int:
@@ -113,10 +176,16 @@ class StreamDecoder:
 
 
 def decode_whole(
-    decoder: Any, upsample: int, codes: torch.Tensor, prefix_frames: int
+    decoder: Any,
+    upsample: int,
+    codes: torch.Tensor,
+    prefix_frames: int,
+    states: PrefixStates | None = None,
 ) -> npt.NDArray[np.float32]:
     """The audio of ``codes`` (frames, codebooks) as qwen-tts decodes it (windows of 300 frames with 25 of
-    context), without the first ``prefix_frames`` frames' samples: one pass, no streaming."""
-    stream = StreamDecoder(decoder, upsample, codes[:prefix_frames] if prefix_frames else None)
+    context), without the first ``prefix_frames`` frames' samples: one pass, no streaming (``states``: as
+    for :class:`StreamDecoder`)."""
+    prefix = codes[:prefix_frames] if prefix_frames else None
+    stream = StreamDecoder(decoder, upsample, prefix, states=states)
     stream.extend(codes[prefix_frames:])
     return stream.finish()
