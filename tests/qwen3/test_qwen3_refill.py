@@ -34,6 +34,24 @@ def engine(tiny_dir: Path) -> Qwen3Engine:
     return Qwen3Engine(tiny_dir, device="cpu", max_batch=2, max_new_tokens=16, pull_chunks=True)
 
 
+class _Queue:
+    """A caller's refill over waiting loop ``rows``: gives them in order, keyed ``other-0``, ``other-1``,
+    ...; records how many rows each call asked for and the keys given."""
+
+    def __init__(self, rows: list[LoopRow]) -> None:
+        self.rows = rows
+        self.asked: list[int] = []
+        self.given: list[str] = []
+
+    def __call__(self, wanted: int) -> Sequence[tuple[Hashable, LoopRow]]:
+        self.asked.append(wanted)
+        out: list[tuple[Hashable, LoopRow]] = []
+        while self.rows and len(out) < wanted:
+            self.given.append(f"other-{len(self.given)}")
+            out.append((self.given[-1], self.rows.pop(0)))
+        return out
+
+
 def test_greedy_frames_of_refilled_rows_equal_each_chunk_alone(
     engine: Qwen3Engine, prompts: list[SpeakerPrompt]
 ) -> None:
@@ -53,17 +71,8 @@ def test_greedy_frames_of_refilled_rows_equal_each_chunk_alone(
     ]
     others = [loop_row(engine, t, p, max_new_tokens=c, **GREEDY) for t, p, c in other_cases]
     limits = FeedLimits(768, 256, 14)
-    asked: list[int] = []
-    given: list[str] = []
-
-    def refill(wanted: int) -> Sequence[tuple[Hashable, LoopRow]]:
-        asked.append(wanted)
-        out: list[tuple[Hashable, LoopRow]] = []
-        while others and len(out) < wanted:
-            key = f"other-{len(given)}"
-            given.append(key)
-            out.append((key, others.pop(0)))
-        return out
+    refill = _Queue(others)
+    asked, given = refill.asked, refill.given
 
     loop = TalkerLoop(engine.model.model)
     frames = loop.run_refilling(own, 3, limits, refill)
@@ -94,16 +103,8 @@ def test_the_tail_refills_freed_slots_a_bounded_number_of_times_after_the_own_ro
     other_cases = [(TEXTS[2], prompts[1], 8), (TEXTS[3], prompts[2], 5), (TEXTS[4], prompts[1], 4)]
     others = [loop_row(engine, t, p, max_new_tokens=c, **GREEDY) for t, p, c in other_cases]
     others.append(others[-1])  # a fourth, never taken
-    given: list[str] = []
-    asked: list[int] = []
-
-    def refill(wanted: int) -> Sequence[tuple[Hashable, LoopRow]]:
-        asked.append(wanted)
-        out: list[tuple[Hashable, LoopRow]] = []
-        while others and len(out) < wanted:
-            given.append(f"other-{len(given)}")
-            out.append((given[-1], others.pop(0)))
-        return out
+    refill = _Queue(others)
+    asked, given = refill.asked, refill.given
 
     loop = TalkerLoop(engine.model.model)
     own = [("own", loop_row(engine, own_case[0], own_case[1], max_new_tokens=own_case[2], **GREEDY))]
