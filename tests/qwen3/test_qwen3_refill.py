@@ -132,13 +132,8 @@ def test_the_slots_follow_the_rows_waiting_and_the_tail_is_bounded_by_them(
         engine.synthesize_refilling(own, lambda _wanted: [], waiting)
         assert engine.last_calls == (slots,), waiting
     queue = [_request(prompts[1], TEXTS[2], 20 + i, max_new_tokens=3) for i in range(12)]
-    given: list[SynthesisRequest] = []
-
-    def refill(wanted: int) -> list[SynthesisRequest]:
-        out = queue[:wanted]
-        del queue[:wanted]
-        given.extend(out)
-        return out
+    refill = _Requests(queue)
+    given = refill.given
 
     shared = engine.synthesize_refilling(own, refill, 1)
     assert engine.last_calls == (2,)
@@ -167,6 +162,23 @@ def _request(prompt: SpeakerPrompt, text: str, seed: int, **params: float) -> Sy
     return SynthesisRequest(text, prompt, "en", params, seed=seed)
 
 
+class _Requests:
+    """A render task's refill over waiting ``requests``: gives them in order; records how many each call
+    asked for and what it gave."""
+
+    def __init__(self, requests: list[SynthesisRequest]) -> None:
+        self.queue = requests
+        self.asked: list[int] = []
+        self.given: list[SynthesisRequest] = []
+
+    def __call__(self, wanted: int) -> list[SynthesisRequest]:
+        self.asked.append(wanted)
+        out = self.queue[:wanted]
+        del self.queue[:wanted]
+        self.given.extend(out)
+        return out
+
+
 def test_sampled_chunks_refilled_into_a_batch_render_as_alone(
     engine: Qwen3Engine, prompts: list[SpeakerPrompt]
 ) -> None:
@@ -182,13 +194,8 @@ def test_sampled_chunks_refilled_into_a_batch_render_as_alone(
         _request(prompts[0], TEXTS[3], 16, top_k=5, max_new_tokens=3),
         _request(prompts[1], TEXTS[3], 17, nonsense=1.0),
     ]
-    given: list[SynthesisRequest] = []
-
-    def refill(wanted: int) -> list[SynthesisRequest]:
-        out = queue[:wanted]
-        del queue[:wanted]
-        given.extend(out)
-        return out
+    refill = _Requests(queue)
+    given = refill.given
 
     shared = engine.synthesize_refilling(own, refill)
     assert not queue
@@ -232,13 +239,8 @@ def test_a_refused_request_ends_the_pulls_and_a_call_takes_a_bounded_number(
     own = [_request(prompts[0], TEXTS[1], 1)]  # the engine's cap, 16 frames: many frames to refill in
     long_text = " ".join([TEXTS[0]] * 12)
     queue = [_request(prompts[1], long_text, 10 + i, max_new_tokens=3) for i in range(40)]
-    asked: list[int] = []
-
-    def refill(wanted: int) -> list[SynthesisRequest]:
-        asked.append(wanted)
-        out = queue[:wanted]
-        del queue[:wanted]
-        return out
+    refill = _Requests(queue)
+    asked = refill.asked
 
     shared = engine.synthesize_refilling(own, refill, 40)
     assert len(shared) == 2
