@@ -14,7 +14,7 @@ import pytest
 from safetensors.numpy import load, save_file
 
 from tests.cli.conftest import Stack
-from tests.qwen3.tiny_checkpoint import HIDDEN, build_tiny_checkpoint
+from tests.qwen3.tiny_checkpoint import HIDDEN
 from tests.support.api_server import running_api
 from tests.support.apps import app_on
 from tome_cli.main import EXIT_API, EXIT_OK
@@ -25,14 +25,9 @@ from worker.processes import api_command
 NAME = "ref_spk_embedding"  # the tensor the engine's embedding file holds
 
 
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tiny_checkpoint(tmp_path_factory.mktemp("qwen3-cli") / "tiny-base")
-
-
 @pytest.fixture
-def qwen3_stack(model_dir: Path, tmp_path: Path) -> Iterator[Stack]:
-    env = {"TOME_QWEN3_MODEL_DIR": str(model_dir), "TOME_QWEN3_DEVICE": "cpu"}
+def qwen3_stack(tiny_dir: Path, tmp_path: Path) -> Iterator[Stack]:
+    env = {"TOME_QWEN3_MODEL_DIR": str(tiny_dir), "TOME_QWEN3_DEVICE": "cpu"}
     settings = load_settings(env, data_dir=tmp_path / "var", engine="qwen3-tts")
     (tmp_path / "config").mkdir()
     with app_on(settings) as app:

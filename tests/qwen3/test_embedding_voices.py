@@ -22,7 +22,7 @@ from safetensors.numpy import load, save
 
 from tests.api.helpers import upload_voice
 from tests.conftest import bearer
-from tests.qwen3.tiny_checkpoint import HIDDEN, build_tiny_checkpoint
+from tests.qwen3.tiny_checkpoint import HIDDEN
 from tests.support.apps import app_on, tome_of
 from webapi.cli import mint_key
 from worker import counters
@@ -35,15 +35,10 @@ from worker.voices.state import BuildOutcome
 NAME = "ref_spk_embedding"
 
 
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tiny_checkpoint(tmp_path_factory.mktemp("qwen3-emb") / "tiny-base")
-
-
 @pytest.fixture
-def app(model_dir: Path, tmp_path: Path) -> Iterator[Flask]:
+def app(tiny_dir: Path, tmp_path: Path) -> Iterator[Flask]:
     env = {
-        "TOME_QWEN3_MODEL_DIR": str(model_dir),
+        "TOME_QWEN3_MODEL_DIR": str(tiny_dir),
         "TOME_QWEN3_DEVICE": "cpu",
         "TOME_QWEN3_MAX_NEW_TOKENS": "8",
     }

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,7 +16,6 @@ from flask import Flask
 
 from tests.api.helpers import submit_job, upload_voice
 from tests.conftest import bearer
-from tests.qwen3.tiny_checkpoint import build_tiny_checkpoint
 from tests.support.apps import tome_of
 from tests.support.inline import Inline
 from webapi.cli import mint_key
@@ -44,9 +44,8 @@ def _voice(f0: float, seconds: float = 2.0, seed: int = 0, sr: int = SR) -> np.n
 
 
 @pytest.fixture(scope="module")
-def engine(tmp_path_factory: pytest.TempPathFactory) -> Qwen3Engine:
-    model_dir = build_tiny_checkpoint(tmp_path_factory.mktemp("qwen3-speaker") / "tiny-base")
-    return Qwen3Engine(model_dir, device="cpu", max_new_tokens=40)
+def engine(tiny_dir: Path) -> Qwen3Engine:
+    return Qwen3Engine(tiny_dir, device="cpu", max_new_tokens=40)
 
 
 def test_the_voice_s_own_reference_scores_one_and_other_signals_less(engine: Qwen3Engine) -> None:

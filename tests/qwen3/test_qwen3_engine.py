@@ -50,11 +50,6 @@ def _voice(f0: float, seconds: float = 2.0, seed: int = 0) -> np.ndarray:
 
 
 @pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tiny_checkpoint(tmp_path_factory.mktemp("qwen3") / "tiny-base")
-
-
-@pytest.fixture(scope="module")
 def engine(tiny_dir: Path) -> Qwen3Engine:
     # Built by the registry from settings, as in a worker; qwen-tts's own generate (the reference runner),
     # whose batching these tests describe (the fast runner has tests/qwen3/test_qwen3_fast.py).

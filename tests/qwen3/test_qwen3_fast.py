@@ -17,7 +17,6 @@ import numpy as np
 import pytest
 
 from tests.qwen3.fast_rows import GREEDY, SR, TEXTS, loop_row, reference_frames, voice_wave
-from tests.qwen3.tiny_checkpoint import build_tiny_checkpoint
 from worker.config import ConfigError, load_settings
 from worker.engines import registry
 from worker.engines.base import EngineError, SpeakerPrompt, SynthesisRequest
@@ -28,16 +27,6 @@ if TYPE_CHECKING:
 
 # torch and the modules built on it are imported in the tests that use them, not when the module is
 # collected (tests/qwen3/conftest.py: every pytest process collects this module, few run it).
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tiny_checkpoint(tmp_path_factory.mktemp("qwen3-fast") / "tiny-base")
-
-
-@pytest.fixture(scope="module")
-def engine(tiny_dir: Path) -> Qwen3Engine:
-    return Qwen3Engine(tiny_dir, device="cpu")
 
 
 def _cases(prompts: Sequence[SpeakerPrompt], caps: Sequence[int]) -> list[tuple[str, SpeakerPrompt, int]]:

@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 
 from tests.qwen3.fast_rows import TEXTS
-from tests.qwen3.tiny_checkpoint import build_tiny_checkpoint
 from worker.engines.base import SpeakerPrompt, SynthesisRequest
 from worker.engines.qwen3 import Qwen3Engine
 
@@ -23,16 +22,6 @@ if TYPE_CHECKING:
     import torch
 
 # torch is imported in the tests that use it (tests/qwen3/conftest.py).
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tiny_checkpoint(tmp_path_factory.mktemp("qwen3-prefix") / "tiny-base")
-
-
-@pytest.fixture(scope="module")
-def engine(tiny_dir: Path) -> Qwen3Engine:
-    return Qwen3Engine(tiny_dir, device="cpu")
 
 
 def _codes(frames: int, seed: int) -> torch.Tensor:

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 
 from tests.qwen3.fast_rows import GREEDY, TEXTS, loop_row, reference_frames
-from tests.qwen3.tiny_checkpoint import build_tiny_checkpoint
 from worker.config import load_settings
 from worker.engines import registry
 from worker.engines.base import SpeakerPrompt, SynthesisRequest, refilling_engine
@@ -22,11 +21,6 @@ if TYPE_CHECKING:
 
 # torch and the loop's modules are imported in the tests that use them, not when the module is collected
 # (tests/qwen3/conftest.py).
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tiny_checkpoint(tmp_path_factory.mktemp("qwen3-refill") / "tiny-base")
 
 
 @pytest.fixture(scope="module")

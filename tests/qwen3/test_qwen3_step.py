@@ -5,28 +5,16 @@ same hash on Python integers, and the specialised token choices against the gene
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.qwen3.tiny_checkpoint import build_tiny_checkpoint
 from worker.engines.qwen3 import Qwen3Engine
 
 if TYPE_CHECKING:
     import torch
 
 # torch and the loop's modules are imported in the tests that use them (tests/qwen3/conftest.py).
-
-
-@pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tiny_checkpoint(tmp_path_factory.mktemp("qwen3-step") / "tiny-base")
-
-
-@pytest.fixture(scope="module")
-def engine(tiny_dir: Path) -> Qwen3Engine:
-    return Qwen3Engine(tiny_dir, device="cpu")
 
 
 @pytest.mark.parametrize("bias", [False, True])

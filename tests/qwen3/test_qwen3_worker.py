@@ -22,7 +22,6 @@ from sqlalchemy import select
 
 from tests.api.helpers import upload_voice
 from tests.e2e.flow import check_output, wait_terminal
-from tests.qwen3.tiny_checkpoint import build_tiny_checkpoint
 from tests.support.apps import app_on, tome_of
 from tests.support.audio import reference_wav
 from tests.support.engine_jobs import prompt_counts, render
@@ -55,17 +54,12 @@ FLAC = {"format": "flac"}
 VOICES = ["narrator", "narrator", "captain", "narrator"]
 
 
-@pytest.fixture(scope="module")
-def model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tiny_checkpoint(tmp_path_factory.mktemp("qwen3-e2e") / "tiny-base")
-
-
 @pytest.fixture
-def engine_env(model_dir: Path) -> dict[str, str]:
+def engine_env(tiny_dir: Path) -> dict[str, str]:
     """The engine's settings: given to this process's app (the API builds the engine to size chunks) and
     to the workers through their environment."""
     return {
-        "TOME_QWEN3_MODEL_DIR": str(model_dir),
+        "TOME_QWEN3_MODEL_DIR": str(tiny_dir),
         "TOME_QWEN3_DEVICE": "cpu",
         "TOME_QWEN3_MAX_NEW_TOKENS": "40",
     }
