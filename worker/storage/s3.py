@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import tempfile
+import threading
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -36,6 +37,32 @@ from worker.storage.layout import Layout
 
 _MISSING = ("404", "NoSuchKey", "NotFound")
 _BLOCK = 1 << 16
+
+
+# One boto3 session per process, its clients made one at a time: a session parses botocore's service
+# and endpoint data (a few MB of JSON, about 0.1 s of CPU) once, where a session per storage parsed it
+# again for each app and each worker runtime. A session is not thread-safe, the clients it makes are.
+# Credentials are resolved once, on the first client, from the usual AWS_* variables or profile (as
+# boto3's own default session does); refreshable credentials refresh inside it.
+class _SharedSession:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._session: boto3.session.Session | None = None
+
+    def client(self, **kwargs: Any) -> Any:
+        """An S3 client from this process's session."""
+        with self._lock:
+            if self._session is None:
+                self._session = boto3.session.Session()
+            return self._session.client("s3", **kwargs)
+
+    def after_fork_in_child(self) -> None:
+        """A child forked while another thread held the lock would wait on it forever."""
+        self._lock = threading.Lock()
+
+
+_SHARED = _SharedSession()
+os.register_at_fork(after_in_child=_SHARED.after_fork_in_child)
 
 
 class S3Storage:
@@ -68,15 +95,13 @@ class S3Storage:
             signature_version="s3v4",
         )
         self.endpoint_url = endpoint_url
-        self.client: Any = boto3.session.Session().client(
-            "s3", endpoint_url=endpoint_url or None, region_name=region or None, config=config
+        self.client: Any = _SHARED.client(
+            endpoint_url=endpoint_url or None, region_name=region or None, config=config
         )
         # Presigned URLs are signed for the host they name: with a public endpoint, by a client of its own
         # (signing makes no request).
         self.presigner: Any = (
-            boto3.session.Session().client(
-                "s3", endpoint_url=public_endpoint_url, region_name=region or None, config=config
-            )
+            _SHARED.client(endpoint_url=public_endpoint_url, region_name=region or None, config=config)
             if public_endpoint_url
             else self.client
         )
