@@ -27,6 +27,7 @@ from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
+from numpy.lib.stride_tricks import sliding_window_view
 
 from worker.engines import pitch
 from worker.engines.catalog import ENGINES, qa_profile
@@ -431,21 +432,26 @@ def _spectral_shape(
     hop = max(1, round(rate * pitch.HOP_S))
     win = _SPECTRUM_WINDOW
     padded = np.concatenate((np.zeros(win // 2), y, np.zeros(win)))
+    frames = sliding_window_view(padded, win)[::hop]  # a view: frame i starts at i * hop
     window = np.hanning(win)
-    low_bins = np.fft.rfftfreq(win, 1.0 / rate) < _LOW_BAND_HZ
+    low_bins = int(np.count_nonzero(np.fft.rfftfreq(win, 1.0 / rate) < _LOW_BAND_HZ))
     flatness = np.zeros(n_frames)
     low = np.zeros(n_frames)
     kurtosis = np.zeros(n_frames)
     for start in range(0, n_frames, _SPECTRUM_BLOCK):
-        index = np.arange(start, min(n_frames, start + _SPECTRUM_BLOCK))
-        raw = padded[index[:, None] * hop + np.arange(win)[None, :]]
+        stop = min(n_frames, start + _SPECTRUM_BLOCK)
+        raw = frames[start:stop]
         centred = raw - raw.mean(axis=1, keepdims=True)
-        variance = np.mean(centred * centred, axis=1)
-        kurtosis[index] = np.mean(centred**4, axis=1) / np.maximum(variance * variance, 1e-30)
-        power = np.abs(np.fft.rfft(raw * window, axis=1)) ** 2 + 1e-20
+        squares = centred * centred
+        variance = squares.mean(axis=1)
+        fourth = np.einsum("ij,ij->i", squares, squares) / win  # mean of centred**4, without a power call
+        kurtosis[start:stop] = fourth / np.maximum(variance * variance, 1e-30)
+        spectrum = np.fft.rfft(raw * window, axis=1)
+        power = spectrum.real * spectrum.real + spectrum.imag * spectrum.imag + 1e-20
         total = power.sum(axis=1)
-        low[index] = power[:, low_bins].sum(axis=1) / total
-        flatness[index] = np.exp(np.mean(np.log(power[:, 1:]), axis=1)) / np.mean(power[:, 1:], axis=1)
+        low[start:stop] = power[:, :low_bins].sum(axis=1) / total
+        upper = power[:, 1:]
+        flatness[start:stop] = np.exp(np.log(upper).mean(axis=1)) / upper.mean(axis=1)
     return flatness, low, kurtosis
 
 
