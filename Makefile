@@ -65,16 +65,20 @@ format: $(ALL_STAMP)
 
 # The suite in TEST_PROCESSES pytest-xdist processes (more than the cores: most tests wait on the worker,
 # API and browser processes they start), each test file whole in one process (its module fixtures are
-# built once); then, alone, the tests marked `serial`, whose claim compares the timings of their own
-# processes. Exit status 5 is pytest's "no tests selected" (PYTEST_ARGS naming only one kind).
+# built once); and the tests marked `serial`, whose claim compares the timings of their own processes, in
+# a pytest of their own. scripts/run_tests.py runs lint, the parallel part and the serial part at once,
+# lint and the parallel part at the idle CPU priority: they take only the CPU the serial tests leave.
 TEST_PROCESSES ?= 4
 PYTEST_PARALLEL = -n $(TEST_PROCESSES) --dist loadfile --no-loadscope-reorder
 # Each part ends with its slowest tests (setup, call and teardown apart): where the suite's time goes.
 PYTEST_DURATIONS = --durations=30
-pytest_allowing_none = $(PY) -m pytest $(1) || [ $$? -eq 5 ]
 # The serial run collects only the test files that mark a test `serial` (found when make runs), not the
-# whole suite again; PYTEST_ARGS, when given, replaces them.
+# whole suite again; PYTEST_ARGS (read from the environment by scripts/run_tests.py), when given,
+# replaces them.
 SERIAL_FILES = $(sort $(shell grep -rl --include='test_*.py' 'mark\.serial' tests))
+export PYTEST_ARGS
+# This make, for the lint run (named otherwise: make runs a recipe line that names $(MAKE) even under -n).
+LINT_MAKE := $(MAKE)
 
 # Python caches bytecode for the tests even where the environment says not to (PYTHONDONTWRITEBYTECODE):
 # otherwise every worker, API and CLI process the suite starts compiles the project's modules again, and
@@ -87,9 +91,9 @@ test test-fast: export PYTHONDONTWRITEBYTECODE =
 # spin against the others (docs/benchmarks.md, "Imports on first use": Qwen3 tests took 2-3 times the CPU).
 test test-fast: export OMP_NUM_THREADS ?= 1
 
-test: lint
-	$(call pytest_allowing_none,$(PYTEST_PARALLEL) $(PYTEST_DURATIONS) -m "not serial" $(PYTEST_ARGS))
-	$(call pytest_allowing_none,$(PYTEST_DURATIONS) -m serial $(or $(PYTEST_ARGS),$(SERIAL_FILES)))
+test: $(ALL_STAMP)
+	$(PY) scripts/run_tests.py --make="$(LINT_MAKE)" --parallel="$(PYTEST_PARALLEL) $(PYTEST_DURATIONS)" \
+		--serial="$(PYTEST_DURATIONS)" $(SERIAL_FILES)
 
 # The inner loop: lint, then the unit, API and cache tests (no worker processes, no chaos): minutes, not the whole suite.
 test-fast: lint
