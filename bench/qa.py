@@ -7,7 +7,7 @@ four espeak voices that differ in pitch and speaking rate; or (``--voices varied
 split of :mod:`bench.voice_set` (references of different bands, levels, pitch and room noise, made into
 prompts as a voice build makes them) reads a book of its own (``--chunks`` per voice), and the report
 adds a table per voice and per check. Every chunk is rendered through
-:class:`worker.qa.faults.FaultyEngine` around the real espeak engine, which injects a fault into a
+:class:`bench.faults.FaultyEngine` around the real espeak engine, which injects a fault into a
 share of them (``--share``, default 0.3; kinds drawn uniformly), then checked:
 
 * the cheap checks (:func:`worker.qa.checks.check_audio`), against the voice's speaking rate, median
@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from bench import voice_set
+from bench.faults import FaultKind, FaultyEngine, random_plan
 from worker.config import load_settings
 from worker.engines.base import SpeakerPrompt, SynthesisRequest
 from worker.engines.espeak import EspeakEngine
@@ -54,7 +55,6 @@ from worker.qa.checks import (
     median_level,
     policy_for,
 )
-from worker.qa.faults import FaultKind, FaultyEngine, random_plan
 from worker.qa.transcript import Recogniser, check_transcript
 from worker.script import Said, make_chunks, parse_document
 from worker.script.normalise import normalise

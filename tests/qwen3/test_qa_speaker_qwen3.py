@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from flask import Flask
 
+from bench.faults import FaultKind, FaultyEngine, fixed_plan
 from tests.api.helpers import submit_job, upload_voice
 from tests.conftest import bearer
 from tests.support.apps import tome_of
@@ -24,7 +25,6 @@ from worker.engines.qwen3 import Qwen3Engine
 from worker.jobs import quality
 from worker.qa.assess import assess_chunk
 from worker.qa.checks import policy_for
-from worker.qa.faults import FaultKind, FaultyEngine, fixed_plan
 from worker.qa.speaker import speaker_encoder, speaker_similarity
 from worker.task_names import BUILD_VOICE, START_JOB
 

@@ -10,10 +10,10 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from bench.faults import double_phrase, drop_sentence, truncate
 from worker.engines import SynthesisRequest
 from worker.engines.espeak import EspeakEngine
 from worker.qa.checks import QaPolicy
-from worker.qa.faults import double_phrase, drop_sentence, truncate
 from worker.qa.transcript import (
     PocketsphinxRecogniser,
     Recognised,

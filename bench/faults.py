@@ -1,4 +1,5 @@
-"""A fault-injecting engine for tests and the QA benchmark (pure: no Flask, no Celery).
+"""A fault-injecting engine for the QA benchmark and the tests (pure: no Flask, no Celery; kept out of the
+production packages: no worker imports it).
 
 :class:`FaultyEngine` wraps a real engine and, on the chunks a *plan* chooses, renders the failure modes
 that neural TTS shows in long books: ``drop_sentence`` (a sentence not spoken), ``truncate`` (the

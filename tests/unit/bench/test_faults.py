@@ -1,4 +1,4 @@
-"""The fault-injecting engine (worker.qa.faults), and the whole chunk QA catching each of its faults on
+"""The fault-injecting engine (bench/faults.py), and the whole chunk QA catching each of its faults on
 real espeak audio while clean chunks pass."""
 
 from __future__ import annotations
@@ -8,10 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from worker.engines import Engine, SynthesisRequest
-from worker.engines.espeak import DEFAULT_F0_MEDIAN_HZ, DEFAULT_WORDS_PER_MINUTE, EspeakEngine
-from worker.qa import PocketsphinxRecogniser, SpeakingRate, assess_chunk
-from worker.qa.faults import (
+from bench.faults import (
     FaultKind,
     FaultyEngine,
     double_phrase,
@@ -21,6 +18,9 @@ from worker.qa.faults import (
     random_plan,
     truncate,
 )
+from worker.engines import Engine, SynthesisRequest
+from worker.engines.espeak import DEFAULT_F0_MEDIAN_HZ, DEFAULT_WORDS_PER_MINUTE, EspeakEngine
+from worker.qa import PocketsphinxRecogniser, SpeakingRate, assess_chunk
 
 SR = EspeakEngine.sample_rate
 TEXT = (
