@@ -12,14 +12,19 @@ measured beside the parallel part match their timings alone (the same page).
 
 The parallel part's output streams to the terminal; lint's and the serial part's are kept in files and
 printed after it (a line says when each ends, and how). The exit status is 0 when every part passed
-(pytest's 5, "no tests selected", counts as passed: ``PYTEST_ARGS`` may name tests of one kind only).
-``PYTEST_ARGS`` (from the environment) goes to both pytest runs; given, it replaces the serial files."""
+(where ``PYTEST_ARGS`` names tests of one kind only, pytest's 5, "no tests selected", counts as passed).
+``PYTEST_ARGS`` (from the environment, split as a shell splits words, without expanding globs or
+variables) goes to both pytest runs; given, it replaces the serial files. The serial part's output is
+kept in a file, so ``-s`` or ``--pdb`` there looks like a hang: run pytest itself for those.
+Ctrl-C or SIGTERM stops every part (each gets time to run its teardowns) and still prints the logs."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -27,9 +32,24 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import IO
 
 NO_TESTS_COLLECTED = 5
+# After Ctrl-C, which the terminal sends to every part too: how long they get to end their way (pytest runs
+# its teardowns: the workers, API servers and browsers the tests started are stopped). Then, as after a
+# SIGTERM sent to this process alone, SIGINT, and how long they get after it; then SIGTERM, and then kill.
+ENDING_S = 60.0
+AFTER_SIGINT_S = 60.0
+AFTER_SIGTERM_S = 10.0
+
+
+class Stop(Exception):
+    """SIGTERM (CI cancelling the run, a timeout): stop the parts as Ctrl-C would."""
+
+
+def _raise_stop(signum: int, frame: FrameType | None) -> None:
+    raise Stop(signal.Signals(signum).name)
 
 
 @dataclass
@@ -60,12 +80,16 @@ def lower_priority() -> None:
 
 def parts(args: argparse.Namespace, pytest_args: Sequence[str]) -> list[Part]:
     python = [sys.executable, "-m", "pytest"]
-    ok = frozenset({0, NO_TESTS_COLLECTED})
+    # "No tests selected" passes only where PYTEST_ARGS narrowed the run: a whole run that collects
+    # nothing is a failure.
+    ok = frozenset({0, NO_TESTS_COLLECTED}) if pytest_args else frozenset({0})
     serial_targets = list(pytest_args) or list(args.serial_files)
+    # The serial part keeps its own cache folder: both runs write their failures (--lf) at the end.
+    serial_cache = ["-o", "cache_dir=.pytest_cache/serial"]
     return [
         Part(
             "serial",
-            [*python, *shlex.split(args.serial), "-m", "serial", *serial_targets],
+            [*python, *shlex.split(args.serial), *serial_cache, "-m", "serial", *serial_targets],
             idle=False,
             passing=ok,
         ),
@@ -141,21 +165,52 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def stop_all(running: list[Part], *, signalled: bool) -> None:
+    """Stop every part still running and wait for it: ``signalled`` (Ctrl-C reached the parts too) lets
+    them end their way first; then SIGINT (what Ctrl-C sends), SIGTERM, and kill, each after a wait."""
+    steps: list[tuple[signal.Signals | None, float]] = [(None, ENDING_S)] if signalled else []
+    steps += [(signal.SIGINT, AFTER_SIGINT_S), (signal.SIGTERM, AFTER_SIGTERM_S)]
+    for sent, grace in steps:
+        alive = [part.proc for part in running if part.proc is not None and part.proc.poll() is None]
+        for proc in alive:
+            if sent is not None:
+                proc.send_signal(sent)
+        deadline = time.monotonic() + grace
+        for proc in alive:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+    for part in running:
+        if part.proc is None:
+            continue
+        if part.proc.poll() is None:
+            part.proc.kill()
+        if part.code is None:
+            part.finish(part.proc.wait())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     pytest_args = shlex.split(os.environ.get("PYTEST_ARGS", ""))
     running = parts(args, pytest_args)
+    previous = signal.signal(signal.SIGTERM, _raise_stop)
     with tempfile.TemporaryDirectory(prefix="tome-make-test-") as folder:
         try:
             for part in running:
                 start(part, Path(folder))
             wait_all(running)
-        except KeyboardInterrupt:  # the terminal sent SIGINT to every part too: let them end their way
-            for part in running:
-                if part.proc is not None:
-                    part.finish(part.proc.wait())
+        except (KeyboardInterrupt, Stop, OSError) as stopped:
+            print(f"\nmake test: stopping ({type(stopped).__name__} {stopped})", file=sys.stderr, flush=True)
+            signalled = isinstance(stopped, KeyboardInterrupt)
+            while True:
+                try:
+                    stop_all(running, signalled=signalled)
+                    break
+                except (KeyboardInterrupt, Stop):  # asked again: stop without waiting, the logs still follow
+                    signalled = False
             report(running)
-            return 130
+            return 1 if isinstance(stopped, OSError) else 130
+        finally:
+            signal.signal(signal.SIGTERM, previous)
         return report(running)
 
 

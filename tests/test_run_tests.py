@@ -4,14 +4,18 @@ serial part, every part's outcome reported, the exit status failing when any par
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "scripts"))
+RUNNER = Path(__file__).resolve().parent.parent / "scripts" / "run_tests.py"
+sys.path.insert(0, str(RUNNER.parent))
 
-import run_tests
+import run_tests  # noqa: E402
 
 
 def _policy_of_child(idle: bool, tmp_path: Path) -> int:
@@ -50,10 +54,13 @@ def test_parts_are_what_make_asks_for() -> None:
     assert parallel.argv[3:] == ["-n", "4", "--durations=30", "-m", "not serial"]
     assert parallel.stream
     assert not serial.stream
+    # A whole run that selects no test fails; only where PYTEST_ARGS narrowed it is that a pass.
+    assert serial.passing == parallel.passing == frozenset({0})
     # PYTEST_ARGS goes to both runs and replaces the serial files.
     serial, _, parallel = run_tests.parts(args, ["-k", "voices and not slow"])
     assert serial.argv[-4:] == ["-m", "serial", "-k", "voices and not slow"]
     assert parallel.argv[-2:] == ["-k", "voices and not slow"]
+    assert serial.passing == parallel.passing == frozenset({0, run_tests.NO_TESTS_COLLECTED})
 
 
 def test_a_failing_lint_fails_the_run_and_every_part_reports(
@@ -81,3 +88,46 @@ def test_a_failing_lint_fails_the_run_and_every_part_reports(
     out = capfd.readouterr().out
     assert "make test: lint passed" in out
     assert "make test: parallel FAILED (exit status 1)" in out
+
+
+def test_sigterm_stops_every_part_and_still_prints_the_logs(tmp_path: Path) -> None:
+    """CI cancelling the run sends SIGTERM to the runner alone: it passes SIGINT on (pytest then runs its
+    teardowns), waits for every part and prints what lint and the serial part said."""
+    fake_make = tmp_path / "fake-make"
+    make_pid = tmp_path / "make.pid"
+    fake_make.write_text(f"#!/bin/sh\necho $$ > {make_pid}\necho lint started\nexec sleep 60\n")
+    fake_make.chmod(0o755)
+    running = tmp_path / "running"
+    tests = tmp_path / "suite"
+    tests.mkdir()
+    (tests / "test_slow.py").write_text(
+        "import pathlib, time\n"
+        f"def test_slow():\n    pathlib.Path({str(running)!r}).touch()\n    time.sleep(60)\n"
+    )
+    env = {**os.environ, "PYTEST_ARGS": f"-p no:cacheprovider {tests}"}
+    runner = subprocess.Popen(
+        [sys.executable, str(RUNNER), f"--make={fake_make}", "--parallel=-q", "--serial=-q"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=env,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not (running.exists() and make_pid.exists()):
+            assert runner.poll() is None, runner.communicate()[0]
+            assert time.monotonic() < deadline, "the slow test never started"
+            time.sleep(0.1)
+        started = time.monotonic()
+        runner.send_signal(signal.SIGTERM)
+        out, _ = runner.communicate(timeout=90)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+    assert runner.returncode == 130, out
+    assert time.monotonic() - started < 30, out  # told at once, not after the parts' own ending time
+    assert "make test: stopping (Stop SIGTERM)" in out
+    assert "lint started" in out  # the captured log, printed
+    assert "make test: parallel FAILED" in out
+    with pytest.raises(ProcessLookupError):  # the fake lint was stopped and reaped
+        os.kill(int(make_pid.read_text()), 0)

@@ -7,7 +7,8 @@
 * :mod:`.speaker`: the speaker check, for engines with their own speaker encoder (Qwen3-TTS): cosine
   similarity of the chunk's speaker embedding to the voice's (off by default: not calibrated).
 * :mod:`.assess`: all of them in one call, for the render step.
-* :mod:`.faults`: a fault-injecting engine wrapper for tests and ``bench/qa.py``.
+
+The fault-injecting engine the QA benchmark and the tests use is ``bench/faults.py``.
 """
 
 from worker.qa.assess import assess_chunk

@@ -43,7 +43,8 @@ _BLOCK = 1 << 16
 # and endpoint data (a few MB of JSON, about 0.1 s of CPU) once, where a session per storage parsed it
 # again for each app and each worker runtime. A session is not thread-safe, the clients it makes are.
 # Credentials are resolved once, on the first client, from the usual AWS_* variables or profile (as
-# boto3's own default session does); refreshable credentials refresh inside it.
+# boto3's own default session does); refreshable credentials refresh inside it, and static keys changed
+# in a credentials file or the environment are read again when the process restarts.
 class _SharedSession:
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -56,13 +57,18 @@ class _SharedSession:
                 self._session = boto3.session.Session()
             return self._session.client("s3", **kwargs)
 
-    def after_fork_in_child(self) -> None:
-        """A child forked while another thread held the lock would wait on it forever."""
-        self._lock = threading.Lock()
+    def before_fork(self) -> None:
+        """Held across a fork: the child gets the session whole, never one another thread is changing."""
+        self._lock.acquire()
+
+    def after_fork(self) -> None:
+        self._lock.release()
 
 
 _SHARED = _SharedSession()
-os.register_at_fork(after_in_child=_SHARED.after_fork_in_child)
+os.register_at_fork(
+    before=_SHARED.before_fork, after_in_parent=_SHARED.after_fork, after_in_child=_SHARED.after_fork
+)
 
 
 class S3Storage:
