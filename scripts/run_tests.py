@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import shlex
 import signal
@@ -78,6 +79,15 @@ def lower_priority() -> None:
         os.nice(19)
 
 
+def _child_setup(idle: bool) -> None:
+    """In each part, before it runs: SIGINT back to its default, so that the SIGINT this runner sends
+    stops the part even where the runner was started with SIGINT ignored (a shell's background job
+    ignores it, and the command it runs inherits that); then the idle priority, for ``idle`` parts."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    if idle:
+        lower_priority()
+
+
 def parts(args: argparse.Namespace, pytest_args: Sequence[str]) -> list[Part]:
     python = [sys.executable, "-m", "pytest"]
     # "No tests selected" passes only where PYTEST_ARGS narrowed the run: a whole run that collects
@@ -112,7 +122,7 @@ def start(part: Part, folder: Path) -> None:
         part.argv,
         stdout=part.log,
         stderr=subprocess.STDOUT if part.log else None,
-        preexec_fn=lower_priority if part.idle else None,  # noqa: PLW1509 - one thread here, before any other
+        preexec_fn=functools.partial(_child_setup, part.idle),  # noqa: PLW1509 - one thread here
     )
 
 

@@ -111,6 +111,8 @@ def test_sigterm_stops_every_part_and_still_prints_the_logs(tmp_path: Path) -> N
         stderr=subprocess.STDOUT,
         env=env,
         text=True,
+        # As a shell's background job (CI's), and as under pytest-xdist: SIGINT ignored, inherited.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),  # noqa: PLW1509
     )
     try:
         deadline = time.monotonic() + 60
