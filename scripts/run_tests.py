@@ -215,7 +215,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 try:
                     stop_all(running, signalled=signalled)
                     break
-                except (KeyboardInterrupt, Stop):  # asked again: stop without waiting, the logs still follow
+                except (KeyboardInterrupt, Stop):  # asked again: SIGINT now, no ending time
                     signalled = False
             report(running)
             return 1 if isinstance(stopped, OSError) else 130
