@@ -42,6 +42,7 @@ from pathlib import Path
 from flask.testing import FlaskClient
 from sqlalchemy import select
 
+from bench.engines import MODULE as ENGINE_MODULE
 from models import TERMINAL, Job, JobChapter, utcnow
 from tests.support.apps import app_on, tome_of
 from tests.support.audio import reference_wav
@@ -208,7 +209,14 @@ def run_case(
 ) -> ChapterRun:
     """Render a book of ``words`` in ``chapters`` with ``engine`` on a fresh embedded stack in ``folder``
     (workers as :func:`_workers` says); ``overrides`` are Settings (``paced_seconds_per_chunk``)."""
-    settings = load_settings({}, data_dir=folder / "var", engine=engine, gpu_queue=gpu_queue, **overrides)
+    settings = load_settings(
+        {},
+        data_dir=folder / "var",
+        engine=engine,
+        engine_modules=ENGINE_MODULE,
+        gpu_queue=gpu_queue,
+        **overrides,
+    )
     script = book(words, chapters)
     with app_on(settings) as app:
         headers = {"Authorization": f"Bearer {mint_key(app, owner='bench', name='bench', admin=False)}"}

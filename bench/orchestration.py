@@ -1,5 +1,5 @@
 """What Tome itself adds to every chunk, on the production stack: PostgreSQL, Redis, real Celery workers,
-and the ``constant`` engine (worker/engines/constant.py: a fixed 0.1 s tone at no cost), so that nothing
+and the ``constant`` engine (bench/engines/constant.py: a fixed 0.1 s tone at no cost), so that nothing
 of the figures is the engine's. One run measures, on a fresh PostgreSQL database and private Redis queues:
 
 1. The yardstick: a bare Celery round trip (send a no-op task, wait for its result) on the same Redis,
@@ -46,6 +46,7 @@ from flask import Flask
 from sqlalchemy import Engine as DbEngine
 from sqlalchemy import select
 
+from bench.engines import MODULE as ENGINE_MODULE
 from models import TERMINAL, Job, Voice
 from tests.support.api_server import running_api
 from tests.support.apps import app_on, tome_of
@@ -577,7 +578,8 @@ def measure(
     with postgres_database(pg_url) as url:
         settings = load_settings(
             {}, data_dir=base / "var", database_url=url, broker_url=redis_url,
-            queue=f"tome-bench-{uuid.uuid4().hex[:8]}", engine="constant", quota_unfinished_jobs=0,
+            queue=f"tome-bench-{uuid.uuid4().hex[:8]}", engine="constant", engine_modules=ENGINE_MODULE,
+            quota_unfinished_jobs=0,
             quota_audio_seconds_per_day=0.0, quota_storage_bytes=0, rate_limit_per_minute=10_000_000,
         )  # fmt: skip
         with app_on(settings) as app:

@@ -18,6 +18,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy.orm import Session, scoped_session
 
+from bench.engines import MODULE as BENCH_ENGINES
 from tests.support.apps import app_on, tome_of
 from tests.support.audio import reference_wav
 from tests.support.audiobookshelf import ABS_TOKEN, OTHER_ABS_TOKEN, FakeAudiobookshelf
@@ -26,9 +27,14 @@ from tests.support.receiver import Receiver
 from tests.support.s3 import S3Server, moto_server
 from tests.support.services import Services, postgres_database, require_services
 from webapi.cli import mint_key
-from worker.config import Settings, load_settings
+from worker.config import Settings, load_modules, load_settings
 from worker.processes import WorkerProcess
 from worker.runtime import Runtime
+
+# The benchmarks' engines (espeak-paced: espeak at a GPU's pace; constant) do not ship with Tome: the tests
+# load them as a deployment loads its own (TOME_ENGINE_MODULES), and the settings hand them on to every
+# worker and API process a test starts.
+load_modules(BENCH_ENGINES)
 
 # The directories whose test files start worker, API, browser or database processes and so take minutes
 # each; under pytest-xdist (make test) they are handed out first, so that the quick files fill the end of

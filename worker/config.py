@@ -9,7 +9,9 @@ the catalog's default engine. Production sets ``TOME_DATABASE_URL`` (PostgreSQL)
 name (``quotas.storage_bytes`` is ``quota_storage_bytes``, ``TOME_QUOTA_STORAGE_BYTES``) unless the field
 names its own (``storage.backend`` is ``storage``). :data:`FLAT_SETTINGS` maps each flat name to its
 path; :meth:`Settings.with_overrides` and :func:`load_settings` take flat names. Each engine's section
-is declared by the engine (worker.engines.catalog) and lives under ``settings.engines``.
+is declared by the engine (worker.engines.catalog) and lives under ``settings.engines``; the engines of
+the modules ``TOME_ENGINE_MODULES`` names are loaded first, so that their sections' variables are read
+too.
 """
 
 from __future__ import annotations
@@ -21,7 +23,16 @@ from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from worker.engines.catalog import EngineSettings
+from worker.engines.catalog import (
+    EngineModuleError,
+    EngineSettings,
+    PluginSections,
+    load_engine_modules,
+    loaded_modules,
+    parse_module_names,
+    plugin_specs,
+)
+from worker.engines.spec import EngineSpec
 from worker.storage.backend import Storage
 from worker.storage.layout import Layout
 from worker.storage.select import open_storage
@@ -45,6 +56,7 @@ __all__ = [
     "VoiceSettings",
     "WebhookSettings",
     "env_name",
+    "load_modules",
     "load_settings",
 ]
 
@@ -353,6 +365,8 @@ class Settings:
     def with_overrides(self, **flat: Any) -> Settings:
         """A copy with some settings replaced, named by their flat names (``max_chunks_per_job=3``);
         TypeError on a name that is no setting. Not validated: :func:`load_settings` validates."""
+        if "engine_modules" in flat:
+            flat = {**flat, "engine_modules": load_modules(str(flat["engine_modules"]))}
         settings = self
         for name, value in flat.items():
             path = FLAT_SETTINGS.get(name)
@@ -365,7 +379,7 @@ class Settings:
         """The setting whose flat name is ``name`` (KeyError if none)."""
         value: Any = self
         for part in FLAT_SETTINGS[name]:
-            value = getattr(value, part)
+            value = _child(value, part)
         return value
 
     def validate(self) -> Settings:
@@ -576,10 +590,15 @@ class Settings:
 def _flat_paths(
     section: Any, prefix: str = "", path: tuple[str, ...] = ()
 ) -> Iterator[tuple[str, tuple[str, ...]]]:
-    """(flat name, path) of every leaf under ``section`` (a dataclass instance)."""
+    """(flat name, path) of every leaf under ``section`` (a dataclass instance); the sections of loaded
+    engines are under their keys."""
     for f in fields(section):
         value = getattr(section, f.name)
-        if is_dataclass(value):
+        if isinstance(value, PluginSections):
+            for spec in plugin_specs():
+                if spec.key:
+                    yield from _flat_paths(value.get(spec.key), f"{spec.key}_", (*path, f.name, spec.key))
+        elif is_dataclass(value):
             yield from _flat_paths(value, f.metadata.get("prefix", ""), (*path, f.name))
         else:
             yield f.metadata.get("flat", prefix + f.name), (*path, f.name)
@@ -594,14 +613,64 @@ def _flat_settings() -> dict[str, tuple[str, ...]]:
     return table
 
 
+def _child(section: Any, name: str) -> Any:
+    return section.get(name) if isinstance(section, PluginSections) else getattr(section, name)
+
+
 def _replace_path(section: Any, path: tuple[str, ...], value: Any) -> Any:
     head, *rest = path
-    inner = _replace_path(getattr(section, head), tuple(rest), value) if rest else value
+    inner = _replace_path(_child(section, head), tuple(rest), value) if rest else value
+    if isinstance(section, PluginSections):
+        return section.with_section(head, inner)
     return replace(section, **{head: inner})
 
 
+class _FlatTable(Mapping[str, tuple[str, ...]]):
+    """Every setting's flat name and its path, the loaded engines' sections included: built again when a
+    module of engines has been loaded since."""
+
+    def __init__(self) -> None:
+        self._modules: tuple[str, ...] | None = None
+        self._table: dict[str, tuple[str, ...]] = {}
+
+    def _current(self) -> dict[str, tuple[str, ...]]:
+        modules = loaded_modules()
+        if modules != self._modules:
+            self._table, self._modules = _flat_settings(), modules
+        return self._table
+
+    def __getitem__(self, name: str) -> tuple[str, ...]:
+        return self._current()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._current()))
+
+    def __len__(self) -> int:
+        return len(self._current())
+
+
 # Every setting's flat name (its variable's, less TOME_, in lower case) and its path in Settings.
-FLAT_SETTINGS: Mapping[str, tuple[str, ...]] = _flat_settings()
+FLAT_SETTINGS: Mapping[str, tuple[str, ...]] = _FlatTable()
+
+
+def _section_names(spec: EngineSpec[Any]) -> None:
+    """ValueError when a variable of ``spec``'s section is another setting's already."""
+    if spec.key:
+        taken = set(FLAT_SETTINGS)
+        clash = sorted(n for n, _ in _flat_paths(spec.settings(), f"{spec.key}_") if n in taken)
+        if clash:
+            raise ValueError(f"{spec.name!r} would read {env_name(clash[0])}, which another setting has")
+
+
+def load_modules(raw: str) -> str:
+    """Load the engines of the comma-separated modules ``raw`` (``TOME_ENGINE_MODULES``), all or none; the
+    list as the settings hold it (blanks dropped). ConfigError naming the module and the problem."""
+    try:
+        names = parse_module_names(raw)
+        load_engine_modules(names, check=_section_names)
+    except EngineModuleError as exc:
+        raise ConfigError(f"TOME_ENGINE_MODULES: {exc}") from exc
+    return ",".join(names)
 
 
 def env_name(flat: str) -> str:
@@ -631,13 +700,16 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
     """Settings from the ``TOME_*`` variables (``environ`` defaults to ``os.environ``), then overrides
     named by their flat names (``data_dir=...``; TypeError on an unknown name), validated."""
     env = os.environ if environ is None else environ
+    modules = overrides.get("engine_modules", env.get("TOME_ENGINE_MODULES"))
+    if modules is not None:
+        load_modules(str(modules))
     defaults = Settings()
     values: dict[str, Any] = {}
     for flat in FLAT_SETTINGS:
         name = env_name(flat)
         if name in env:
             values[flat] = _convert(env[name], defaults.flat_value(flat), name)
-    return defaults.with_overrides(**values, **overrides).validate()
+    return defaults.with_overrides(**{**values, **overrides}).validate()
 
 
 def _is_endpoint_url(url: str) -> bool:

@@ -27,7 +27,7 @@ HEAVY = ("numpy", "scipy", "celery", "kombu", "torch", "boto3", "gevent", "pydan
          "webapi.schemas", "worker.audio", "worker.engines", "models.job", "models.voice")  # fmt: skip
 # What the settings read of the engines: their declarations (settings sections, names), no engine itself.
 LIGHT_ENGINE_MODULES = {"worker.engines", "worker.engines.catalog", "worker.engines.spec"} | {
-    f"worker.engines.{name}_spec" for name in ("espeak", "paced", "constant", "qwen3", "fish")
+    f"worker.engines.{name}_spec" for name in ("espeak", "qwen3", "fish")
 }
 # The command as `flask` runs it, then the modules it left loaded, on the last line.
 CREATE = (

@@ -35,6 +35,7 @@ from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy import select
 
+from bench.engines import MODULE as ENGINE_MODULE
 from models import Chunk, Job
 from models.migrate import upgrade_head
 from tests.chaos.services import OwnPostgres, OwnRedis
@@ -425,6 +426,7 @@ def chaos_settings(data_dir: Path, **overrides: Any) -> Settings:
         {},
         data_dir=data_dir,
         engine="espeak-paced",
+        engine_modules=ENGINE_MODULE,
         queue=f"chaos-{uuid.uuid4().hex[:6]}",
         chunk_lease_seconds=8,
         stitch_lease_seconds=60,

@@ -1,5 +1,6 @@
 """Settings in sections: few top-level fields, all frozen, every ``TOME_*`` variable still read under its
-old name, flat override names, and the engines' own settings declared by the engines."""
+old name, flat override names, and the engines' own settings declared by the engines (the built-in ones
+and those of ``bench.engines``, which the tests load as a deployment loads its own)."""
 
 from __future__ import annotations
 
@@ -10,14 +11,16 @@ from typing import Any
 
 import pytest
 
+from bench.engines import PACED
 from worker.config import FLAT_SETTINGS, ConfigError, Settings, env_name, load_settings
-from worker.engines.catalog import ENGINES, EngineSettings
+from worker.engines.catalog import BUILT_IN, EngineSettings, engines
 from worker.engines.registry import create_engine
 from worker.engines.spec import NoSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# The flat Settings' fields before the sections (each is TOME_<NAME>): every one is still read.
+# The flat Settings' fields before the sections (each is TOME_<NAME>), and the ones added since: every one
+# is read. The paced engine's are the loaded bench.engines' (PACED_NAMES).
 FLAT_NAMES = [
     "api_host",
     "api_port",
@@ -44,6 +47,7 @@ FLAT_NAMES = [
     "data_dir",
     "database_url",
     "engine",
+    "engine_modules",
     "file_link_seconds",
     "fish_device",
     "fish_max_new_tokens",
@@ -65,10 +69,6 @@ FLAT_NAMES = [
     "min_reference_seconds",
     "mp3_bitrate_kbps",
     "output_ttl_seconds",
-    "paced_max_reference_seconds",
-    "paced_seconds_per_build",
-    "paced_seconds_per_chunk",
-    "paced_warm_up_seconds",
     "pending_requeue_seconds",
     "preview_ttl_seconds",
     "qa_recogniser",
@@ -118,6 +118,16 @@ FLAT_NAMES = [
     "webhook_ports",
     "worker_start_timeout",
 ]
+
+PACED_NAMES = [
+    "paced_max_reference_seconds",
+    "paced_seconds_per_build",
+    "paced_seconds_per_chunk",
+    "paced_warm_up_seconds",
+]
+# Read here with a value other than the default: tests/unit/engines/test_engine_modules.py (loading another
+# module here would change this process's catalog for the tests after it).
+READ_ELSEWHERE = {"engine_modules"}
 
 # A valid value other than the default for every text setting (a new one must be added here).
 TEXT_VALUES = {
@@ -193,11 +203,11 @@ def test_at_most_fifteen_top_level_fields_each_a_frozen_section() -> None:
 
 
 def test_every_old_variable_maps_to_exactly_one_section_field() -> None:
-    assert sorted(FLAT_SETTINGS) == sorted(FLAT_NAMES)
+    assert sorted(FLAT_SETTINGS) == sorted(FLAT_NAMES + PACED_NAMES)
     assert len(set(FLAT_SETTINGS.values())) == len(FLAT_SETTINGS)
 
 
-@pytest.mark.parametrize("flat", FLAT_NAMES)
+@pytest.mark.parametrize("flat", sorted(set(FLAT_NAMES + PACED_NAMES) - READ_ELSEWHERE))
 def test_every_variable_is_read_into_its_section(flat: str) -> None:
     default = Settings().flat_value(flat)
     if flat in REFUSED:
@@ -210,7 +220,7 @@ def test_every_variable_is_read_into_its_section(flat: str) -> None:
     assert settings.flat_value(flat) == value != default
     section: Any = settings
     for part in FLAT_SETTINGS[flat]:
-        section = getattr(section, part)
+        section = section.get(part) if part == PACED.key else getattr(section, part)
     assert section == value
     # and the default's text reads back as the default
     assert load_settings({env_name(flat): str(default)}).flat_value(flat) == default
@@ -239,9 +249,10 @@ def test_engine_sections_live_under_engines() -> None:
     )
     assert settings.engines.qwen3.max_batch == 4
     assert settings.engines.fish.device == "cpu"
-    assert settings.engines.paced.seconds_per_chunk == 0.5
-    assert settings.engines.default == ENGINES[0].name == "espeak"
-    for spec in ENGINES:
+    assert settings.engines.section(PACED).seconds_per_chunk == 0.5
+    assert settings.engines.plugins.get("paced").seconds_per_chunk == 0.5
+    assert settings.engines.default == BUILT_IN[0].name == "espeak"
+    for spec in engines():
         section = settings.engines.section(spec)
         assert isinstance(section, spec.settings)
         assert (spec.key == "") == isinstance(section, NoSettings)
@@ -279,6 +290,6 @@ def test_no_engine_is_named_where_engines_are_offered() -> None:
 
 
 def test_every_catalog_engine_has_its_section_or_none() -> None:
-    keys = {f.name for f in dataclasses.fields(EngineSettings)} - {"default"}
-    assert keys == {spec.key for spec in ENGINES if spec.key}
-    assert len({spec.name for spec in ENGINES}) == len(ENGINES)
+    keys = {f.name for f in dataclasses.fields(EngineSettings)} - {"default", "modules", "plugins"}
+    assert keys == {spec.key for spec in BUILT_IN if spec.key}
+    assert len({spec.name for spec in engines()}) == len(engines())

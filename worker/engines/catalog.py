@@ -1,75 +1,223 @@
-"""The engines Tome offers, in one list, and the settings sections they declare (pure module).
+"""The engines Tome offers and the settings sections they declare (pure module).
 
-Adding an engine: its declaration module (``<engine>_spec.py``, light: no numpy) holds an
-:class:`~worker.engines.spec.EngineSpec` (name, settings section, QA profile, a factory that imports the
-engine's module); list it in :data:`ENGINES`; when it has settings, add its section to
-:class:`EngineSettings` under the spec's key (checked at import). The registry, ``TOME_ENGINE``'s
-default, the settings loader and the QA policies are derived from here. Importing this module loads no
-engine module, numpy, model or native library: reading settings stays light.
+Two kinds. The built-in engines (:data:`BUILT_IN`) ship with Tome: each has a declaration module
+(``<engine>_spec.py``, light: no numpy) holding an :class:`~worker.engines.spec.EngineSpec`, and its
+settings section is a field of :class:`EngineSettings` under the spec's key (checked at import). Engines
+from other modules (benchmarks', tests', a deployment's own) are loaded by name with
+:func:`load_engine_modules`, which the settings call for ``TOME_ENGINE_MODULES``: each such module
+declares ``SPECS`` (a tuple of specs) or ``SPEC``, and its sections live in :class:`PluginSections`, read
+from ``TOME_<KEY>_<FIELD>`` like the built-in ones. The registry, ``TOME_ENGINE``'s default, the settings
+loader and the QA policies are derived from here. Importing this module loads no engine module, numpy,
+model or native library: reading settings stays light.
 """
 
 from __future__ import annotations
 
+import importlib
+import re
+import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from worker.engines import constant_spec, espeak_spec, fish_spec, paced_spec, qwen3_spec
+from worker.engines import espeak_spec, fish_spec, qwen3_spec
 from worker.engines.spec import EngineSpec, NoSettings, QaProfile
 
-__all__ = ["DEFAULT_ENGINE", "ENGINES", "EngineSettings", "qa_profile", "spec_for"]
+__all__ = [
+    "BUILT_IN",
+    "DEFAULT_ENGINE",
+    "EngineModuleError",
+    "EngineSettings",
+    "PluginSections",
+    "engines",
+    "load_engine_modules",
+    "loaded_modules",
+    "parse_module_names",
+    "plugin_specs",
+    "qa_profile",
+    "spec_for",
+]
 
-ENGINES: tuple[EngineSpec[Any], ...] = (
-    espeak_spec.SPEC,
-    paced_spec.SPEC,
-    constant_spec.SPEC,
-    qwen3_spec.SPEC,
-    fish_spec.SPEC,
-)
-DEFAULT_ENGINE = ENGINES[0].name
+BUILT_IN: tuple[EngineSpec[Any], ...] = (espeak_spec.SPEC, qwen3_spec.SPEC, fish_spec.SPEC)
+DEFAULT_ENGINE = BUILT_IN[0].name
+
+MAX_MODULE_NAME_CHARS = 200
+_MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+_KEY = re.compile(r"[a-z][a-z0-9]*(_[a-z0-9]+)*")
+_plugins: dict[str, tuple[EngineSpec[Any], ...]] = {}  # module name -> its specs, in the order loaded
+_lock = threading.Lock()
 
 
-@dataclass(frozen=True)
-class EngineSettings:
-    """``settings.engines``: the engine jobs use unless they name one (``TOME_ENGINE``), and each
-    engine's own section (``TOME_<KEY>_<FIELD>``)."""
+class EngineModuleError(ValueError):
+    """A module named in ``TOME_ENGINE_MODULES`` cannot be loaded or clashes with an engine loaded."""
 
-    default: str = field(default=DEFAULT_ENGINE, metadata={"flat": "engine"})
-    qwen3: qwen3_spec.Qwen3Settings = field(
-        default_factory=qwen3_spec.Qwen3Settings, metadata={"prefix": "qwen3_"}
-    )
-    fish: fish_spec.FishSettings = field(default_factory=fish_spec.FishSettings, metadata={"prefix": "fish_"})
-    paced: paced_spec.PacedSettings = field(
-        default_factory=paced_spec.PacedSettings, metadata={"prefix": "paced_"}
-    )
 
-    def section(self, spec: EngineSpec[Any]) -> Any:
-        """The section ``spec``'s factory takes (:class:`NoSettings` for an engine without settings)."""
-        return getattr(self, spec.key) if spec.key else NoSettings()
+def plugin_specs() -> tuple[EngineSpec[Any], ...]:
+    """The specs loaded from other modules, in the order loaded."""
+    return tuple(spec for specs in list(_plugins.values()) for spec in specs)
 
-    def validate(self) -> None:
-        """Each engine's section, in the order of this class's fields (ValueError naming the variable)."""
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if hasattr(value, "validate"):
-                value.validate()
+
+def engines() -> tuple[EngineSpec[Any], ...]:
+    """Every engine this process offers: the built-in ones, then those loaded from other modules."""
+    return BUILT_IN + plugin_specs()
+
+
+def loaded_modules() -> tuple[str, ...]:
+    """The modules whose engines this process has loaded, in the order loaded."""
+    return tuple(_plugins)
 
 
 def spec_for(name: str) -> EngineSpec[Any] | None:
-    """The listed engine called ``name``, if any."""
-    return next((spec for spec in ENGINES if spec.name == name), None)
+    """The engine called ``name`` that this process offers, if any."""
+    return next((spec for spec in engines() if spec.name == name), None)
 
 
 def qa_profile(name: str) -> QaProfile:
-    """The QA profile of engine ``name``; an engine not listed here (one registered at run time) is
+    """The QA profile of engine ``name``; an engine not in the catalog (one registered at run time) is
     held to the neural profile, the lenient one."""
     spec = spec_for(name)
     return spec.qa_profile if spec is not None else "neural"
 
 
+def parse_module_names(raw: str) -> tuple[str, ...]:
+    """The module names of a comma-separated list (blanks ignored); EngineModuleError for one that is not a
+    dotted Python name."""
+    names = tuple(name.strip() for name in raw.split(",") if name.strip())
+    for name in names:
+        if len(name) > MAX_MODULE_NAME_CHARS or not _MODULE_NAME.fullmatch(name):
+            raise EngineModuleError(
+                f"{name[:80]!r} is not a Python module name (of at most {MAX_MODULE_NAME_CHARS} characters)"
+            )
+    return names
+
+
+def load_engine_modules(
+    names: Iterable[str], check: Callable[[EngineSpec[Any]], None] | None = None
+) -> tuple[EngineSpec[Any], ...]:
+    """Import the modules ``names`` not loaded yet and add the engines they declare, all or none; the specs
+    added. ``check`` may refuse a new spec by raising ValueError (the settings refuse a section whose
+    variables another setting already has). EngineModuleError names the module and the problem."""
+    with _lock:
+        new: dict[str, tuple[EngineSpec[Any], ...]] = {}
+        for name in dict.fromkeys(names):
+            if name not in _plugins:
+                new[name] = _declared_specs(name)
+        taken_names = {spec.name for spec in engines()}
+        taken_keys = {spec.key for spec in engines() if spec.key}
+        for module, specs in new.items():
+            for spec in specs:
+                _check_new(module, spec, taken_names, taken_keys, check)
+                taken_names.add(spec.name)
+                taken_keys.add(spec.key)
+        _plugins.update(new)
+        return tuple(spec for specs in new.values() for spec in specs)
+
+
+def _declared_specs(module_name: str) -> tuple[EngineSpec[Any], ...]:
+    """What module ``module_name`` declares: ``SPECS``, else ``(SPEC,)``."""
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise EngineModuleError(f"cannot import engine module {module_name!r}: {exc}") from exc
+    declared = getattr(module, "SPECS", None)
+    if declared is None and hasattr(module, "SPEC"):
+        declared = (module.SPEC,)
+    if not isinstance(declared, tuple) or not declared:
+        raise EngineModuleError(f"engine module {module_name!r} declares no SPECS (a tuple of EngineSpec)")
+    for spec in declared:
+        if not isinstance(spec, EngineSpec):
+            raise EngineModuleError(f"engine module {module_name!r}: {spec!r} is not an EngineSpec")
+    return declared
+
+
+def _check_new(
+    module: str,
+    spec: EngineSpec[Any],
+    taken_names: set[str],
+    taken_keys: set[str],
+    check: Callable[[EngineSpec[Any]], None] | None,
+) -> None:
+    where = f"engine module {module!r}"
+    if not spec.name.strip() or spec.name in taken_names:
+        raise EngineModuleError(f"{where}: engine name {spec.name!r} is empty or already taken")
+    if spec.key and (not _KEY.fullmatch(spec.key) or spec.key in taken_keys):
+        raise EngineModuleError(
+            f"{where}: settings key {spec.key!r} of {spec.name!r} is not lower_snake_case or already taken"
+        )
+    if not spec.key and spec.settings is not NoSettings:
+        raise EngineModuleError(f"{where}: {spec.name!r} has settings but no key to read them under")
+    if check is not None:
+        try:
+            check(spec)
+        except ValueError as exc:
+            raise EngineModuleError(f"{where}: {exc}") from exc
+
+
+def _plugin_spec(key: str) -> EngineSpec[Any] | None:
+    return next((spec for spec in plugin_specs() if spec.key == key), None)
+
+
+@dataclass(frozen=True)
+class PluginSections:
+    """``settings.engines.plugins``: the settings sections of engines loaded from other modules, by key.
+    Only the sections set differ from their engine's defaults are held (sorted by key: equal settings are
+    equal), so a section of an engine loaded after these settings were made is its defaults."""
+
+    held: tuple[tuple[str, Any], ...] = ()
+
+    def get(self, key: str) -> Any:
+        """The section under ``key`` (KeyError when no loaded engine has that key)."""
+        for held_key, section in self.held:
+            if held_key == key:
+                return section
+        spec = _plugin_spec(key)
+        if spec is None:
+            raise KeyError(f"no engine loaded has the settings key {key!r}")
+        return spec.settings()
+
+    def with_section(self, key: str, section: Any) -> PluginSections:
+        """A copy holding ``section`` under ``key``."""
+        rest = [(k, s) for k, s in self.held if k != key]
+        return PluginSections(tuple(sorted([*rest, (key, section)], key=lambda item: item[0])))
+
+
+def _modules_loaded() -> str:
+    return ",".join(loaded_modules())
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """``settings.engines``: the engine jobs use unless they name one (``TOME_ENGINE``), the modules whose
+    engines this process loads besides the built-in ones (``TOME_ENGINE_MODULES``, by default those it
+    has loaded, so that the processes it starts load them too) and each engine's own section
+    (``TOME_<KEY>_<FIELD>``)."""
+
+    default: str = field(default=DEFAULT_ENGINE, metadata={"flat": "engine"})
+    modules: str = field(default_factory=_modules_loaded, metadata={"flat": "engine_modules"})
+    qwen3: qwen3_spec.Qwen3Settings = field(
+        default_factory=qwen3_spec.Qwen3Settings, metadata={"prefix": "qwen3_"}
+    )
+    fish: fish_spec.FishSettings = field(default_factory=fish_spec.FishSettings, metadata={"prefix": "fish_"})
+    plugins: PluginSections = field(default_factory=PluginSections)
+
+    def section(self, spec: EngineSpec[Any]) -> Any:
+        """The section ``spec``'s factory takes (:class:`NoSettings` for an engine without settings)."""
+        if not spec.key:
+            return NoSettings()
+        if spec in BUILT_IN:
+            return getattr(self, spec.key)
+        return self.plugins.get(spec.key)
+
+    def validate(self) -> None:
+        """Each engine's section, built-in ones first (ValueError naming the variable)."""
+        for spec in engines():
+            self.section(spec).validate()
+
+
 def _check_sections() -> None:
-    """Every spec with a key has its section in EngineSettings under that key, of its type."""
-    declared = {f.name: f for f in fields(EngineSettings) if f.name != "default"}
-    keyed = {spec.key: spec for spec in ENGINES if spec.key}
+    """Every built-in spec with a key has its section in EngineSettings under that key, of its type."""
+    declared = {f.name: f for f in fields(EngineSettings) if "prefix" in f.metadata}
+    keyed = {spec.key: spec for spec in BUILT_IN if spec.key}
     if set(declared) != set(keyed):
         raise RuntimeError(f"EngineSettings sections {sorted(declared)} != engine keys {sorted(keyed)}")
     for key, spec in keyed.items():

@@ -1,8 +1,9 @@
 """Engine registry: one engine instance per process per name, created on first use (pure module).
 
-Factories are registered by name and take the settings; the engines of :data:`worker.engines.catalog.ENGINES`
-are registered at import, each handed its own section of ``settings.engines`` (so that the engine classes
-take plain arguments and read no environment). :func:`get_engine` builds the engine the first time a
+Factories are registered by name and take the settings; an engine of the catalog
+(:func:`worker.engines.catalog.engines`, the loaded modules' included) that no factory replaces is built
+from its own section of ``settings.engines`` (so that the engine classes take plain arguments and read no
+environment). :func:`get_engine` builds the engine the first time a
 process asks for it and caches it. A forked child (Celery prefork) inherits the parent's cache, so the
 cache remembers the pid that filled it and is discarded when :func:`os.getpid` differs. No model and no
 native library is loaded before a factory runs.
@@ -16,7 +17,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from worker.engines.base import Engine
-from worker.engines.catalog import ENGINES, spec_for
+from worker.engines.catalog import engines, spec_for
 from worker.engines.spec import EngineSpec
 
 if TYPE_CHECKING:
@@ -41,7 +42,8 @@ os.register_at_fork(after_in_child=_reset_lock_in_child)
 
 
 def register(name: str, factory: EngineFactory) -> None:
-    """Register (or replace) the factory of engine ``name``; a cached instance of that name is dropped."""
+    """Register (or replace) the factory of engine ``name`` (over the catalog's, if it has one); a cached
+    instance of that name is dropped."""
     if not name or not name.strip():
         raise ValueError("engine name must be a non-empty string")
     with _lock:
@@ -51,9 +53,9 @@ def register(name: str, factory: EngineFactory) -> None:
 
 
 def available_engines() -> list[str]:
-    """Names of the registered engines, sorted."""
+    """Names of the engines this process can build (the catalog's and those registered), sorted."""
     with _lock:
-        return sorted(_factories)
+        return sorted(set(_factories) | {spec.name for spec in engines()})
 
 
 def get_engine(name: str, settings: Settings | None = None) -> Engine:
@@ -74,11 +76,7 @@ def get_engine(name: str, settings: Settings | None = None) -> Engine:
         engine = _instances.get(key)
         if engine is not None:
             return engine
-        factory = _factories.get(name)
-        if factory is None:
-            known = ", ".join(sorted(_factories)) or "none"
-            raise KeyError(f"unknown TTS engine {name!r} (available: {known})")
-        engine = factory(settings)
+        engine = _factory(name)(settings)
         _instances[key] = engine
         return engine
 
@@ -89,10 +87,23 @@ def create_engine(name: str, settings: Settings | None = None) -> Engine:
     Raises KeyError for an unknown name.
     """
     with _lock:
-        factory = _factories.get(name)
-    if factory is None:
-        raise KeyError(f"unknown TTS engine {name!r}")
+        factory = _factory(name)
     return factory(settings or _default_settings())
+
+
+def _factory(name: str) -> EngineFactory:
+    """The factory registered as ``name``, else the catalog's; KeyError naming the choices."""
+    factory = _factories.get(name)
+    if factory is not None:
+        return factory
+    spec = spec_for(name)
+    if spec is None:
+        known = ", ".join(available_engines()) or "none"
+        raise KeyError(
+            f"unknown TTS engine {name!r} (available: {known}; an engine of another module is loaded "
+            "with TOME_ENGINE_MODULES)"
+        )
+    return _catalog_factory(spec)
 
 
 def _default_settings() -> Settings:
@@ -106,7 +117,3 @@ def _catalog_factory(spec: EngineSpec[Any]) -> EngineFactory:
         return spec.create(settings.engines.section(spec))
 
     return factory
-
-
-for _spec in ENGINES:
-    register(_spec.name, _catalog_factory(_spec))

@@ -30,7 +30,7 @@ import numpy.typing as npt
 from numpy.lib.stride_tricks import sliding_window_view
 
 from worker.engines import pitch
-from worker.engines.catalog import ENGINES, qa_profile
+from worker.engines.catalog import BUILT_IN, qa_profile
 from worker.engines.spec import QaProfile
 from worker.qa.repeat import self_repeat, text_repeats
 from worker.qa.signal import longest_run, resample, runs
@@ -247,8 +247,8 @@ NEURAL_POLICY = QaPolicy(
 )
 # Each QA profile's defaults; an engine declares its profile (worker.engines.spec).
 PROFILE_POLICIES: Mapping[QaProfile, QaPolicy] = {"rule-based": QaPolicy(), "neural": NEURAL_POLICY}
-# Each listed engine's defaults, by engine name.
-DEFAULT_POLICIES: Mapping[str, QaPolicy] = {spec.name: PROFILE_POLICIES[spec.qa_profile] for spec in ENGINES}
+# Each built-in engine's defaults, by engine name (policy_for covers every engine, loaded ones included).
+DEFAULT_POLICIES: Mapping[str, QaPolicy] = {spec.name: PROFILE_POLICIES[spec.qa_profile] for spec in BUILT_IN}
 
 
 def is_rule_based(engine: str) -> bool:

@@ -107,7 +107,7 @@ def test_factories_get_their_settings_from_the_caller() -> None:
 
 
 def test_the_paced_engine_takes_its_pace_from_the_settings() -> None:
-    from worker.engines.paced import PacedEspeakEngine
+    from bench.engines.paced import PacedEspeakEngine
 
     settings = load_settings({"TOME_PACED_SECONDS_PER_CHUNK": "0.5", "TOME_PACED_WARM_UP_SECONDS": "2"})
     engine = registry.create_engine("espeak-paced", settings)

@@ -13,11 +13,11 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from bench.engines.paced import PacedEspeakEngine
 from worker.engines import EngineError, SynthesisRequest, espeak_binding
 from worker.engines.base import TimedEngine, Waveform, WordMark, synthesize_timed
 from worker.engines.espeak import EspeakEngine, word_marks
 from worker.engines.espeak_binding import WordEvent
-from worker.engines.paced import PacedEspeakEngine
 
 SR = 22050
 SENTENCE = "The quick brown fox jumps over the lazy dog near the river."

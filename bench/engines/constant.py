@@ -4,8 +4,8 @@
 writes) with this engine, so that the engine's own time is out of the figures: ``synthesize`` returns the
 same 0.1 s, 220 Hz tone for every request without looking at the text, and the speaker prompt is one
 number (the reference's RMS level, so that a prompt is still computed from the reference). A real engine
-behind the real protocol and registry, not a stand-in for one: any job may name it, and it renders a
-(useless) book. Pure module: numpy only.
+behind the real protocol and registry, not a stand-in for one: a process that loads ``bench.engines``
+(``TOME_ENGINE_MODULES``) renders a (useless) book with it. Pure module: numpy only.
 """
 
 from __future__ import annotations

@@ -6,7 +6,8 @@ with it: every chunk is done before anything can go wrong. This engine returns e
 can also make its warm-up and each prompt build take a while, and refuse long references with a
 RuntimeError (not an EngineError: a build must survive any exception), as neural engines do. It is what
 the chaos battery runs; it stands in only for a GPU's timing. Its version differs from espeak's, so
-prompts are not shared between the two. Its settings are in docs/operations.md."""
+prompts are not shared between the two. A process offers it when ``TOME_ENGINE_MODULES`` names
+``bench.engines``; its settings are in docs/operations.md."""
 
 from __future__ import annotations
 
@@ -17,9 +18,9 @@ from typing import TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from bench.engines import PacedSettings
 from worker.engines.base import SynthesisRequest, Waveform, WordMark
 from worker.engines.espeak import EspeakEngine
-from worker.engines.paced_spec import PacedSettings
 
 _T = TypeVar("_T")
 
