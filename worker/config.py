@@ -364,14 +364,19 @@ class Settings:
 
     def with_overrides(self, **flat: Any) -> Settings:
         """A copy with some settings replaced, named by their flat names (``max_chunks_per_job=3``);
-        TypeError on a name that is no setting. Not validated: :func:`load_settings` validates."""
+        TypeError on a name that is no setting. ``engine_modules`` is loaded into this process first (see
+        :func:`load_modules`), so that its engines' settings can be named too. Not validated:
+        :func:`load_settings` validates."""
         if "engine_modules" in flat:
-            flat = {**flat, "engine_modules": load_modules(str(flat["engine_modules"]))}
+            flat = {**flat, "engine_modules": load_modules(flat["engine_modules"])}
         settings = self
         for name, value in flat.items():
             path = FLAT_SETTINGS.get(name)
             if path is None:
-                raise TypeError(f"unknown setting {name!r} (no TOME_{name.upper()})")
+                raise TypeError(
+                    f"unknown setting {name!r} (no TOME_{name.upper()}; an engine's own settings need "
+                    "its module in TOME_ENGINE_MODULES)"
+                )
             settings = _replace_path(settings, path, value)
         return settings
 
@@ -653,18 +658,26 @@ class _FlatTable(Mapping[str, tuple[str, ...]]):
 FLAT_SETTINGS: Mapping[str, tuple[str, ...]] = _FlatTable()
 
 
-def _section_names(spec: EngineSpec[Any]) -> None:
-    """ValueError when a variable of ``spec``'s section is another setting's already."""
-    if spec.key:
-        taken = set(FLAT_SETTINGS)
-        clash = sorted(n for n, _ in _flat_paths(spec.settings(), f"{spec.key}_") if n in taken)
-        if clash:
-            raise ValueError(f"{spec.name!r} would read {env_name(clash[0])}, which another setting has")
+def _section_names(spec: EngineSpec[Any], accepted: tuple[EngineSpec[Any], ...]) -> None:
+    """ValueError when a variable of ``spec``'s section is another setting's already, or one of the
+    ``accepted`` specs' (loaded with it)."""
+    taken = set(FLAT_SETTINGS).union(*(_section_variables(other) for other in accepted))
+    clash = sorted(_section_variables(spec) & taken)
+    if clash:
+        raise ValueError(f"{spec.name!r} would read {env_name(clash[0])}, which another setting has")
+
+
+def _section_variables(spec: EngineSpec[Any]) -> set[str]:
+    """The flat names of ``spec``'s section."""
+    return {name for name, _ in _flat_paths(spec.settings(), f"{spec.key}_")} if spec.key else set()
 
 
 def load_modules(raw: str) -> str:
-    """Load the engines of the comma-separated modules ``raw`` (``TOME_ENGINE_MODULES``), all or none; the
-    list as the settings hold it (blanks dropped). ConfigError naming the module and the problem."""
+    """Load the engines of the comma-separated modules ``raw`` (``TOME_ENGINE_MODULES``) into this process,
+    all or none; the list as the settings hold it (blanks dropped). ConfigError naming the module and the
+    problem."""
+    if not isinstance(raw, str):
+        raise ConfigError(f"TOME_ENGINE_MODULES must be a comma-separated text, not {type(raw).__name__}")
     try:
         names = parse_module_names(raw)
         load_engine_modules(names, check=_section_names)
@@ -702,7 +715,7 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: Any) ->
     env = os.environ if environ is None else environ
     modules = overrides.get("engine_modules", env.get("TOME_ENGINE_MODULES"))
     if modules is not None:
-        load_modules(str(modules))
+        load_modules(modules)
     defaults = Settings()
     values: dict[str, Any] = {}
     for flat in FLAT_SETTINGS:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from worker.config import FLAT_SETTINGS, Settings, env_name
+from worker.engines.catalog import loaded_modules
 
 # How long a starting worker may take to say it is ready: importing the engines and the audio stack takes
 # seconds alone, and a minute was passed with several test processes starting workers on two loaded cores.
@@ -23,10 +24,14 @@ READY_TIMEOUT = 180.0
 
 
 def settings_env(settings: Settings) -> dict[str, str]:
-    """This process's environment with every TOME_* variable replaced by ``settings``."""
+    """This process's environment with every TOME_* variable replaced by ``settings``. The child loads
+    every engine module this process has loaded, not only those ``settings`` name (settings made before a
+    module loaded name fewer): it reads their engines' variables, which ``settings`` pass on."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOME_")}
     for flat in FLAT_SETTINGS:
         env[env_name(flat)] = str(settings.flat_value(flat))
+    named = [name.strip() for name in settings.engines.modules.split(",") if name.strip()]
+    env[env_name("engine_modules")] = ",".join(dict.fromkeys([*named, *loaded_modules()]))
     return env
 
 

@@ -125,8 +125,9 @@ PACED_NAMES = [
     "paced_seconds_per_chunk",
     "paced_warm_up_seconds",
 ]
-# Read here with a value other than the default: tests/unit/engines/test_engine_modules.py (loading another
-# module here would change this process's catalog for the tests after it).
+# Read with a value other than the default in tests/unit/engines/test_catalog.py (loading another module
+# here would change this process's catalog for the tests after it; the lists above hold as long as no test
+# loads one in-process).
 READ_ELSEWHERE = {"engine_modules"}
 
 # A valid value other than the default for every text setting (a new one must be added here).

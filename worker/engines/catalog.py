@@ -17,7 +17,7 @@ import importlib
 import re
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any
 
 from worker.engines import espeak_spec, fish_spec, qwen3_spec
@@ -29,6 +29,7 @@ __all__ = [
     "EngineModuleError",
     "EngineSettings",
     "PluginSections",
+    "SpecCheck",
     "engines",
     "load_engine_modules",
     "loaded_modules",
@@ -46,6 +47,8 @@ _MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 _KEY = re.compile(r"[a-z][a-z0-9]*(_[a-z0-9]+)*")
 _plugins: dict[str, tuple[EngineSpec[Any], ...]] = {}  # module name -> its specs, in the order loaded
 _lock = threading.Lock()
+# A settings check of a new spec, given the new specs accepted before it (ValueError refuses it).
+SpecCheck = Callable[[EngineSpec[Any], tuple[EngineSpec[Any], ...]], None]
 
 
 class EngineModuleError(ValueError):
@@ -91,52 +94,63 @@ def parse_module_names(raw: str) -> tuple[str, ...]:
     return names
 
 
-def load_engine_modules(
-    names: Iterable[str], check: Callable[[EngineSpec[Any]], None] | None = None
-) -> tuple[EngineSpec[Any], ...]:
-    """Import the modules ``names`` not loaded yet and add the engines they declare, all or none; the specs
-    added. ``check`` may refuse a new spec by raising ValueError (the settings refuse a section whose
-    variables another setting already has). EngineModuleError names the module and the problem."""
+def load_engine_modules(names: Iterable[str], check: SpecCheck | None = None) -> tuple[EngineSpec[Any], ...]:
+    """Import the modules ``names`` not loaded yet and add the engines they declare, all or none (a refused
+    list adds no engine, though its modules may have been imported); the specs added. ``check(spec,
+    accepted)`` may refuse a new spec by raising ValueError, ``accepted`` being the new specs before it
+    (the settings refuse a section whose variables another setting already has). EngineModuleError names
+    the module and the problem."""
+    # Imported outside the lock: a module may read the settings (and so load modules) as it is imported.
+    declared = {name: _declared_specs(name) for name in dict.fromkeys(names) if name not in _plugins}
     with _lock:
-        new: dict[str, tuple[EngineSpec[Any], ...]] = {}
-        for name in dict.fromkeys(names):
-            if name not in _plugins:
-                new[name] = _declared_specs(name)
+        new = {name: specs for name, specs in declared.items() if name not in _plugins}
         taken_names = {spec.name for spec in engines()}
         taken_keys = {spec.key for spec in engines() if spec.key}
+        accepted: list[EngineSpec[Any]] = []
         for module, specs in new.items():
             for spec in specs:
-                _check_new(module, spec, taken_names, taken_keys, check)
+                _check_new(module, spec, taken_names, taken_keys)
+                if check is not None:
+                    try:
+                        check(spec, tuple(accepted))
+                    except ValueError as exc:
+                        raise EngineModuleError(f"engine module {module!r}: {exc}") from exc
                 taken_names.add(spec.name)
                 taken_keys.add(spec.key)
+                accepted.append(spec)
         _plugins.update(new)
-        return tuple(spec for specs in new.values() for spec in specs)
+        return tuple(accepted)
 
 
 def _declared_specs(module_name: str) -> tuple[EngineSpec[Any], ...]:
     """What module ``module_name`` declares: ``SPECS``, else ``(SPEC,)``."""
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise EngineModuleError(f"cannot import engine module {module_name!r}: {exc}") from exc
+    except Exception as exc:  # a syntax error or any exception its import raises: the module cannot load
+        raise EngineModuleError(
+            f"cannot import engine module {module_name!r}: {type(exc).__name__}: {str(exc)[:300]}"
+        ) from exc
     declared = getattr(module, "SPECS", None)
     if declared is None and hasattr(module, "SPEC"):
         declared = (module.SPEC,)
-    if not isinstance(declared, tuple) or not declared:
+    if not isinstance(declared, tuple | list) or not declared:
         raise EngineModuleError(f"engine module {module_name!r} declares no SPECS (a tuple of EngineSpec)")
     for spec in declared:
         if not isinstance(spec, EngineSpec):
-            raise EngineModuleError(f"engine module {module_name!r}: {spec!r} is not an EngineSpec")
-    return declared
+            raise EngineModuleError(f"engine module {module_name!r}: {str(spec)[:80]!r} is not an EngineSpec")
+        if not _is_frozen_dataclass(spec.settings):
+            raise EngineModuleError(
+                f"engine module {module_name!r}: the settings of {spec.name!r} are not a frozen dataclass"
+            )
+    return tuple(declared)
 
 
-def _check_new(
-    module: str,
-    spec: EngineSpec[Any],
-    taken_names: set[str],
-    taken_keys: set[str],
-    check: Callable[[EngineSpec[Any]], None] | None,
-) -> None:
+def _is_frozen_dataclass(cls: object) -> bool:
+    """A frozen dataclass: its sections are hashable (the registry keeps one engine per section)."""
+    return is_dataclass(cls) and isinstance(cls, type) and cls.__dataclass_params__.frozen  # type: ignore[attr-defined]
+
+
+def _check_new(module: str, spec: EngineSpec[Any], taken_names: set[str], taken_keys: set[str]) -> None:
     where = f"engine module {module!r}"
     if not spec.name.strip() or spec.name in taken_names:
         raise EngineModuleError(f"{where}: engine name {spec.name!r} is empty or already taken")
@@ -146,11 +160,6 @@ def _check_new(
         )
     if not spec.key and spec.settings is not NoSettings:
         raise EngineModuleError(f"{where}: {spec.name!r} has settings but no key to read them under")
-    if check is not None:
-        try:
-            check(spec)
-        except ValueError as exc:
-            raise EngineModuleError(f"{where}: {exc}") from exc
 
 
 def _plugin_spec(key: str) -> EngineSpec[Any] | None:
@@ -176,9 +185,12 @@ class PluginSections:
         return spec.settings()
 
     def with_section(self, key: str, section: Any) -> PluginSections:
-        """A copy holding ``section`` under ``key``."""
-        rest = [(k, s) for k, s in self.held if k != key]
-        return PluginSections(tuple(sorted([*rest, (key, section)], key=lambda item: item[0])))
+        """A copy with ``section`` under ``key`` (held only where it differs from its engine's defaults)."""
+        held = [(k, s) for k, s in self.held if k != key]
+        spec = _plugin_spec(key)
+        if spec is None or section != spec.settings():
+            held.append((key, section))
+        return PluginSections(tuple(sorted(held, key=lambda item: item[0])))
 
 
 def _modules_loaded() -> str:

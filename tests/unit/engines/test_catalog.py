@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.engines import PacedSettings
 from worker.config import ConfigError, Settings, load_settings
 from worker.engines.catalog import engines, loaded_modules
 
@@ -67,10 +68,11 @@ SPEC = EngineSpec("echo", EchoSettings, EchoEngine, qa_profile="rule-based", key
 # environment (worker.processes.settings_env) holds.
 WITH_ECHO = """
 import json, os
-from worker.config import ConfigError, load_settings
-from worker.engines.catalog import qa_profile
+from worker.config import ConfigError, Settings, load_settings
+from worker.engines.catalog import qa_profile, spec_for
 from worker.engines.registry import available_engines, get_engine
 from worker.processes import settings_env
+before = Settings()  # made before the module loads
 settings = load_settings()
 engine = get_engine(settings.engines.default, settings)
 refused = ""
@@ -86,6 +88,8 @@ print(json.dumps({
     "louder": get_engine("echo", louder).gain,
     "profile": qa_profile("echo"),
     "refused": refused,
+    "before": [before.engines.modules, before.engines.section(spec_for("echo")).gain,
+               settings_env(before)["TOME_ENGINE_MODULES"], settings_env(before)["TOME_ECHO_GAIN"]],
     "env": {k: v for k, v in settings_env(settings).items() if k.startswith("TOME_")},
 }))
 """
@@ -132,6 +136,8 @@ def test_a_module_of_engines_is_read_built_and_handed_on(tmp_path: Path) -> None
     assert got["louder"] == 4.0
     assert got["profile"] == "rule-based"
     assert got["refused"] == "TOME_ECHO_GAIN must not be negative"
+    # Settings made before the load hold its defaults, and the processes they start load it too.
+    assert got["before"] == ["", 1.0, "echo_engines", "1.0"]
     handed_on = got["env"]
     assert isinstance(handed_on, dict)
     assert handed_on["TOME_ENGINE_MODULES"] == "echo_engines"
@@ -160,6 +166,19 @@ class Section:
         pass
 
 SPEC = EngineSpec({name!r}, {settings}, lambda section: None, qa_profile="neural", key={key!r})
+"""
+LOOSE = """
+from dataclasses import dataclass
+from worker.engines.spec import EngineSpec
+
+@dataclass
+class Loose:
+    level: int = 1
+
+    def validate(self) -> None:
+        pass
+
+SPEC = EngineSpec("loose", Loose, lambda section: None, qa_profile="neural", key="loose")
 """
 
 
@@ -199,6 +218,12 @@ def test_a_module_whose_engines_clash_is_refused_and_nothing_loads(
         _spec_module(tmp_path, "Bad Key", "Bad Key"): "is not lower_snake_case",
         _spec_module(tmp_path, "espeak-paced", "paced2", settings="NoSettings"): "'espeak-paced' is empty or",
         _module(tmp_path, "SPECS = ('espeak',)\n"): "'espeak' is not an EngineSpec",
+        _module(tmp_path, "SPEC = (\n"): "SyntaxError",
+        _module(tmp_path, "raise RuntimeError('no GPU here')\n"): "RuntimeError: no GPU here",
+        _module(tmp_path, LOOSE): "the settings of 'loose' are not a frozen dataclass",
+        # Two modules of one list whose sections would read the same variable (TOME_ODD_ONE_OUT):
+        f"{_spec_module(tmp_path, 'odd', 'odd', 'one_out')},"
+        f"{_spec_module(tmp_path, 'odd-one', 'odd_one', 'out')}": "would read TOME_ODD_ONE_OUT",
     }
     before = (loaded_modules(), engines())
     for module, problem in cases.items():
@@ -211,4 +236,15 @@ def test_a_module_whose_engines_clash_is_refused_and_nothing_loads(
 def test_the_loaded_list_is_held_as_read() -> None:
     assert "bench.engines" in loaded_modules()  # tests/conftest.py
     assert load_settings({"TOME_ENGINE_MODULES": " bench.engines ,, "}).engines.modules == "bench.engines"
-    assert Settings().engines.modules == ",".join(loaded_modules())
+    with pytest.raises(ConfigError, match="TOME_ENGINE_MODULES must be a comma-separated text, not NoneType"):
+        Settings().with_overrides(engine_modules=None)
+
+
+def test_a_loaded_engines_section_is_held_only_where_it_differs() -> None:
+    """Settings equal to the defaults are equal, however they were made (a child reads every variable)."""
+    default = PacedSettings().seconds_per_chunk
+    assert Settings().with_overrides(paced_seconds_per_chunk=default) == Settings()
+    changed = Settings().with_overrides(paced_seconds_per_chunk=0.3)
+    assert changed != Settings()
+    assert changed.with_overrides(paced_seconds_per_chunk=default) == Settings()
+    assert changed.engines.plugins.get("paced").seconds_per_chunk == 0.3
