@@ -280,10 +280,12 @@ class VoiceWarning(BaseModel):
 
     code: str = Field(
         description="noisy, clipped, mostly_silence, quiet, dc_offset (checked at upload), "
-        "transcript_mismatch (checked when the prompt is built; English voices only)"
+        "transcript_mismatch, transcript_too_short (checked when the prompt is built; English voices only)"
     )
     message: str
-    measured: float | None = Field(None, description="The value measured (dB, share, word error rate...)")
+    measured: float | None = Field(
+        None, description="The value measured (dB, share, word error rate, letters a second...)"
+    )
 
 
 class BuildWaitOut(BaseModel):

@@ -15,6 +15,7 @@ from flask.testing import FlaskClient
 from models import ApiKey
 from tests.api.helpers import submit_job, upload_voice
 from tests.support.apps import tome_of
+from tests.support.audio import REFERENCE_TEXT
 
 # /v1/links/...: authorised by its signature, not a key (tests/api/test_file_links.py walks another
 # owner's attempts at it).
@@ -113,7 +114,7 @@ def test_second_user_gets_404_or_403_on_every_endpoint_for_the_first_users_objec
                 assert lexicon["id"] not in body
     assert walked >= 12
     # The first user's objects are untouched.
-    assert client.get(f"/v1/voices/{voice['id']}", headers=user).json["ref_text"] == "hello there"
+    assert client.get(f"/v1/voices/{voice['id']}", headers=user).json["ref_text"] == REFERENCE_TEXT
     assert client.get(f"/v1/jobs/{job['id']}", headers=user).json["status"] == "queued"
     assert client.get(f"/v1/lexicons/{lexicon['id']}", headers=user).json["entries"][0]["alias"] == "tohm"
     with app.app_context():

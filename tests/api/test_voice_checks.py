@@ -168,9 +168,9 @@ def test_a_noisy_but_usable_reference_is_accepted_with_a_warning(
 def test_a_wrong_transcript_warns_after_the_build_and_a_fixed_one_clears_it(
     app: Flask, client: FlaskClient, user: dict[str, str], espeak: tuple[np.ndarray, int]
 ) -> None:
-    # The 7.3 s recording of TRANSCRIPT: a "hello there" claimed for the shared 4 s reference is heard as
-    # "hello there hello there", two errors, under the check's three (docs/qa.md, the reference checks).
-    response = upload_voice(client, user, wav(*espeak))  # ref_text "hello there": wrong
+    # The 7.3 s recording of TRANSCRIPT under "hello there": heard as the transcript's words again and
+    # again, most of them wrong (on the shared 4 s reference the too-short rule answers: the next test).
+    response = upload_voice(client, user, wav(*espeak), ref_text="hello there")
     assert response.status_code == 202, response.json
     assert response.json["warnings"] == []  # the transcript is checked by the build, not the request
     voice_id = response.json["id"]
@@ -185,6 +185,32 @@ def test_a_wrong_transcript_warns_after_the_build_and_a_fixed_one_clears_it(
     fixed = client.put(
         f"/v1/voices/{voice_id}",
         data={"ref_text": TRANSCRIPT},
+        headers=user,
+        content_type="multipart/form-data",
+    )
+    assert fixed.status_code == 202, fixed.json
+    assert fixed.json["warnings"] == []
+    build(app, voice_id)
+    assert show(client, user, voice_id)["warnings"] == []
+
+
+def test_a_transcript_far_shorter_than_the_recording_warns_and_the_whole_one_clears_it(
+    app: Flask, client: FlaskClient, user: dict[str, str], reference_audio: tuple[bytes, str]
+) -> None:
+    # 13 words (4 s) under "hello there": the recogniser fits the two words to part of the speech.
+    voice_id = upload_voice(client, user, reference_audio[0], ref_text="hello there").json["id"]
+    build(app, voice_id)
+    voice = show(client, user, voice_id)
+    assert voice["cache_status"] == "ready"
+    [warning] = voice["warnings"]
+    assert warning["code"] == "transcript_too_short"
+    assert warning["measured"] < 4.0
+    assert "ref_text" in warning["message"]
+    assert "10 letters" in warning["message"]
+
+    fixed = client.put(
+        f"/v1/voices/{voice_id}",
+        data={"ref_text": reference_audio[1]},
         headers=user,
         content_type="multipart/form-data",
     )

@@ -17,7 +17,7 @@ from sqlalchemy import select
 
 from models import Chunk
 from tests.support.apps import tome_of
-from tests.support.audio import TRANSCRIPT, pitched_reference
+from tests.support.audio import REFERENCE_TEXT, TRANSCRIPT, pitched_reference
 from tests.support.inline import Inline
 from worker.audio import read_wav
 from worker.engines.pitch import f0_statistics, track_pitch
@@ -30,10 +30,11 @@ def upload_voice(
     headers: dict[str, str],
     audio: bytes,
     name: str = "narrator",
-    ref_text: str = "hello there",
+    ref_text: str = REFERENCE_TEXT,
     **fields: str,
 ) -> Any:
-    """``POST /v1/voices`` (multipart) with ``audio`` as the reference; the response, whatever it is."""
+    """``POST /v1/voices`` (multipart) with ``audio`` as the reference; the response, whatever it is. The
+    default ``ref_text`` is what the shared reference recording (``reference_audio``) says."""
     data: dict[str, Any] = {"name": name, "ref_text": ref_text, **fields}
     data["audio"] = (io.BytesIO(audio), "reference.wav")
     return client.post("/v1/voices", data=data, headers=headers, content_type="multipart/form-data")

@@ -25,10 +25,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from worker.qa.checks import spoken_units
 from worker.qa.transcript import Recogniser, check_transcript
+from worker.script.normalise import normalise
 
 __all__ = [
     "CLIP_LEVEL",
+    "MIN_TRANSCRIPT_LETTERS_PER_SECOND",
     "NOT_SPEECH",
     "Finding",
     "ReferenceReport",
@@ -116,7 +119,13 @@ FLATNESS_FRAMES = 256
 MAX_REFERENCE_WER = 1 / 3
 # ...and at least this many word errors: one misheard word in a two-word transcript is not evidence.
 MIN_REFERENCE_ERRORS = 3
-TRANSCRIPT_CODES = frozenset({"transcript_mismatch"})
+# Letters of the (normalised) transcript per second of the recording's sound below which the transcript
+# leaves out most of what is said. The recogniser cannot tell: held to the transcript's words, it fits
+# them to part of the speech. Right transcripts measured 8.4 (espeak at its slowest, 80 words a minute)
+# to 35 (450 a minute), 11.3-18.7 on bench.voice_set's voices (noise within 30 dB of the speech counts as
+# sound there, pauses included); "hello there" on 3-18 s of speech 0.5-3.2. Half the slowest right one.
+MIN_TRANSCRIPT_LETTERS_PER_SECOND = 4.0
+TRANSCRIPT_CODES = frozenset({"transcript_mismatch", "transcript_too_short"})
 
 
 @dataclass(frozen=True)
@@ -355,14 +364,16 @@ def _warnings(
 def check_reference_transcript(
     recogniser: Recogniser, samples: npt.ArrayLike, sample_rate: int, ref_text: str
 ) -> tuple[Finding, ...]:
-    """Recognise the reference against its transcript; a warning when they disagree (never a refusal).
+    """Recognise the reference against its (English) transcript; a warning when they disagree (never a
+    refusal).
 
     The recogniser is constrained to the transcript's words (see :mod:`worker.qa.transcript`): speech
     that says something else comes out as the transcript's words in the wrong places, missing or heard
-    again and again, which the word error rate counts."""
+    again and again, which the word error rate counts. A transcript far shorter than the speech fits
+    part of it, so its letters are also held to the seconds of sound (``transcript_too_short``)."""
     result = check_transcript(recogniser, samples, sample_rate, ref_text)
     if result.scored_words == 0 or result.errors < MIN_REFERENCE_ERRORS or result.wer <= MAX_REFERENCE_WER:
-        return ()
+        return _too_short(samples, sample_rate, ref_text)
     parts = [f"{result.wer:.0%} of the words differ ({result.errors} errors for {result.scored_words} words)"]
     if result.missing:
         parts.append(f"not heard: {_listed(result.missing)}")
@@ -374,6 +385,22 @@ def check_reference_transcript(
         + ". A wrong transcript spoils the cloned voice: check that ref_text is exactly what is said"
     )
     return (Finding("transcript_mismatch", message, round(result.wer, 3)),)
+
+
+def _too_short(samples: npt.ArrayLike, sample_rate: int, ref_text: str) -> tuple[Finding, ...]:
+    """``transcript_too_short`` when the transcript has too few letters for the recording's sound."""
+    sound_s = check_reference(samples, sample_rate).sound_s
+    letters = spoken_units(normalise(ref_text, "en").text, "chars")
+    if sound_s <= 0 or letters / sound_s >= MIN_TRANSCRIPT_LETTERS_PER_SECOND:
+        return ()
+    rate = letters / sound_s
+    message = (
+        f"the ref_text seems to leave out most of what is said: {letters} letters for {sound_s:.1f} s of "
+        f"speech ({rate:.1f} a second, where speech runs {MIN_TRANSCRIPT_LETTERS_PER_SECOND * 2:g} and "
+        "more). A transcript that leaves words out spoils the cloned voice: check that ref_text is "
+        "exactly what is said"
+    )
+    return (Finding("transcript_too_short", message, round(rate, 2)),)
 
 
 def _listed(words: Sequence[str], limit: int = 12) -> str:

@@ -15,8 +15,9 @@ import pytest
 import soundfile as sf
 from scipy.signal import fftconvolve
 
-from tests.support.audio import TRANSCRIPT, pitched_reference, speak
+from tests.support.audio import REFERENCE_TEXT, TRANSCRIPT, pitched_reference, speak
 from worker.qa.reference import (
+    MIN_TRANSCRIPT_LETTERS_PER_SECOND,
     NOT_SPEECH,
     ReferenceReport,
     check_reference,
@@ -261,6 +262,26 @@ class TestTranscript:
         self, recogniser: Recogniser, espeak: tuple[Wave, int]
     ) -> None:
         assert check_reference_transcript(recogniser, *espeak, TRANSCRIPT) == ()
+
+    @pytest.mark.parametrize("wpm", [80.0, 450.0])  # espeak's slowest and a fast reader
+    def test_the_right_transcript_at_any_pace_is_not_too_short(
+        self, recogniser: Recogniser, wpm: float
+    ) -> None:
+        wave, rate = speak(REFERENCE_TEXT, {"words_per_minute": np.array([wpm], np.float32)})
+        assert check_reference_transcript(recogniser, wave, rate, REFERENCE_TEXT) == ()
+
+    @pytest.mark.parametrize("ref_text", ["hello there", "Hello.", "Chapter 1"])
+    def test_a_transcript_far_shorter_than_the_speech_warns(
+        self, recogniser: Recogniser, ref_text: str
+    ) -> None:
+        """The recogniser, held to the transcript's words, fits a short one to part of the speech: the
+        transcript's letters against the seconds of sound tell."""
+        wave, rate = speak(REFERENCE_TEXT)  # 13 words, about 4 s
+        [finding] = check_reference_transcript(recogniser, wave, rate, ref_text)
+        assert finding.code == "transcript_too_short", finding
+        assert finding.measured is not None
+        assert 0 < finding.measured < MIN_TRANSCRIPT_LETTERS_PER_SECOND
+        assert "ref_text" in finding.message
 
     @pytest.mark.parametrize(
         "ref_text",
