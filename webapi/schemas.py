@@ -279,8 +279,9 @@ class VoiceWarning(BaseModel):
     """Something doubtful about the reference recording: it was accepted, but may clone worse."""
 
     code: str = Field(
-        description="noisy, clipped, mostly_silence, quiet, dc_offset (checked at upload), "
-        "transcript_mismatch, transcript_too_short (checked when the prompt is built; English voices only)"
+        description="noisy, clipped, mostly_silence, quiet, dc_offset, reverberant (checked at upload), "
+        "transcript_mismatch, transcript_too_short (checked when the prompt is built; English voices, any "
+        "language with Whisper)"
     )
     message: str
     measured: float | None = Field(

@@ -35,6 +35,7 @@ __all__ = [
     "NOT_SPEECH",
     "Finding",
     "ReferenceReport",
+    "active_speech_seconds",
     "check_reference",
     "check_reference_transcript",
     "without",
@@ -119,12 +120,16 @@ FLATNESS_FRAMES = 256
 MAX_REFERENCE_WER = 1 / 3
 # ...and at least this many word errors: one misheard word in a two-word transcript is not evidence.
 MIN_REFERENCE_ERRORS = 3
-# Letters of the (normalised) transcript per second of the recording's sound below which the transcript
-# leaves out most of what is said. The recogniser cannot tell: held to the transcript's words, it fits
-# them to part of the speech. Right transcripts measured 8.4 (espeak at its slowest, 80 words a minute)
-# to 35 (450 a minute), 11.3-18.7 on bench.voice_set's voices (noise within 30 dB of the speech counts as
-# sound there, pauses included); "hello there" on 3-18 s of speech 0.5-3.2. Half the slowest right one.
+# Letters of the (normalised) transcript per second of the recording's speech (active_speech_seconds)
+# below which the transcript leaves out most of what is said. The recogniser cannot tell: held to the
+# transcript's words, it fits them to part of the speech. Right transcripts measured 8.4 (espeak at its
+# slowest, 80 words a minute) to 49 (450 a minute), 11.5-18.8 on bench.voice_set's 12 voices, 8.7-15.2
+# for slow speech padded and paused in noise at 10-30 dB SNR; "hello there" 0.5-3.9 on 2.6-22 s of
+# speech. About half the slowest right transcript.
 MIN_TRANSCRIPT_LETTERS_PER_SECOND = 4.0
+# What the transcript rule counts as speech stands this far above the noise floor as well (a pause filled
+# with room noise is no speech, however close the noise is to the speech level).
+SPEECH_ABOVE_NOISE_DB = 6.0
 TRANSCRIPT_CODES = frozenset({"transcript_mismatch", "transcript_too_short"})
 
 
@@ -174,15 +179,8 @@ def check_reference(samples: npt.ArrayLike, sample_rate: int) -> ReferenceReport
         )
     dc = float(np.mean(x, dtype=np.float64))
     frames = x[: n_frames * hop].reshape(n_frames, hop)
-    # Each frame's power about its own mean (its variance: mean(x^2) - mean(x)^2, without copying the
-    # samples): a DC offset does not count as level, and digital silence stays silent.
-    sums = np.einsum("ij,ij->i", frames, frames).astype(np.float64)
-    means = frames.mean(axis=1, dtype=np.float64)
-    power = sums / hop - means * means
-    levels = 10.0 * np.log10(np.maximum(power, 10.0 ** (FLOOR_DBFS / 10.0)))
-    noise = float(np.percentile(levels, NOISE_PERCENTILE))
-    audible = levels[levels >= SILENCE_DBFS]  # long silences must not drag the speech level down
-    speech = float(np.percentile(audible if audible.size else levels, SPEECH_PERCENTILE))
+    levels = _frame_levels(frames)
+    speech, noise = _speech_and_noise(levels)
     snr = speech - noise
     sound = levels >= max(speech - SOUND_RANGE_DB, SILENCE_DBFS)
     n_sound = int(np.count_nonzero(sound))
@@ -388,19 +386,58 @@ def check_reference_transcript(
 
 
 def _too_short(samples: npt.ArrayLike, sample_rate: int, ref_text: str) -> tuple[Finding, ...]:
-    """``transcript_too_short`` when the transcript has too few letters for the recording's sound."""
-    sound_s = check_reference(samples, sample_rate).sound_s
-    letters = spoken_units(normalise(ref_text, "en").text, "chars")
-    if sound_s <= 0 or letters / sound_s >= MIN_TRANSCRIPT_LETTERS_PER_SECOND:
+    """``transcript_too_short`` when the transcript has too few letters for the recording's speech. Not
+    judged for a transcript mostly in another script (Chinese characters run at other rates)."""
+    text = normalise(ref_text, "en").text
+    letters = spoken_units(text, "chars")
+    if sum(1 for ch in text if ch.isascii() and ch.isalnum()) < letters / 2:
         return ()
-    rate = letters / sound_s
+    seconds = active_speech_seconds(samples, sample_rate)
+    if seconds <= 0 or letters / seconds >= MIN_TRANSCRIPT_LETTERS_PER_SECOND:
+        return ()
+    rate = letters / seconds
     message = (
-        f"the ref_text seems to leave out most of what is said: {letters} letters for {sound_s:.1f} s of "
-        f"speech ({rate:.1f} a second, where speech runs {MIN_TRANSCRIPT_LETTERS_PER_SECOND * 2:g} and "
-        "more). A transcript that leaves words out spoils the cloned voice: check that ref_text is "
-        "exactly what is said"
+        f"the ref_text seems to leave out most of what is said: {letters} letters as spoken for "
+        f"{seconds:.1f} s of speech ({rate:.1f} a second, where read speech runs about "
+        f"{MIN_TRANSCRIPT_LETTERS_PER_SECOND * 2:g} and more). A transcript that leaves words out spoils "
+        "the cloned voice: check that ref_text is exactly what is said"
     )
     return (Finding("transcript_too_short", message, round(rate, 2)),)
+
+
+def active_speech_seconds(samples: npt.ArrayLike, sample_rate: int) -> float:
+    """Seconds of the recording's frames that stand out from its noise: within :data:`SOUND_RANGE_DB` of
+    the speech level, :data:`SPEECH_ABOVE_NOISE_DB` above the noise floor and above
+    :data:`SILENCE_DBFS`. Unlike the *sound* of :func:`check_reference`, pauses and padding filled with
+    room noise or a music bed are left out."""
+    x = np.asarray(samples, dtype=np.float32).reshape(-1)
+    hop = max(1, round(sample_rate * FRAME_S))
+    n_frames = x.size // hop
+    if n_frames == 0:
+        return 0.0
+    levels = _frame_levels(x[: n_frames * hop].reshape(n_frames, hop))
+    speech, noise = _speech_and_noise(levels)
+    floor = max(speech - SOUND_RANGE_DB, noise + SPEECH_ABOVE_NOISE_DB, SILENCE_DBFS)
+    return int(np.count_nonzero(levels >= floor)) * hop / sample_rate
+
+
+def _frame_levels(frames: npt.NDArray[np.float32]) -> npt.NDArray[np.float64]:
+    """Each frame's level (dBFS) from its power about its own mean (its variance: mean(x^2) - mean(x)^2,
+    without copying the samples): a DC offset does not count as level, and digital silence stays silent."""
+    hop = frames.shape[1]
+    sums = np.einsum("ij,ij->i", frames, frames).astype(np.float64)
+    means = frames.mean(axis=1, dtype=np.float64)
+    power = sums / hop - means * means
+    levels: npt.NDArray[np.float64] = 10.0 * np.log10(np.maximum(power, 10.0 ** (FLOOR_DBFS / 10.0)))
+    return levels
+
+
+def _speech_and_noise(levels: npt.NDArray[np.float64]) -> tuple[float, float]:
+    """The speech level and the noise floor (dBFS) of frame levels (see docs/qa.md, the measures)."""
+    noise = float(np.percentile(levels, NOISE_PERCENTILE))
+    audible = levels[levels >= SILENCE_DBFS]  # long silences must not drag the speech level down
+    speech = float(np.percentile(audible if audible.size else levels, SPEECH_PERCENTILE))
+    return speech, noise
 
 
 def _listed(words: Sequence[str], limit: int = 12) -> str:

@@ -20,6 +20,7 @@ from worker.qa.reference import (
     MIN_TRANSCRIPT_LETTERS_PER_SECOND,
     NOT_SPEECH,
     ReferenceReport,
+    active_speech_seconds,
     check_reference,
     check_reference_transcript,
     without,
@@ -251,6 +252,20 @@ def test_the_embedded_recogniser_hears_english_only_and_a_general_one_any_langua
     assert understands(WhisperRecogniser(Path("/nowhere")), "de")  # no `languages`: any
 
 
+def test_the_transcript_rules_speech_leaves_out_noisy_pauses_and_padding(espeak: tuple[Wave, int]) -> None:
+    """Slow speech with long pauses and padding in room noise at 15 dB SNR: the reference's *sound* counts
+    the noise (it is within 30 dB of the speech), the transcript rule's speech does not."""
+    wave, rate = espeak
+    clean = active_speech_seconds(wave, rate)
+    assert clean == pytest.approx(check_reference(wave, rate).sound_s, rel=0.1)  # clean: nearly all its sound
+    gap = np.zeros(int(4 * rate), np.float32)
+    padded = np.concatenate([gap, wave, gap, wave, gap])
+    noisy = padded + noise(padded.size / rate, rate, speech_rms(wave) / 10 ** (15 / 20))
+    assert check_reference(noisy, rate).sound_s > 0.9 * noisy.size / rate
+    assert active_speech_seconds(noisy, rate) == pytest.approx(2 * clean, rel=0.25)
+    assert active_speech_seconds(np.zeros(10, np.float32), rate) == 0.0
+
+
 @pytest.fixture(scope="module")
 def recogniser() -> Recogniser:
     pytest.importorskip("pocketsphinx")
@@ -282,6 +297,14 @@ class TestTranscript:
         assert finding.measured is not None
         assert 0 < finding.measured < MIN_TRANSCRIPT_LETTERS_PER_SECOND
         assert "ref_text" in finding.message
+
+    def test_a_transcript_in_another_script_is_not_held_to_latin_letters(
+        self, recogniser: Recogniser
+    ) -> None:
+        """A Chinese transcript under the default language: not judged as too short (its characters run
+        at other rates), and the word check has no English word to score."""
+        wave, rate = speak(REFERENCE_TEXT)
+        assert check_reference_transcript(recogniser, wave, rate, "老灯塔看守人每天晚上都爬楼梯") == ()
 
     @pytest.mark.parametrize(
         "ref_text",
