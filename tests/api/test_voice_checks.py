@@ -165,6 +165,22 @@ def test_a_noisy_but_usable_reference_is_accepted_with_a_warning(
     assert [codes(v) for v in listed] == [["noisy"]]
 
 
+def _fixing_the_transcript_clears_it(
+    app: Flask, client: FlaskClient, user: dict[str, str], voice_id: str, ref_text: str
+) -> None:
+    """Replacing the voice's ``ref_text`` clears its transcript warning at once; the rebuild finds none."""
+    fixed = client.put(
+        f"/v1/voices/{voice_id}",
+        data={"ref_text": ref_text},
+        headers=user,
+        content_type="multipart/form-data",
+    )
+    assert fixed.status_code == 202, fixed.json
+    assert fixed.json["warnings"] == []
+    build(app, voice_id)
+    assert show(client, user, voice_id)["warnings"] == []
+
+
 def test_a_wrong_transcript_warns_after_the_build_and_a_fixed_one_clears_it(
     app: Flask, client: FlaskClient, user: dict[str, str], espeak: tuple[np.ndarray, int]
 ) -> None:
@@ -182,16 +198,7 @@ def test_a_wrong_transcript_warns_after_the_build_and_a_fixed_one_clears_it(
     assert warning["measured"] > 1 / 3
     assert "ref_text" in warning["message"]
 
-    fixed = client.put(
-        f"/v1/voices/{voice_id}",
-        data={"ref_text": TRANSCRIPT},
-        headers=user,
-        content_type="multipart/form-data",
-    )
-    assert fixed.status_code == 202, fixed.json
-    assert fixed.json["warnings"] == []
-    build(app, voice_id)
-    assert show(client, user, voice_id)["warnings"] == []
+    _fixing_the_transcript_clears_it(app, client, user, voice_id, TRANSCRIPT)
 
 
 def test_a_transcript_far_shorter_than_the_recording_warns_and_the_whole_one_clears_it(
@@ -208,16 +215,7 @@ def test_a_transcript_far_shorter_than_the_recording_warns_and_the_whole_one_cle
     assert "ref_text" in warning["message"]
     assert "10 letters" in warning["message"]
 
-    fixed = client.put(
-        f"/v1/voices/{voice_id}",
-        data={"ref_text": reference_audio[1]},
-        headers=user,
-        content_type="multipart/form-data",
-    )
-    assert fixed.status_code == 202, fixed.json
-    assert fixed.json["warnings"] == []
-    build(app, voice_id)
-    assert show(client, user, voice_id)["warnings"] == []
+    _fixing_the_transcript_clears_it(app, client, user, voice_id, reference_audio[1])
 
 
 def test_a_replaced_recording_is_checked_again(
