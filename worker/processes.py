@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from worker.config import FLAT_SETTINGS, Settings, env_name
-from worker.engines.catalog import loaded_modules
+from worker.engines.catalog import loaded_modules, parse_module_names
 
 # How long a starting worker may take to say it is ready: importing the engines and the audio stack takes
 # seconds alone, and a minute was passed with several test processes starting workers on two loaded cores.
@@ -30,7 +30,7 @@ def settings_env(settings: Settings) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TOME_")}
     for flat in FLAT_SETTINGS:
         env[env_name(flat)] = str(settings.flat_value(flat))
-    named = [name.strip() for name in settings.engines.modules.split(",") if name.strip()]
+    named = parse_module_names(settings.engines.modules)
     env[env_name("engine_modules")] = ",".join(dict.fromkeys([*named, *loaded_modules()]))
     return env
 
