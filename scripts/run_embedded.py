@@ -81,6 +81,8 @@ def check_engine(settings: Settings) -> None:
         ) from exc
     except EngineError as exc:
         raise ConfigError(f"TOME_ENGINE={settings.engines.default}: {exc}") from exc
+    except KeyError as exc:  # no such engine here (one of another module needs TOME_ENGINE_MODULES)
+        raise ConfigError(f"TOME_ENGINE={settings.engines.default}: {exc.args[0]}") from exc
 
 
 def answers(url: str) -> bool:

@@ -19,6 +19,11 @@ ROOT = Path(__file__).resolve().parent.parent
         ({"TOME_ENGINE": "qwen3-tts"}, "set TOME_QWEN3_MODEL_DIR"),
         ({"TOME_ENGINE": "fish-speech", "TOME_FISH_MODEL_DIR": "/nonexistent"}, "lacks config.json"),
         ({"TOME_API_PORT": "70000"}, "TOME_API_PORT must be a TCP port"),
+        (
+            {"TOME_ENGINE": "espeak-paced"},
+            "unknown TTS engine 'espeak-paced' (available: espeak, fish-speech",
+        ),
+        ({"TOME_ENGINE_MODULES": "no_such_engines"}, "cannot import engine module 'no_such_engines'"),
     ],
 )
 def test_an_engine_or_setting_it_cannot_use_is_said_before_anything_starts(
