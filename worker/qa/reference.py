@@ -170,15 +170,14 @@ def check_reference(samples: npt.ArrayLike, sample_rate: int) -> ReferenceReport
     if sample_rate <= 0:
         raise ValueError(f"the sample rate must be positive, got {sample_rate}")
     duration = x.size / sample_rate
-    hop = max(1, round(sample_rate * FRAME_S))
-    n_frames = x.size // hop
+    frames = _frames(x, sample_rate)
+    n_frames, hop = map(int, frames.shape)
     if n_frames == 0:
         too_short = Finding("reference_unusable", "the recording is too short to measure", 0.0)
         return ReferenceReport(
             duration, FLOOR_DBFS, FLOOR_DBFS, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, refusal=too_short
         )
     dc = float(np.mean(x, dtype=np.float64))
-    frames = x[: n_frames * hop].reshape(n_frames, hop)
     levels = _frame_levels(frames)
     speech, noise = _speech_and_noise(levels)
     snr = speech - noise
@@ -362,13 +361,12 @@ def _warnings(
 def check_reference_transcript(
     recogniser: Recogniser, samples: npt.ArrayLike, sample_rate: int, ref_text: str
 ) -> tuple[Finding, ...]:
-    """Recognise the reference against its (English) transcript; a warning when they disagree (never a
-    refusal).
+    """Recognise the reference against its transcript; a warning when they disagree (never a refusal).
 
     The recogniser is constrained to the transcript's words (see :mod:`worker.qa.transcript`): speech
     that says something else comes out as the transcript's words in the wrong places, missing or heard
     again and again, which the word error rate counts. A transcript far shorter than the speech fits
-    part of it, so its letters are also held to the seconds of sound (``transcript_too_short``)."""
+    part of it, so its letters are also held to the seconds of speech (``transcript_too_short``)."""
     result = check_transcript(recogniser, samples, sample_rate, ref_text)
     if result.scored_words == 0 or result.errors < MIN_REFERENCE_ERRORS or result.wer <= MAX_REFERENCE_WER:
         return _too_short(samples, sample_rate, ref_text)
@@ -410,15 +408,21 @@ def active_speech_seconds(samples: npt.ArrayLike, sample_rate: int) -> float:
     the speech level, :data:`SPEECH_ABOVE_NOISE_DB` above the noise floor and above
     :data:`SILENCE_DBFS`. Unlike the *sound* of :func:`check_reference`, pauses and padding filled with
     room noise or a music bed are left out."""
-    x = np.asarray(samples, dtype=np.float32).reshape(-1)
-    hop = max(1, round(sample_rate * FRAME_S))
-    n_frames = x.size // hop
+    frames = _frames(np.asarray(samples, dtype=np.float32).reshape(-1), sample_rate)
+    n_frames, hop = map(int, frames.shape)
     if n_frames == 0:
         return 0.0
-    levels = _frame_levels(x[: n_frames * hop].reshape(n_frames, hop))
+    levels = _frame_levels(frames)
     speech, noise = _speech_and_noise(levels)
     floor = max(speech - SOUND_RANGE_DB, noise + SPEECH_ABOVE_NOISE_DB, SILENCE_DBFS)
     return int(np.count_nonzero(levels >= floor)) * hop / sample_rate
+
+
+def _frames(x: npt.NDArray[np.float32], sample_rate: int) -> npt.NDArray[np.float32]:
+    """``x`` as whole :data:`FRAME_S` frames, one a row (a view; the tail short of a frame left out)."""
+    hop = max(1, round(sample_rate * FRAME_S))
+    n_frames = x.size // hop
+    return x[: n_frames * hop].reshape(n_frames, hop)
 
 
 def _frame_levels(frames: npt.NDArray[np.float32]) -> npt.NDArray[np.float64]:
